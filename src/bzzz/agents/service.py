@@ -1,0 +1,354 @@
+"""Agents: announce, look up, retrieve; agents go offline when their session ends."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from bzzz import domain
+from bzzz.address import Address, agent_address, parse_address
+from bzzz.domain import RESERVED_AGENT_IDS, iso
+from bzzz.errors import AgentNotFound, InvalidParameters, ThreadNotFound
+from bzzz.eventlog import Caller, EventLog
+from bzzz.schemas import AnnounceInput, FilterCriteria, GetInput, LookupInput
+from bzzz.store.database import Database
+from bzzz.store.repository import Repository
+
+logger = logging.getLogger(__name__)
+
+
+def agent_info(agent: domain.Agent) -> dict[str, Any]:
+    """The agent as the tools show it."""
+    return {
+        "id": agent.id,
+        "role": agent.role,
+        "capabilities": agent.capabilities,
+        "specialization": agent.specialization,
+        "status": agent.status,
+        "available": agent.available,
+        "performance": agent.performance,
+        "max_tasks": agent.max_tasks,
+        "active_tasks": agent.active_tasks,
+        "project": agent.project,
+        "task": agent.task,
+        "address": agent_address(agent.id, agent.role, agent.project, agent.task),
+        "node_id": agent.node_id,
+        "created_at": iso(agent.created_at),
+        "last_activity": iso(agent.last_activity),
+    }
+
+
+def task_info(task: domain.Task) -> dict[str, Any]:
+    """A task as the tools show it (the reference's AgentTask plus who assigned it)."""
+    return {
+        "id": task.id,
+        "type": task.type,
+        "description": task.description,
+        "status": task.status,
+        "priority": task.priority,
+        "assigner": task.assigner,
+        "data": task.data,
+        "thread_id": task.thread_id,
+        "progress": task.progress,
+        "result": task.result,
+        "error": task.error,
+        "startTime": iso(task.start_time),
+        "endTime": iso(task.end_time),
+    }
+
+
+def message_info(message: domain.Message) -> dict[str, Any]:
+    """A message as the tools show it."""
+    return {
+        "id": message.id,
+        "sender": message.sender,
+        "message_type": message.message_type,
+        "content": message.content,
+        "priority": message.priority,
+        "thread_id": message.thread_id,
+        "reply_to": message.reply_to,
+        "recipients": message.recipients,
+        "target_address": message.target_address,
+        "timestamp": iso(message.posted_at),
+    }
+
+
+def thread_info(
+    thread: domain.Thread, messages: list[domain.Message] | None = None
+) -> dict[str, Any]:
+    """A thread as the tools show it (the reference's ConversationThread)."""
+    info: dict[str, Any] = {
+        "id": thread.id,
+        "topic": thread.topic,
+        "participants": thread.active_participants,
+        "former_participants": [p.agent_id for p in thread.participants if not p.active],
+        "creator": thread.creator,
+        "status": thread.status,
+        "created_at": iso(thread.created_at),
+        "last_activity": iso(thread.last_activity),
+        "message_count": thread.message_count,
+        "summary": thread.summary,
+        "metadata": thread.metadata,
+        "escalation_history": thread.escalation_history,
+    }
+    if messages is not None:
+        info["messages"] = [
+            {
+                "id": m.id,
+                "threadId": m.thread_id,
+                "sender": m.sender,
+                "content": m.content.get("text", m.content) if m.content else "",
+                "messageType": m.message_type,
+                "timestamp": iso(m.posted_at),
+                "replyTo": m.reply_to,
+                "metadata": {k: v for k, v in m.content.items() if k != "text"},
+            }
+            for m in messages
+        ]
+    return info
+
+
+def _expertise_fraction(agent: domain.Agent, expertise: list[str]) -> float:
+    if not expertise:
+        return 1.0
+    haystack = [c.lower() for c in agent.capabilities]
+    special = (agent.specialization or "").lower()
+    hits = sum(
+        1 for want in expertise if want.lower() in haystack or (special and want.lower() in special)
+    )
+    return hits / len(expertise)
+
+
+def score_agent(agent: domain.Agent, expertise: list[str]) -> int:
+    """0-100: performance 40, expertise 25, availability 25, free capacity 10."""
+    load_free = 1 - min(agent.active_tasks, agent.max_tasks) / agent.max_tasks
+    value = (
+        40 * agent.performance
+        + 25 * _expertise_fraction(agent, expertise)
+        + 25 * (1 if agent.available else 0)
+        + 10 * load_free
+    )
+    return max(0, min(100, round(value)))
+
+
+def _passes(agent: domain.Agent, criteria: FilterCriteria) -> bool:
+    if criteria.availability and not agent.available:
+        return False
+    if criteria.performance_threshold is not None and agent.performance < (
+        criteria.performance_threshold
+    ):
+        return False
+    return _expertise_fraction(agent, criteria.expertise) == 1.0
+
+
+class AgentService:
+    """Announcement, discovery and retrieval of agents."""
+
+    def __init__(self, db: Database, log: EventLog, max_agents: int) -> None:
+        self._db = db
+        self._log = log
+        self._max_agents = max_agents
+
+    async def announce(self, caller: Caller, params: AnnounceInput) -> dict[str, Any]:
+        """Put an agent on the network as this session's; refuse an id a live session holds."""
+        if params.agent_id.lower() in RESERVED_AGENT_IDS:
+            raise InvalidParameters(
+                f"agent id '{params.agent_id}' is reserved; choose another",
+                details={"reserved": sorted(RESERVED_AGENT_IDS)},
+            )
+        async with self._db.session() as session:
+            existing = await Repository(session).agent(params.agent_id)
+        if (
+            existing is not None
+            and existing.online
+            and ((existing.node_id, existing.session_id) != (self._log.node_id, caller.session_id))
+        ):
+            raise self._exists(params.agent_id)
+        payload = params.model_dump() | {"session_id": caller.session_id, "metadata": {}}
+        outcome = await self._log.emit("agent.announced", "agent", params.agent_id, payload)
+        if not outcome["ok"]:
+            if outcome.get("reason") == "max_agents":
+                raise InvalidParameters(
+                    f"the network already has its maximum of {self._max_agents} online agents",
+                    details={"max_agents": self._max_agents},
+                )
+            raise self._exists(params.agent_id)
+        async with self._db.session() as session:
+            agent = await Repository(session).agent(params.agent_id)
+        assert agent is not None
+        return {
+            "success": True,
+            "message": f"Agent {agent.id} ({agent.role}) announced to BZZZ network",
+            "agent": agent_info(agent),
+        }
+
+    @staticmethod
+    def _exists(agent_id: str) -> InvalidParameters:
+        return InvalidParameters(
+            f"Agent ID already exists: '{agent_id}' is held by a live agent of another session",
+            details={"agent_id": agent_id},
+        )
+
+    async def lookup(self, params: LookupInput) -> dict[str, Any]:
+        """Agents matching an address and filters, best first."""
+        address = parse_address(params.semantic_address)
+        criteria = params.filter_criteria or FilterCriteria()
+        async with self._db.session() as session:
+            candidates = await Repository(session).agents_matching(
+                agent_id=address.agent,
+                role=address.role,
+                project=address.project,
+                task=address.task,
+                online_only=bool(criteria.availability),
+            )
+        scored = [
+            (score_agent(agent, criteria.expertise), agent)
+            for agent in candidates
+            if _passes(agent, criteria)
+        ]
+        scored.sort(key=lambda pair: (-pair[0], pair[1].id))
+        matches = [
+            {
+                "id": agent.id,
+                "role": agent.role,
+                "capabilities": agent.capabilities,
+                "specialization": agent.specialization,
+                "status": agent.status,
+                "available": agent.available,
+                "performance": agent.performance,
+                "project": agent.project,
+                "task": agent.task,
+                "address": agent_address(agent.id, agent.role, agent.project, agent.task),
+                "score": score,
+            }
+            for score, agent in scored[: params.limit]
+        ]
+        return {
+            "success": True,
+            "address": params.semantic_address,
+            "parsed_address": address.to_dict(params.semantic_address),
+            "matches": matches,
+            "count": len(matches),
+            "total_matches": len(scored),
+            "query_time": iso(domain.utcnow()),
+        }
+
+    async def get(self, params: GetInput) -> dict[str, Any]:
+        """The content at an address: an agent, its inbox, its tasks, or a thread."""
+        address = parse_address(params.address)
+        path = address.path or ""
+        async with self._db.session() as session:
+            repo = Repository(session)
+            if path.startswith("/threads/"):
+                content, kind = await self._thread_content(repo, address, params), "thread"
+            else:
+                agent = await self._agent_at(repo, address)
+                content, kind = await self._agent_content(repo, agent, path, params)
+        result: dict[str, Any] = {
+            "success": True,
+            "address": params.address,
+            "content": content,
+            "retrieved_at": iso(domain.utcnow()),
+        }
+        if params.include_metadata:
+            result["metadata"] = {
+                "last_updated": content.get("last_updated"),
+                "content_type": kind,
+                "version": "1.0",
+            }
+        return result
+
+    async def _agent_at(self, repo: Repository, address: Address) -> domain.Agent:
+        if address.agent is None:
+            raise InvalidParameters(
+                "bzzz_get needs a concrete agent id in the address (use bzzz_lookup for wildcards)",
+                details={"address": address.to_dict("")},
+            )
+        agent = await repo.agent(address.agent)
+        if agent is None or not address.matches(agent.id, agent.role, agent.project, agent.task):
+            raise AgentNotFound(
+                f"no agent '{address.agent}' at that address", details={"agent_id": address.agent}
+            )
+        return agent
+
+    async def _agent_content(
+        self, repo: Repository, agent: domain.Agent, path: str, params: GetInput
+    ) -> tuple[dict[str, Any], str]:
+        info = agent_info(agent)
+        base = {"agent_info": info, "last_updated": info["last_activity"]}
+        n = params.max_history
+        if path == "":
+            activity = await repo.activity(agent.id, n)
+            tasks = await repo.tasks(agent.id, active_only=True, limit=agent.max_tasks + 50)
+            return base | {
+                "recent_activity": [
+                    {"type": a.kind, "summary": a.summary, "ref": a.ref, "timestamp": iso(a.at)}
+                    for a in activity
+                ],
+                "current_tasks": [task_info(t) for t in tasks],
+            }, "agent_data"
+        if path == "/inbox":
+            inbox = await repo.inbox(agent.id, n)
+            return base | {"messages": [message_info(m) for m in inbox]}, "inbox"
+        if path == "/tasks":
+            tasks = await repo.tasks(agent.id, active_only=False, limit=max(n, 1))
+            return base | {"tasks": [task_info(t) for t in tasks]}, "tasks"
+        if path == "/threads":
+            threads = await repo.threads_of([agent.id], limit=max(n, 1))
+            return base | {"threads": [thread_info(t) for t in threads]}, "threads"
+        raise InvalidParameters(
+            f"unknown path '{path}'; valid paths: /inbox, /tasks, /threads, /threads/<id>",
+            details={"path": path},
+        )
+
+    async def _thread_content(
+        self, repo: Repository, address: Address, params: GetInput
+    ) -> dict[str, Any]:
+        assert address.path is not None
+        thread_id = address.path.removeprefix("/threads/").strip("/")
+        thread = await repo.thread(thread_id)
+        if thread is None or "/" in thread_id:
+            raise ThreadNotFound(f"no thread '{thread_id}'", details={"thread_id": thread_id})
+        if address.agent is not None:
+            await self._agent_at(repo, address)
+        messages = await repo.thread_messages(thread_id, limit=params.max_history)
+        info = thread_info(thread, messages)
+        return {"thread": info, "last_updated": info["last_activity"]}
+
+    async def session_ended(self, caller: Caller, reason: str = "session ended") -> list[str]:
+        """Take the agents a session announced offline; returns their ids."""
+        async with self._db.session() as session:
+            agents = await Repository(session).agents_of_session(
+                self._log.node_id, caller.session_id
+            )
+        if not agents:
+            return []
+        ids = [a.id for a in agents]
+        await self._log.emit(
+            "agent.offline",
+            "agent",
+            ids[0],
+            {"agent_ids": ids, "session_id": caller.session_id, "reason": reason},
+        )
+        return ids
+
+    async def release_stale(self) -> int:
+        """At start-up: agents this node hosted before a crash have no session any more."""
+        async with self._db.session() as session:
+            agents = await Repository(session).online_agents_of_node(self._log.node_id)
+        by_session: dict[str, list[str]] = {}
+        for agent in agents:
+            by_session.setdefault(agent.session_id, []).append(agent.id)
+        for session_id, ids in by_session.items():
+            await self._log.emit(
+                "agent.offline",
+                "agent",
+                ids[0],
+                {"agent_ids": ids, "session_id": session_id, "reason": "node restarted"},
+            )
+        return len(agents)
+
+    async def agents_of(self, caller: Caller) -> list[domain.Agent]:
+        """The online agents this session announced."""
+        async with self._db.session() as session:
+            return await Repository(session).agents_of_session(self._log.node_id, caller.session_id)

@@ -1,0 +1,143 @@
+"""The `bzzz` command: a thin layer over the node and its settings."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import logging
+import signal
+import sys
+from pathlib import Path
+from typing import Any
+
+from bzzz import __version__
+from bzzz.config import Settings, load_settings
+from bzzz.errors import BzzzError
+
+logger = logging.getLogger("bzzz")
+
+EXIT_ERROR = 1
+EXIT_CONFIG = 2
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="bzzz", description="BZZZ node: agents on a network")
+    parser.add_argument("--version", action="version", version=f"bzzz {__version__}")
+    parser.add_argument("--config", help="TOML settings file (or BZZZ_CONFIG)")
+    parser.add_argument("--data-dir", help="data directory (or BZZZ_DATA_DIR)")
+    sub = parser.add_subparsers(dest="command", required=True)
+    serve = sub.add_parser("serve", help="run the node (MCP over HTTP at /mcp, or --stdio)")
+    serve.add_argument("--stdio", action="store_true", help="MCP over stdin/stdout")
+    serve.add_argument("--port", type=int, help="HTTP port (or BZZZ_HTTP_PORT; default 7331)")
+    serve.add_argument("--host", help="HTTP bind address (default 127.0.0.1)")
+    config = sub.add_parser("config", help="settings")
+    config_sub = config.add_subparsers(dest="config_command", required=True)
+    config_sub.add_parser("show", help="print the effective settings, secrets masked")
+    return parser
+
+
+def _overrides(args: argparse.Namespace) -> dict[str, dict[str, Any]]:
+    node: dict[str, Any] = {}
+    if args.data_dir:
+        node["data_dir"] = args.data_dir
+    if getattr(args, "port", None) is not None:
+        node["http_port"] = args.port
+    if getattr(args, "host", None):
+        node["http_host"] = args.host
+    return {"node": node} if node else {}
+
+
+def _setup_logging(settings: Settings) -> None:
+    # stdout belongs to the MCP stdio transport: logs go to stderr or the configured file.
+    handler: logging.Handler
+    if settings.logging.file:
+        Path(settings.logging.file).expanduser().parent.mkdir(parents=True, exist_ok=True)
+        handler = logging.FileHandler(Path(settings.logging.file).expanduser())
+    else:
+        handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    root = logging.getLogger()
+    root.handlers[:] = [handler]
+    root.setLevel(logging.WARNING)
+    logging.getLogger("bzzz").setLevel(settings.logging.level)
+
+
+async def _serve_stdio(settings: Settings) -> None:
+    from bzzz.mcp.server import build_server
+    from bzzz.node import Node
+
+    async with Node(settings) as node:
+        server, _ = build_server(node)
+        await server.run_stdio_async()
+
+
+async def _serve_http(settings: Settings) -> None:
+    import uvicorn
+
+    from bzzz.api.app import build_app
+    from bzzz.mcp.server import build_server
+    from bzzz.node import Node
+
+    async with Node(settings) as node:
+        server, _ = build_server(node)
+        app = build_app(node, server, settings.node.http_host)
+        config = uvicorn.Config(
+            app,
+            host=settings.node.http_host,
+            port=settings.node.http_port,
+            log_level="warning",
+            timeout_graceful_shutdown=3,
+            lifespan="on",
+        )
+        web = uvicorn.Server(config)
+        logger.info("MCP at http://%s:%d/mcp", settings.node.http_host, settings.node.http_port)
+        await web.serve()
+
+
+async def _run_until_signal(coro: Any) -> None:
+    task = asyncio.ensure_future(coro)
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        with contextlib.suppress(NotImplementedError):
+            loop.add_signal_handler(sig, task.cancel)
+    with contextlib.suppress(asyncio.CancelledError):
+        await task
+
+
+def _serve(args: argparse.Namespace, settings: Settings) -> int:
+    _setup_logging(settings)
+    if args.stdio:
+        asyncio.run(_run_until_signal(_serve_stdio(settings)))
+    else:
+        # uvicorn handles SIGINT/SIGTERM itself and returns from serve() gracefully.
+        asyncio.run(_serve_http(settings))
+    return 0
+
+
+def _config_show(settings: Settings) -> int:
+    from rich.console import Console
+    from rich.syntax import Syntax
+
+    Console().print(Syntax(json.dumps(settings.masked(), indent=2, default=str), "json"))
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of the `bzzz` command."""
+    args = _parser().parse_args(argv)
+    try:
+        settings = load_settings(args.config, overrides=_overrides(args))
+        if args.command == "serve":
+            return _serve(args, settings)
+        return _config_show(settings)
+    except BzzzError as exc:
+        print(f"bzzz: {exc.message}", file=sys.stderr)
+        return EXIT_CONFIG if exc.code == "CONFIG_ERROR" else EXIT_ERROR
+    except KeyboardInterrupt:
+        return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

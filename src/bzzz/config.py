@@ -1,0 +1,281 @@
+"""Settings: the seed's BzzzMcpConfig sections plus the node's own, from a TOML file and BZZZ_*.
+
+Precedence (highest first): environment variables, the TOML file (``--config`` / ``BZZZ_CONFIG``),
+defaults. Every setting can be set from the environment as ``BZZZ_<SECTION>__<KEY>`` (for example
+``BZZZ_COST__DAILY_LIMIT=5``); the common ones also have short names (``BZZZ_DATA_DIR``,
+``BZZZ_NATS_URL``, ``BZZZ_DATABASE_URL``, ``BZZZ_NETWORK_ID``, ``BZZZ_HTTP_PORT`` …).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tomllib
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator
+
+from bzzz.errors import ConfigError
+
+ENV_PREFIX = "BZZZ_"
+
+# Short environment names for the settings people set most; value: (section, key).
+ENV_ALIASES: dict[str, tuple[str, str]] = {
+    "BZZZ_DATA_DIR": ("node", "data_dir"),
+    "BZZZ_DATABASE_URL": ("node", "database_url"),
+    "BZZZ_HTTP_HOST": ("node", "http_host"),
+    "BZZZ_HTTP_PORT": ("node", "http_port"),
+    "BZZZ_AUTH_TOKENS": ("node", "auth_tokens"),
+    "BZZZ_NATS_URL": ("bzzz", "nats_url"),
+    "BZZZ_NETWORK_ID": ("bzzz", "network_id"),
+    "BZZZ_OPENAI_API_KEY": ("openai", "api_key"),
+    "BZZZ_OPENAI_BASE_URL": ("openai", "base_url"),
+    "BZZZ_DEFAULT_MODEL": ("openai", "default_model"),
+    "BZZZ_DAILY_LIMIT": ("cost", "daily_limit"),
+    "BZZZ_MONTHLY_LIMIT": ("cost", "monthly_limit"),
+    "BZZZ_MAX_ACTIVE_THREADS": ("conversation", "max_active_threads"),
+    "BZZZ_MAX_AGENTS": ("agents", "max_agents"),
+    "BZZZ_LOG_LEVEL": ("logging", "level"),
+    "BZZZ_LOG_FILE": ("logging", "file"),
+}
+
+SECRET_KEYS = frozenset({"api_key", "auth_tokens", "database_url", "secret"})
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="forbid", validate_default=True)
+
+
+class OpenAISettings(_Section):
+    """The model endpoint (any OpenAI-compatible API)."""
+
+    api_key: SecretStr | None = None
+    base_url: str | None = None
+    default_model: str = "gpt-5"
+    max_tokens: int = Field(4000, gt=0)
+    temperature: float = Field(0.7, ge=0, le=2)
+
+
+class BzzzSettings(_Section):
+    """The network this node belongs to."""
+
+    network_id: str = Field("main", pattern=r"^[A-Za-z0-9_-]{1,64}$")
+    nats_url: list[str] = Field(default_factory=list)
+    node_url: str | None = None
+    pubsub_topics: list[str] = Field(
+        default_factory=lambda: ["bzzz/coordination/v1", "antennae/meta-discussion/v1"]
+    )
+    stream_replicas: int = Field(1, ge=1, le=5)
+    publish_timeout: float = Field(10.0, gt=0)
+    max_file_store: int = Field(1 << 30, gt=0)
+    max_memory_store: int = Field(64 << 20, gt=0)
+
+    @field_validator("nats_url", mode="before")
+    @classmethod
+    def _split_urls(cls, value: object) -> object:
+        if isinstance(value, str):
+            return [part.strip() for part in value.split(",") if part.strip()]
+        return value
+
+    @field_validator("nats_url")
+    @classmethod
+    def _check_urls(cls, value: list[str]) -> list[str]:
+        for url in value:
+            if not url.startswith(("nats://", "tls://", "ws://", "wss://")):
+                raise ValueError(f"{url!r} is not a nats:// URL")
+        return value
+
+
+class CostSettings(_Section):
+    """Spending limits for hosted agents (USD)."""
+
+    daily_limit: float = Field(10.0, ge=0)
+    monthly_limit: float = Field(200.0, ge=0)
+    warning_threshold: float = Field(0.8, ge=0, le=1)
+
+
+class ConversationSettings(_Section):
+    """Threaded conversations."""
+
+    max_active_threads: int = Field(100, gt=0)
+    default_timeout: int = Field(3600, gt=0)
+    escalation_rules: list[dict[str, Any]] = Field(default_factory=list)
+
+
+class AgentsSettings(_Section):
+    """Agents on this network."""
+
+    max_agents: int = Field(100_000, gt=0)
+    default_roles: list[dict[str, Any]] = Field(default_factory=list)
+
+
+class LoggingSettings(_Section):
+    """Where and how much the node logs (always stderr or a file, never stdout)."""
+
+    level: Literal["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"] = "INFO"
+    file: str | None = None
+
+    @field_validator("level", mode="before")
+    @classmethod
+    def _upper(cls, value: object) -> object:
+        return value.upper() if isinstance(value, str) else value
+
+
+class WebhookSettings(_Section):
+    """Delivery of events to subscribers' callback webhooks."""
+
+    timeout: float = Field(10.0, gt=0)
+    initial_backoff: float = Field(1.0, gt=0)
+    max_backoff: float = Field(300.0, gt=0)
+    max_age: float = Field(86_400.0, gt=0, description="seconds before a delivery is dead-lettered")
+    allow_private: bool = Field(
+        True, description="allow callbacks to loopback/private addresses (local receivers)"
+    )
+
+
+class NodeSettings(_Section):
+    """This process: data directory, database, HTTP."""
+
+    data_dir: Path = Field(default_factory=lambda: Path.home() / ".bzzz")
+    database_url: str | None = None
+    http_host: str = "127.0.0.1"
+    http_port: int = Field(7331, ge=0, le=65535)
+    auth_tokens: list[str] = Field(default_factory=list)
+
+    @field_validator("auth_tokens", mode="before")
+    @classmethod
+    def _split_tokens(cls, value: object) -> object:
+        if isinstance(value, str):
+            return [part.strip() for part in value.split(",") if part.strip()]
+        return value
+
+    @field_validator("database_url")
+    @classmethod
+    def _check_db(cls, value: str | None) -> str | None:
+        if value is not None and not value.startswith(
+            ("sqlite+aiosqlite://", "postgresql+asyncpg://")
+        ):
+            raise ValueError("must start with sqlite+aiosqlite:// or postgresql+asyncpg://")
+        return value
+
+
+class Settings(_Section):
+    """Every setting of a node."""
+
+    node: NodeSettings = Field(default_factory=NodeSettings)
+    openai: OpenAISettings = Field(default_factory=OpenAISettings)
+    bzzz: BzzzSettings = Field(default_factory=BzzzSettings)
+    cost: CostSettings = Field(default_factory=CostSettings)
+    conversation: ConversationSettings = Field(default_factory=ConversationSettings)
+    agents: AgentsSettings = Field(default_factory=AgentsSettings)
+    logging: LoggingSettings = Field(default_factory=LoggingSettings)
+    webhooks: WebhookSettings = Field(default_factory=WebhookSettings)
+
+    def database_url(self) -> str:
+        """The database URL in force: the configured one or SQLite in the data directory."""
+        if self.node.database_url:
+            return self.node.database_url
+        return f"sqlite+aiosqlite:///{self.node.data_dir / 'bzzz.db'}"
+
+    def masked(self) -> dict[str, Any]:
+        """The settings as plain data with secrets replaced by '***'."""
+        masked: dict[str, Any] = _mask(self.model_dump(mode="json"))
+        return masked
+
+
+def _mask(value: Any, key: str = "") -> Any:
+    if isinstance(value, dict):
+        return {k: _mask(v, k) for k, v in value.items()}
+    if key in SECRET_KEYS and value:
+        if key == "database_url" and isinstance(value, str):
+            return _mask_url(value)
+        return "***"
+    return value
+
+
+def _mask_url(url: str) -> str:
+    scheme, sep, rest = url.partition("://")
+    creds, at, host = rest.rpartition("@")
+    if not at or ":" not in creds:
+        return url
+    user = creds.split(":", 1)[0]
+    return f"{scheme}{sep}{user}:***@{host}"
+
+
+def _env_overrides(environ: Mapping[str, str]) -> dict[str, dict[str, Any]]:
+    sections = set(Settings.model_fields)
+    result: dict[str, dict[str, Any]] = {}
+    for name, raw in environ.items():
+        if not name.startswith(ENV_PREFIX) or name == "BZZZ_CONFIG":
+            continue
+        if name in ENV_ALIASES:
+            section, key = ENV_ALIASES[name]
+        elif "__" in name:
+            section, _, key = name[len(ENV_PREFIX) :].lower().partition("__")
+            if section not in sections:
+                raise ConfigError(f"invalid setting {name}: unknown section {section!r}")
+        else:
+            continue
+        result.setdefault(section, {})[key] = _env_value(raw)
+    return result
+
+
+def _env_value(raw: str) -> Any:
+    # JSON lets lists and tables come from the environment; anything else stays a string
+    # and pydantic converts it to the field's type.
+    stripped = raw.strip()
+    if stripped[:1] in "[{":
+        try:
+            return json.loads(stripped)
+        except json.JSONDecodeError:
+            return raw
+    return raw
+
+
+def _merge(base: dict[str, Any], override: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    merged = {k: dict(v) if isinstance(v, dict) else v for k, v in base.items()}
+    for section, values in override.items():
+        target = merged.setdefault(section, {})
+        if not isinstance(target, dict):
+            raise ConfigError(f"invalid setting {section}: must be a table")
+        target.update(values)
+    return merged
+
+
+def _read_toml(path: Path) -> dict[str, Any]:
+    try:
+        with path.open("rb") as fh:
+            return tomllib.load(fh)
+    except FileNotFoundError as exc:
+        raise ConfigError(f"config file {path} does not exist") from exc
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"config file {path} is not valid TOML: {exc}") from exc
+
+
+def _describe(exc: ValidationError) -> str:
+    error = exc.errors()[0]
+    dotted = ".".join(str(part) for part in error["loc"])
+    env = ENV_PREFIX + "__".join(str(part) for part in error["loc"][:2]).upper()
+    for alias, target in ENV_ALIASES.items():
+        if ".".join(target) == dotted:
+            env = alias
+    return f"invalid setting {dotted} ({env}): {error['msg']}"
+
+
+def load_settings(
+    config_file: str | Path | None = None,
+    environ: Mapping[str, str] | None = None,
+    overrides: dict[str, dict[str, Any]] | None = None,
+) -> Settings:
+    """Build the settings from file, environment and explicit overrides (CLI flags)."""
+    env = os.environ if environ is None else environ
+    path = config_file or env.get("BZZZ_CONFIG")
+    data = _read_toml(Path(path).expanduser()) if path else {}
+    data = _merge(data, _env_overrides(env))
+    data = _merge(data, overrides or {})
+    try:
+        return Settings.model_validate(data)
+    except ValidationError as exc:
+        raise ConfigError(_describe(exc)) from exc

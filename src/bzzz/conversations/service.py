@@ -1,0 +1,343 @@
+"""Messages, tasks and threads: bzzz_post and bzzz_thread."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from ulid import ULID
+
+from bzzz import domain
+from bzzz.address import parse_address
+from bzzz.agents.service import AgentService, thread_info
+from bzzz.conversations.summary import summarize_thread
+from bzzz.domain import TASK_UPDATE_TYPES, THREAD_MESSAGE_TYPES, iso
+from bzzz.errors import AgentNotFound, InvalidParameters, ThreadNotFound
+from bzzz.eventlog import Caller, EventLog
+from bzzz.schemas import PostInput, ThreadInput
+from bzzz.store.database import Database
+from bzzz.store.repository import Repository
+
+THREAD_POST_TYPES = THREAD_MESSAGE_TYPES + TASK_UPDATE_TYPES + ("task_assignment",)
+
+
+class ConversationService:
+    """Posting messages and tasks; creating, joining, leaving, listing, summarizing threads."""
+
+    def __init__(
+        self, db: Database, log: EventLog, agents: AgentService, max_active_threads: int
+    ) -> None:
+        self._db = db
+        self._log = log
+        self._agents = agents
+        self._max_active_threads = max_active_threads
+
+    async def sender_of(self, caller: Caller, agent_id: str | None) -> domain.Agent:
+        """The agent this session acts as (``agent_id`` picks one of several)."""
+        mine = await self._agents.agents_of(caller)
+        if not mine:
+            raise InvalidParameters(
+                "this session has not announced an agent; call bzzz_announce first",
+                details={"hint": "bzzz_announce"},
+            )
+        if agent_id is not None:
+            for agent in mine:
+                if agent.id == agent_id:
+                    return agent
+            raise InvalidParameters(
+                f"agent '{agent_id}' was not announced by this session",
+                details={"session_agents": [a.id for a in mine]},
+            )
+        if len(mine) > 1:
+            raise InvalidParameters(
+                "this session announced several agents; pass agent_id to choose one",
+                details={"session_agents": [a.id for a in mine]},
+            )
+        return mine[0]
+
+    # --- bzzz_post ---------------------------------------------------------------------------
+
+    async def post(self, caller: Caller, params: PostInput) -> dict[str, Any]:
+        """Deliver a message to an address or a thread; tasks are created or updated."""
+        started = time.perf_counter()
+        address = parse_address(params.target_address)
+        sender = await self.sender_of(caller, params.agent_id)
+        async with self._db.session() as session:
+            repo = Repository(session)
+            if params.thread_id:
+                recipients = await self._thread_recipients(repo, params, sender)
+            else:
+                recipients = await self._address_recipients(repo, address, sender)
+            task_id = await self._task_for_update(repo, params, sender, recipients)
+        message_id = f"msg-{ULID()}"
+        payload = {
+            "message_id": message_id,
+            "sender": sender.id,
+            "target_address": params.target_address,
+            "message_type": params.message_type,
+            "content": params.content,
+            "priority": params.priority,
+            "thread_id": params.thread_id,
+            "reply_to": params.reply_to,
+            "recipients": recipients,
+            "task_id": task_id,
+        }
+        outcome = await self._log.emit("message.posted", "msg", sender.id, payload)
+        if not outcome["ok"]:
+            raise InvalidParameters(
+                f"message refused: {outcome['reason']}", details={"reason": outcome["reason"]}
+            )
+        return self._post_result(params, message_id, recipients, outcome, started)
+
+    @staticmethod
+    def _post_result(
+        params: PostInput,
+        message_id: str,
+        recipients: list[str],
+        outcome: dict[str, Any],
+        started: float,
+    ) -> dict[str, Any]:
+        undelivered = [
+            {"agent_id": agent, "reason": reason}
+            for agent, reason in outcome.get("undelivered", {}).items()
+        ]
+        if not recipients:
+            undelivered.append({"agent_id": None, "reason": "no agent matches the address"})
+        result: dict[str, Any] = {
+            "success": True,
+            "message_id": message_id,
+            "target_address": params.target_address,
+            "message_type": params.message_type,
+            "delivery_results": {
+                "delivered": bool(outcome.get("delivered")),
+                "recipients": outcome.get("delivered", []),
+                "delivery_time": round((time.perf_counter() - started) * 1000, 3),
+                "undelivered": undelivered,
+            },
+            "posted_at": iso(domain.utcnow()),
+        }
+        if params.thread_id:
+            result["thread_id"] = params.thread_id
+        if outcome.get("tasks"):
+            result["tasks"] = outcome["tasks"]
+        if outcome.get("task_update"):
+            result["task_update"] = outcome["task_update"]
+        return result
+
+    async def _thread_recipients(
+        self, repo: Repository, params: PostInput, sender: domain.Agent
+    ) -> list[str]:
+        assert params.thread_id is not None
+        thread = await repo.thread(params.thread_id)
+        if thread is None:
+            raise ThreadNotFound(
+                f"no thread '{params.thread_id}'", details={"thread_id": params.thread_id}
+            )
+        if sender.id not in thread.active_participants:
+            raise InvalidParameters(
+                f"agent '{sender.id}' is not a participant of thread '{thread.id}'; "
+                "join it with bzzz_thread first",
+                details={"thread_id": thread.id},
+            )
+        if thread.status == "completed":
+            raise InvalidParameters(
+                f"thread '{thread.id}' is completed", details={"thread_id": thread.id}
+            )
+        if params.message_type not in THREAD_POST_TYPES:
+            raise InvalidParameters(
+                f"message_type '{params.message_type}' cannot be posted to a thread; valid: "
+                + ", ".join(THREAD_POST_TYPES),
+                details={"valid": list(THREAD_POST_TYPES)},
+            )
+        return [a for a in thread.active_participants if a != sender.id]
+
+    @staticmethod
+    async def _address_recipients(
+        repo: Repository, address: Any, sender: domain.Agent
+    ) -> list[str]:
+        if address.agent is not None:
+            agent = await repo.agent(address.agent)
+            if agent is None or not address.matches(
+                agent.id, agent.role, agent.project, agent.task
+            ):
+                raise AgentNotFound(
+                    f"no agent '{address.agent}' at that address",
+                    details={"agent_id": address.agent},
+                )
+            return [agent.id]
+        matches = await repo.agents_matching(
+            agent_id=None,
+            role=address.role,
+            project=address.project,
+            task=address.task,
+            online_only=True,
+        )
+        return sorted(a.id for a in matches if a.id != sender.id)
+
+    @staticmethod
+    async def _task_for_update(
+        repo: Repository, params: PostInput, sender: domain.Agent, recipients: list[str]
+    ) -> str | None:
+        if params.message_type not in TASK_UPDATE_TYPES:
+            return None
+        task_id = params.content.get("task_id")
+        if task_id is None:
+            candidates = [
+                t for r in recipients for t in await repo.active_tasks_between(sender.id, r)
+            ]
+            if len(candidates) != 1:
+                raise InvalidParameters(
+                    f"{params.message_type} needs content.task_id (the task to update)",
+                    details={
+                        "field": "content.task_id",
+                        "active_tasks": [t.id for t in candidates],
+                    },
+                )
+            return candidates[0].id
+        if not isinstance(task_id, str):
+            raise InvalidParameters(
+                "content.task_id must be a string", details={"field": "content.task_id"}
+            )
+        task = await repo.task(task_id)
+        if task is None:
+            raise InvalidParameters(f"no task '{task_id}'", details={"task_id": task_id})
+        if task.agent_id != sender.id:
+            raise InvalidParameters(
+                f"task '{task_id}' is assigned to '{task.agent_id}', not to '{sender.id}'",
+                details={"task_id": task_id},
+            )
+        if task.status not in domain.ACTIVE_TASK_STATUSES:
+            raise InvalidParameters(
+                f"task '{task_id}' is already {task.status}",
+                details={"task_id": task_id, "status": task.status},
+            )
+        return task_id
+
+    # --- bzzz_thread -------------------------------------------------------------------------
+
+    async def thread(self, caller: Caller, params: ThreadInput) -> dict[str, Any]:
+        """Run one bzzz_thread action."""
+        handlers: dict[str, Any] = {
+            "create": self._create,
+            "join": self._join,
+            "leave": self._leave,
+            "list": self._list,
+            "summarize": self._summarize,
+        }
+        result = await handlers[params.action](caller, params)
+        response: dict[str, Any] = {"success": True, "action": params.action}
+        if params.action != "list":
+            response["thread_id"] = result.get("id") or result.get("thread_id")
+        return response | {"result": result, "timestamp": iso(domain.utcnow())}
+
+    @staticmethod
+    def _require(params: ThreadInput, *names: str) -> None:
+        missing = [n for n in names if not getattr(params, n)]
+        if missing:
+            raise InvalidParameters(
+                f"action '{params.action}' requires {', '.join(missing)}",
+                details={"missing": missing, "action": params.action},
+            )
+
+    async def _create(self, caller: Caller, params: ThreadInput) -> dict[str, Any]:
+        self._require(params, "participants", "topic")
+        assert params.participants is not None and params.topic is not None
+        creator = await self.sender_of(caller, params.agent_id)
+        participants = list(dict.fromkeys([creator.id, *params.participants]))
+        async with self._db.session() as session:
+            repo = Repository(session)
+            unknown = [p for p in participants if await repo.agent(p) is None]
+            active = await repo.count_active_threads()
+        if unknown:
+            raise AgentNotFound(
+                f"unknown participants: {', '.join(unknown)}", details={"unknown": unknown}
+            )
+        if active >= self._max_active_threads:
+            raise self._too_many()
+        thread_id = f"thread-{ULID()}"
+        outcome = await self._log.emit(
+            "thread.created",
+            "thread",
+            thread_id,
+            {
+                "thread_id": thread_id,
+                "topic": params.topic,
+                "creator": creator.id,
+                "participants": participants,
+                "metadata": {},
+            },
+        )
+        if not outcome["ok"]:
+            raise self._too_many()
+        return await self._thread_dict(thread_id)
+
+    def _too_many(self) -> InvalidParameters:
+        return InvalidParameters(
+            f"the network already has maxActiveThreads ({self._max_active_threads}) active threads",
+            details={"max_active_threads": self._max_active_threads},
+        )
+
+    async def _thread_dict(self, thread_id: str) -> dict[str, Any]:
+        async with self._db.session() as session:
+            thread = await Repository(session).thread(thread_id)
+        if thread is None:
+            raise ThreadNotFound(f"no thread '{thread_id}'", details={"thread_id": thread_id})
+        return thread_info(thread)
+
+    async def _membership(self, caller: Caller, params: ThreadInput, kind: str) -> dict[str, Any]:
+        self._require(params, "thread_id")
+        assert params.thread_id is not None
+        agent = await self.sender_of(caller, params.agent_id)
+        thread = await self._thread_dict(params.thread_id)
+        if kind == "thread.joined" and thread["status"] == "completed":
+            raise InvalidParameters(f"thread '{params.thread_id}' is completed")
+        if kind == "thread.left" and agent.id not in thread["participants"]:
+            raise InvalidParameters(f"agent '{agent.id}' is not in thread '{params.thread_id}'")
+        outcome = await self._log.emit(
+            kind, "thread", params.thread_id, {"thread_id": params.thread_id, "agent_id": agent.id}
+        )
+        if not outcome["ok"]:
+            raise InvalidParameters(f"refused: {outcome['reason']}")
+        return await self._thread_dict(params.thread_id)
+
+    async def _join(self, caller: Caller, params: ThreadInput) -> dict[str, Any]:
+        return await self._membership(caller, params, "thread.joined")
+
+    async def _leave(self, caller: Caller, params: ThreadInput) -> dict[str, Any]:
+        return await self._membership(caller, params, "thread.left")
+
+    async def _list(self, caller: Caller, params: ThreadInput) -> list[dict[str, Any]]:
+        agent = await self.sender_of(caller, params.agent_id)
+        async with self._db.session() as session:
+            threads = await Repository(session).threads_of([agent.id])
+        return [
+            {
+                "id": t.id,
+                "topic": t.topic,
+                "participants": t.active_participants,
+                "status": t.status,
+                "last_activity": iso(t.last_activity),
+                "message_count": t.message_count,
+            }
+            for t in threads
+        ]
+
+    async def _summarize(self, caller: Caller, params: ThreadInput) -> dict[str, Any]:
+        self._require(params, "thread_id")
+        assert params.thread_id is not None
+        async with self._db.session() as session:
+            repo = Repository(session)
+            thread = await repo.thread(params.thread_id)
+            if thread is None:
+                raise ThreadNotFound(
+                    f"no thread '{params.thread_id}'", details={"thread_id": params.thread_id}
+                )
+            messages = await repo.thread_messages(thread.id)
+        summary = summarize_thread(thread, messages)
+        await self._log.emit(
+            "thread.summarized",
+            "thread",
+            thread.id,
+            {"thread_id": thread.id, "summary": summary["summary"]},
+        )
+        return summary

@@ -1,0 +1,218 @@
+"""Domain shapes: plain dataclasses the services work with (rows stay in store/, wire in mcp/)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from enum import StrEnum
+from typing import Any
+
+PRIORITIES = ("low", "medium", "high", "urgent")
+THREAD_MESSAGE_TYPES = ("text", "code", "file", "decision", "question")
+TASK_UPDATE_TYPES = ("task_progress", "task_complete", "task_failed")
+EVENT_TYPES = (
+    "agent_announcement",
+    "task_assignment",
+    "thread_created",
+    "thread_escalated",
+    "network_status",
+)
+RESERVED_AGENT_IDS = frozenset({"subscriptions", "peers", "costs", "network", "node"})
+
+
+def utcnow() -> datetime:
+    """Now, aware, in UTC."""
+    return datetime.now(UTC)
+
+
+def iso(value: datetime | None) -> str | None:
+    """ISO-8601 with a Z, as the API reference writes times."""
+    if value is None:
+        return None
+    return value.astimezone(UTC).isoformat().replace("+00:00", "Z")
+
+
+class AgentStatus(StrEnum):
+    """The reference's agent statuses."""
+
+    IDLE = "idle"
+    BUSY = "busy"
+    OFFLINE = "offline"
+    ERROR = "error"
+
+
+class TaskStatus(StrEnum):
+    """The reference's task statuses."""
+
+    PENDING = "pending"
+    IN_PROGRESS = "in_progress"
+    COMPLETED = "completed"
+    FAILED = "failed"
+
+
+ACTIVE_TASK_STATUSES = (TaskStatus.PENDING.value, TaskStatus.IN_PROGRESS.value)
+
+
+@dataclass(slots=True)
+class Agent:
+    """An agent on the network."""
+
+    id: str
+    role: str
+    capabilities: list[str]
+    specialization: str | None
+    max_tasks: int
+    project: str | None
+    task: str | None
+    status: str
+    active_tasks: int
+    tasks_completed: int
+    tasks_failed: int
+    performance: float
+    node_id: str
+    session_id: str
+    created_at: datetime
+    last_activity: datetime
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def available(self) -> bool:
+        """Online and below its task limit."""
+        return self.status != AgentStatus.OFFLINE and self.active_tasks < self.max_tasks
+
+    @property
+    def online(self) -> bool:
+        """Not offline."""
+        return self.status != AgentStatus.OFFLINE
+
+
+@dataclass(slots=True)
+class Task:
+    """A task assigned to an agent."""
+
+    id: str
+    agent_id: str
+    assigner: str
+    type: str
+    description: str
+    status: str
+    priority: str
+    data: dict[str, Any]
+    thread_id: str | None
+    message_id: str
+    progress: dict[str, Any] | None
+    result: Any
+    error: str | None
+    start_time: datetime
+    end_time: datetime | None
+
+
+@dataclass(slots=True)
+class Message:
+    """A posted message."""
+
+    id: str
+    sender: str
+    target_address: str
+    message_type: str
+    content: dict[str, Any]
+    priority: str
+    thread_id: str | None
+    reply_to: str | None
+    recipients: list[str]
+    posted_at: datetime
+
+
+@dataclass(slots=True)
+class Participant:
+    """An agent's membership of a thread."""
+
+    agent_id: str
+    active: bool
+    joined_at: datetime
+    left_at: datetime | None
+
+
+@dataclass(slots=True)
+class Thread:
+    """A conversation thread."""
+
+    id: str
+    topic: str
+    creator: str
+    status: str
+    created_at: datetime
+    last_activity: datetime
+    message_count: int
+    summary: str | None
+    metadata: dict[str, Any]
+    escalation_history: list[Any]
+    participants: list[Participant] = field(default_factory=list)
+
+    @property
+    def active_participants(self) -> list[str]:
+        """Ids of the agents currently in the thread."""
+        return [p.agent_id for p in self.participants if p.active]
+
+
+@dataclass(slots=True)
+class Activity:
+    """One entry of an agent's recent activity."""
+
+    kind: str
+    summary: str
+    ref: str | None
+    at: datetime
+
+
+@dataclass(slots=True)
+class Subscription:
+    """A subscription to network events."""
+
+    id: str
+    subscriber_id: str
+    event_types: list[str]
+    filter_address: str | None
+    callback_webhook: str | None
+    node_id: str
+    session_id: str
+    status: str
+    created_at: datetime
+
+
+@dataclass(slots=True)
+class Event:
+    """A network event as subscribers receive it."""
+
+    id: str
+    type: str
+    address: str
+    data: dict[str, Any]
+    timestamp: datetime
+
+    def to_json(self) -> dict[str, Any]:
+        """The event's JSON body (webhooks, resources)."""
+        return {
+            "event_id": self.id,
+            "event_type": self.type,
+            "address": self.address,
+            "data": self.data,
+            "timestamp": iso(self.timestamp),
+        }
+
+
+@dataclass(slots=True)
+class Delivery:
+    """A webhook delivery in the durable queue."""
+
+    id: int
+    subscription_id: str
+    event_id: str
+    url: str
+    body: str
+    status: str
+    attempts: int
+    next_attempt_at: datetime
+    last_error: str | None
+    created_at: datetime
+    finished_at: datetime | None

@@ -1,0 +1,38 @@
+"""The services' one way to change state: seal an envelope, publish it, await its outcome."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from bzzz.network.envelope import seal
+from bzzz.network.identity import NodeIdentity
+from bzzz.projector import Projector
+from bzzz.store.projection import Outcome
+
+
+@dataclass(frozen=True, slots=True)
+class Caller:
+    """Who calls a service: this node's session (an MCP session, a REST token, a hosted agent)."""
+
+    session_id: str
+
+
+class EventLog:
+    """Seals envelopes with the node's key and waits for the projection's outcome."""
+
+    def __init__(self, identity: NodeIdentity, network: str, projector: Projector) -> None:
+        self.identity = identity
+        self.network = network
+        self.projector = projector
+
+    @property
+    def node_id(self) -> str:
+        """The origin node of every envelope sealed here."""
+        return self.identity.node_id
+
+    async def emit(self, type_: str, kind: str, key: str, payload: dict[str, Any]) -> Outcome:
+        """Publish one change on ``bzzz.<network>.<kind>.<key>`` and return its outcome."""
+        subject = f"bzzz.{self.network}.{kind}.{key}"
+        envelope = seal(self.identity, self.network, type_, subject, payload)
+        return await self.projector.submit(envelope)

@@ -1,0 +1,160 @@
+"""Webhook delivery: signed POSTs from a durable queue, retried with backoff, then dead-lettered."""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import hmac
+import logging
+import random
+import time
+from datetime import datetime, timedelta
+
+import httpx
+
+from bzzz import domain
+from bzzz.config import WebhookSettings
+from bzzz.events.service import webhook_secret
+from bzzz.store.database import Database
+from bzzz.store.repository import Repository
+
+logger = logging.getLogger(__name__)
+
+SIGNATURE_HEADER = "X-Bzzz-Signature"
+
+
+def sign_body(secret: str, timestamp: int, body: bytes) -> str:
+    """The signature header value: ``t=<unix>,v1=<hex HMAC-SHA256 of '<t>.<body>'>``."""
+    mac = hmac.new(secret.encode(), f"{timestamp}.".encode() + body, hashlib.sha256).hexdigest()
+    return f"t={timestamp},v1={mac}"
+
+
+def verify_signature(secret: str, header: str, body: bytes, tolerance: float = 300.0) -> bool:
+    """Check a signature header as a receiver would (timestamp within ``tolerance`` seconds)."""
+    try:
+        fields = dict(part.split("=", 1) for part in header.split(","))
+        timestamp = int(fields["t"])
+    except (ValueError, KeyError):
+        return False
+    if abs(time.time() - timestamp) > tolerance:
+        return False
+    return hmac.compare_digest(sign_body(secret, timestamp, body), header)
+
+
+class WebhookDispatcher:
+    """Works through the delivery queue until cancelled; ``wake`` when something is queued."""
+
+    def __init__(
+        self,
+        db: Database,
+        settings: WebhookSettings,
+        node_secret: bytes,
+        client: httpx.AsyncClient | None = None,
+    ) -> None:
+        self._db = db
+        self._settings = settings
+        self._node_secret = node_secret
+        self._client = client
+        self._wake = asyncio.Event()
+        self.delivered = 0
+        self.failed_attempts = 0
+        self.dead = 0
+
+    def wake(self) -> None:
+        """Something was queued: look now."""
+        self._wake.set()
+
+    async def run(self) -> None:
+        """Deliver due items, then wait for a wake-up or the next due time."""
+        owns = self._client is None
+        client = self._client or httpx.AsyncClient(timeout=self._settings.timeout)
+        try:
+            while True:
+                self._wake.clear()
+                await self.deliver_due(client)
+                await self._wait()
+        finally:
+            if owns:
+                await client.aclose()
+
+    async def _wait(self) -> None:
+        async with self._db.session() as session:
+            due = await Repository(session).next_delivery_time()
+        delay = 5.0 if due is None else (due - domain.utcnow()).total_seconds()
+        if delay <= 0:
+            return
+        try:
+            async with asyncio.timeout(min(delay, 5.0)):
+                await self._wake.wait()
+        except TimeoutError:
+            pass
+
+    async def deliver_due(self, client: httpx.AsyncClient) -> int:
+        """Attempt every due delivery once; returns how many were attempted."""
+        async with self._db.session() as session:
+            due = await Repository(session).due_deliveries(domain.utcnow(), limit=64)
+        if due:
+            await asyncio.gather(*(self._attempt(client, d) for d in due))
+        return len(due)
+
+    async def _attempt(self, client: httpx.AsyncClient, delivery: domain.Delivery) -> None:
+        body = delivery.body.encode()
+        secret = webhook_secret(self._node_secret, delivery.subscription_id)
+        headers = {
+            "Content-Type": "application/json",
+            SIGNATURE_HEADER: sign_body(secret, int(time.time()), body),
+            "X-Bzzz-Delivery": str(delivery.id),
+            "X-Bzzz-Event-Id": delivery.event_id,
+            "User-Agent": "bzzz-webhooks/1",
+        }
+        error: str | None = None
+        try:
+            response = await client.post(delivery.url, content=body, headers=headers)
+            if not 200 <= response.status_code < 300:
+                error = f"HTTP {response.status_code}"
+        except httpx.HTTPError as exc:
+            error = f"{type(exc).__name__}: {exc}"[:500]
+        await self._record(delivery, error)
+
+    async def _record(self, delivery: domain.Delivery, error: str | None) -> None:
+        now = domain.utcnow()
+        if error is None:
+            status, next_at, finished = "delivered", now, now
+            self.delivered += 1
+        elif self._expired(delivery.created_at, now):
+            status, next_at, finished = "dead", now, now
+            self.dead += 1
+            logger.warning(
+                "webhook delivery %d to %s dead-lettered after %d attempts: %s",
+                delivery.id,
+                delivery.url,
+                delivery.attempts + 1,
+                error,
+            )
+        else:
+            status, finished = "pending", None
+            next_at = now + timedelta(seconds=self._backoff(delivery.attempts))
+            self.failed_attempts += 1
+            logger.info(
+                "webhook delivery %d failed (%s); retry at %s",
+                delivery.id,
+                error,
+                next_at.isoformat(),
+            )
+        async with self._db.session() as session:
+            await Repository(session).record_attempt(
+                delivery.id,
+                status=status,
+                next_attempt_at=next_at,
+                error=error,
+                finished_at=finished,
+            )
+
+    def _expired(self, created: datetime, now: datetime) -> bool:
+        return (now - created).total_seconds() >= self._settings.max_age
+
+    def _backoff(self, attempts: int) -> float:
+        base = self._settings.initial_backoff * float(2 ** min(attempts, 30))
+        capped = min(base, self._settings.max_backoff)
+        # Jitter spreads retries of many deliveries to one receiver that just came back.
+        return float(capped * (0.5 + random.random() / 2))

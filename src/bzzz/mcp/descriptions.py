@@ -1,0 +1,48 @@
+"""Tool descriptions: written for the LLM that decides when and how to call each tool."""
+
+ANNOUNCE = """Announce an agent (you) on the BZZZ network so others can find and message it.
+Call this first: bzzz_post and bzzz_thread act as the agent this session announced.
+Re-announcing the same agent_id from this session updates it; an id held by a live agent of
+another session fails with "Agent ID already exists". The agent goes offline when this session
+ends. Optional project/task say what the agent works on (agents without them match any).
+Example: {"agent_id": "architect-001", "role": "architect",
+"capabilities": ["system_design", "api_design"], "specialization": "distributed_systems"}"""
+
+LOOKUP = """Find agents by semantic address bzzz://agent:role@project:task ('*' or an omitted
+part means any), best match first with a 0-100 score. filter_criteria narrows the result:
+expertise (all must match a capability or the specialization), availability (only agents that
+can take work now) and performance_threshold (0-1).
+Example: {"semantic_address": "bzzz://*:reviewer@myproject:*",
+"filter_criteria": {"expertise": ["security_analysis"], "availability": true}}"""
+
+GET = """Read what is at an address: an agent's info, recent activity and current tasks
+(bzzz://agent-id), its inbox (bzzz://agent-id/inbox), its tasks (bzzz://agent-id/tasks),
+its threads (bzzz://agent-id/threads) or one thread with its messages
+(bzzz://agent-id/threads/<thread_id>). max_history bounds each list (newest entries)."""
+
+POST = """Send a message as your announced agent. target_address is one agent
+(bzzz://reviewer-001), or a wildcard that reaches every online match
+(bzzz://*:reviewer@myproject); with thread_id the message goes to the thread's participants.
+message_type: text, question, code, file, decision (threads), or task_assignment (creates a
+pending task on each recipient; content: {"task_type", "description", "task_data"}; refused for
+an agent at max_tasks), and task_progress / task_complete / task_failed from the assignee
+(content: {"task_id", "result" | "error"}). Returns who received it and, for each recipient
+not reached, why."""
+
+THREAD = """Manage threaded conversations between agents.
+- create: needs topic and participants (agent ids); you are added as creator.
+- join / leave / summarize: need thread_id.
+- list: the threads your agent takes part in.
+Post into a thread with bzzz_post and thread_id (message types text, code, file, decision,
+question). summarize returns participants, message count, decisions, open questions and a
+short summary."""
+
+SUBSCRIBE = """Subscribe to network events: agent_announcement, task_assignment,
+thread_created, thread_escalated, network_status. filter_address limits events to an address
+pattern (bzzz://*:architect@*). With callback_webhook each event is POSTed as JSON, signed in
+the X-Bzzz-Signature header (t=<unix>,v1=<hex HMAC-SHA256 of "<t>.<body>"> with the returned
+webhook_secret), retried with backoff. Without a webhook, read the returned resource_uri and
+subscribe to it (resources/subscribe) to be notified of new events."""
+
+RESOURCE = """What is at a bzzz:// address (same as bzzz_get), or a subscription's events at
+bzzz://subscriptions/<subscription_id>."""

@@ -1,0 +1,337 @@
+"""The MCP server: six thin tools, a bzzz:// resource template, subscriptions, completion."""
+
+from __future__ import annotations
+
+import json
+import logging
+from typing import Annotated, Any
+
+from mcp.server.context import ServerRequestContext
+from mcp.server.mcpserver import Context, MCPServer, ResourceSecurity
+from mcp.server.mcpserver.exceptions import ResourceError, ToolError, UnexpectedToolError
+from mcp_types import (
+    CallToolResult,
+    Completion,
+    CompletionArgument,
+    CompletionContext,
+    EmptyResult,
+    PromptReference,
+    ResourceTemplateReference,
+    SetLevelRequestParams,
+    SubscribeRequestParams,
+    TextContent,
+    UnsubscribeRequestParams,
+)
+from pydantic import Field, ValidationError
+
+from bzzz import domain
+from bzzz.errors import BzzzError, ErrorCode, InvalidParameters
+from bzzz.events.service import subscription_uri
+from bzzz.mcp import descriptions as text
+from bzzz.mcp.models import (
+    AnnounceOutput,
+    GetOutput,
+    LookupOutput,
+    PostOutput,
+    SubscribeOutput,
+    ThreadOutput,
+    ToolResponse,
+)
+from bzzz.mcp.sessions import SessionRegistry
+from bzzz.node import Node
+from bzzz.schemas import (
+    AnnounceInput,
+    GetInput,
+    LookupInput,
+    PostInput,
+    SubscribeInput,
+    ThreadInput,
+    validate_input,
+)
+from bzzz.store.repository import Repository
+
+logger = logging.getLogger(__name__)
+
+INSTRUCTIONS = """BZZZ puts you on a coordination network of AI agents.
+Start with bzzz_announce (who you are), find others with bzzz_lookup, read with bzzz_get,
+send with bzzz_post, talk in threads with bzzz_thread, follow events with bzzz_subscribe.
+Addresses look like bzzz://agent:role@project:task/path; '*' means any."""
+
+
+def error_result(error: BzzzError) -> CallToolResult:
+    """The reference's ErrorResponse as a tool result with isError."""
+    payload = error.to_response()
+    return CallToolResult(
+        content=[TextContent(type="text", text=json.dumps(payload))],
+        structured_content=payload,
+        is_error=True,
+    )
+
+
+def ok_result(model: type[ToolResponse], data: dict[str, Any]) -> CallToolResult:
+    """A success result: structured content checked against the tool's output model."""
+    payload = model.model_validate(data).model_dump(mode="json")
+    payload = {k: v for k, v in payload.items() if v is not None}
+    return CallToolResult(
+        content=[TextContent(type="text", text=json.dumps(payload, separators=(",", ":")))],
+        structured_content=payload,
+    )
+
+
+def _validation_error(exc: ValidationError) -> InvalidParameters:
+    problems = [
+        {"field": ".".join(str(p) for p in e["loc"]) or "parameters", "problem": e["msg"]}
+        for e in exc.errors(include_url=False, include_input=False, include_context=False)
+    ]
+    first = problems[0]
+    return InvalidParameters(
+        f"invalid parameter '{first['field']}': {first['problem']}", details={"problems": problems}
+    )
+
+
+class BzzzMCP(MCPServer[Any]):
+    """MCPServer whose every failure is the reference's structured ErrorResponse."""
+
+    async def call_tool(
+        self, name: str, arguments: dict[str, Any], context: Context[Any, Any] | None = None
+    ) -> Any:
+        """Run a tool; translate every failure into an ErrorResponse without internals."""
+        try:
+            return await super().call_tool(name, arguments, context)
+        except UnexpectedToolError as exc:
+            cause = exc.__cause__
+            if isinstance(cause, BzzzError):
+                return error_result(cause)
+            logger.error("tool %s failed", name, exc_info=cause or exc)
+            return error_result(
+                BzzzError(
+                    "internal error; the node logged the details", code=ErrorCode.NETWORK_ERROR
+                )
+            )
+        except ToolError as exc:
+            if isinstance(exc.__cause__, ValidationError):
+                return error_result(_validation_error(exc.__cause__))
+            if isinstance(exc.__cause__, BzzzError):
+                return error_result(exc.__cause__)
+            if str(exc).startswith("Unknown tool:"):
+                return error_result(InvalidParameters(f"unknown tool '{name[:64]}'"))
+            return error_result(InvalidParameters(str(exc)[:500]))
+
+
+def _args(**kwargs: Any) -> dict[str, Any]:
+    return {k: v for k, v in kwargs.items() if v is not None}
+
+
+def build_server(node: Node) -> tuple[BzzzMCP, SessionRegistry]:
+    """The MCP server of a node, and its session registry."""
+    server = BzzzMCP("bzzz", version="0.1.0", instructions=INSTRUCTIONS, log_level="WARNING")
+
+    async def session_ended(caller: Any) -> None:
+        await node.agents.session_ended(caller)
+
+    sessions = SessionRegistry(on_end=session_ended)
+
+    def caller_of(ctx: Context[Any, Any]) -> Any:
+        request = ctx.request_context.request if ctx.request_context else None
+        return sessions.caller(ctx.session, request)
+
+    async def run(model: type[ToolResponse], call: Any) -> CallToolResult:
+        try:
+            return ok_result(model, await call)
+        except BzzzError as exc:
+            return error_result(exc)
+
+    @server.tool(name="bzzz_announce", description=text.ANNOUNCE)
+    async def bzzz_announce(
+        agent_id: Annotated[str, Field(description="unique agent id: letters, digits, - _ .")],
+        role: Annotated[str, Field(description="primary role: architect, reviewer, ...")],
+        ctx: Context[Any, Any],
+        capabilities: Annotated[list[str] | None, Field(description="what it can do")] = None,
+        specialization: Annotated[str | None, Field(description="area of expertise")] = None,
+        max_tasks: Annotated[int, Field(description="maximum concurrent tasks")] = 3,
+        project: Annotated[str | None, Field(description="project it works on")] = None,
+        task: Annotated[str | None, Field(description="task it works on")] = None,
+    ) -> Annotated[CallToolResult, AnnounceOutput]:
+        params = validate_input(
+            AnnounceInput,
+            _args(
+                agent_id=agent_id,
+                role=role,
+                capabilities=capabilities,
+                specialization=specialization,
+                max_tasks=max_tasks,
+                project=project,
+                task=task,
+            ),
+        )
+        return await run(AnnounceOutput, node.agents.announce(caller_of(ctx), params))
+
+    @server.tool(name="bzzz_lookup", description=text.LOOKUP)
+    async def bzzz_lookup(
+        semantic_address: Annotated[str, Field(description="bzzz://agent:role@project:task")],
+        filter_criteria: Annotated[
+            dict[str, Any] | None,
+            Field(
+                description="{expertise: string[], availability: bool, performance_threshold: 0-1}"
+            ),
+        ] = None,
+        limit: Annotated[int, Field(description="at most this many matches")] = 100,
+    ) -> Annotated[CallToolResult, LookupOutput]:
+        params = validate_input(
+            LookupInput,
+            _args(semantic_address=semantic_address, filter_criteria=filter_criteria, limit=limit),
+        )
+        return await run(LookupOutput, node.agents.lookup(params))
+
+    @server.tool(name="bzzz_get", description=text.GET)
+    async def bzzz_get(
+        address: Annotated[str, Field(description="bzzz://agent-id[/inbox|/tasks|/threads/<id>]")],
+        include_metadata: bool = True,
+        max_history: Annotated[int, Field(description="most entries per history list")] = 10,
+    ) -> Annotated[CallToolResult, GetOutput]:
+        params = validate_input(
+            GetInput,
+            _args(address=address, include_metadata=include_metadata, max_history=max_history),
+        )
+        return await run(GetOutput, node.agents.get(params))
+
+    @server.tool(name="bzzz_post", description=text.POST)
+    async def bzzz_post(
+        target_address: Annotated[str, Field(description="agent address, wildcard or thread")],
+        message_type: Annotated[str, Field(description="text, question, task_assignment, ...")],
+        content: Annotated[dict[str, Any], Field(description="the message body (JSON object)")],
+        ctx: Context[Any, Any],
+        priority: Annotated[str, Field(description="low | medium | high | urgent")] = "medium",
+        thread_id: Annotated[str | None, Field(description="post into this thread")] = None,
+        agent_id: Annotated[str | None, Field(description="which of your agents sends")] = None,
+        reply_to: Annotated[str | None, Field(description="message id this answers")] = None,
+    ) -> Annotated[CallToolResult, PostOutput]:
+        params = validate_input(
+            PostInput,
+            _args(
+                target_address=target_address,
+                message_type=message_type,
+                content=content,
+                priority=priority,
+                thread_id=thread_id,
+                agent_id=agent_id,
+                reply_to=reply_to,
+            ),
+        )
+        return await run(PostOutput, node.conversations.post(caller_of(ctx), params))
+
+    @server.tool(name="bzzz_thread", description=text.THREAD)
+    async def bzzz_thread(
+        action: Annotated[str, Field(description="create | join | leave | list | summarize")],
+        ctx: Context[Any, Any],
+        thread_id: Annotated[str | None, Field(description="for join, leave, summarize")] = None,
+        participants: Annotated[list[str] | None, Field(description="for create")] = None,
+        topic: Annotated[str | None, Field(description="for create")] = None,
+        agent_id: Annotated[str | None, Field(description="which of your agents acts")] = None,
+    ) -> Annotated[CallToolResult, ThreadOutput]:
+        params = validate_input(
+            ThreadInput,
+            _args(
+                action=action,
+                thread_id=thread_id,
+                participants=participants,
+                topic=topic,
+                agent_id=agent_id,
+            ),
+        )
+        return await run(ThreadOutput, node.conversations.thread(caller_of(ctx), params))
+
+    @server.tool(name="bzzz_subscribe", description=text.SUBSCRIBE)
+    async def bzzz_subscribe(
+        event_types: Annotated[list[str], Field(description=", ".join(domain.EVENT_TYPES))],
+        ctx: Context[Any, Any],
+        filter_address: Annotated[str | None, Field(description="only events here")] = None,
+        callback_webhook: Annotated[str | None, Field(description="POST events here")] = None,
+    ) -> Annotated[CallToolResult, SubscribeOutput]:
+        params = validate_input(
+            SubscribeInput,
+            _args(
+                event_types=event_types,
+                filter_address=filter_address,
+                callback_webhook=callback_webhook,
+            ),
+        )
+        caller = caller_of(ctx)
+        mine = await node.agents.agents_of(caller)
+        subscriber = mine[0].id if len(mine) == 1 else None
+        return await run(SubscribeOutput, node.subscriptions.subscribe(caller, params, subscriber))
+
+    _register_resources(server, node, sessions)
+    return server, sessions
+
+
+def _register_resources(server: BzzzMCP, node: Node, sessions: SessionRegistry) -> None:
+    @server.resource(
+        "bzzz://{+address}",
+        name="bzzz-address",
+        mime_type="application/json",
+        description=text.RESOURCE,
+        security=ResourceSecurity(exempt_params={"address"}),
+    )
+    async def read_address(address: str) -> str:
+        try:
+            if address.startswith("subscriptions/"):
+                data = await node.subscriptions.events(address.removeprefix("subscriptions/"))
+            else:
+                data = await node.agents.get(GetInput(address=f"bzzz://{address}"))
+        except BzzzError as exc:
+            raise ResourceError(f"{exc.code}: {exc.message}") from exc
+        return json.dumps(data)
+
+    lowlevel = server._lowlevel_server
+
+    async def on_subscribe(
+        ctx: ServerRequestContext[Any], params: SubscribeRequestParams
+    ) -> EmptyResult:
+        sessions.subscribe(sessions.caller(ctx.session).session_id, str(params.uri))
+        return EmptyResult()
+
+    async def on_unsubscribe(
+        ctx: ServerRequestContext[Any], params: UnsubscribeRequestParams
+    ) -> EmptyResult:
+        sessions.unsubscribe(sessions.caller(ctx.session).session_id, str(params.uri))
+        return EmptyResult()
+
+    async def on_set_level(
+        ctx: ServerRequestContext[Any], params: SetLevelRequestParams
+    ) -> EmptyResult:
+        level = {
+            "emergency": "CRITICAL",
+            "alert": "CRITICAL",
+            "critical": "CRITICAL",
+            "error": "ERROR",
+            "warning": "WARNING",
+            "notice": "INFO",
+            "info": "INFO",
+            "debug": "DEBUG",
+        }.get(str(params.level), "INFO")
+        logging.getLogger("bzzz").setLevel(level)
+        return EmptyResult()
+
+    lowlevel.add_request_handler("resources/subscribe", SubscribeRequestParams, on_subscribe)
+    lowlevel.add_request_handler("resources/unsubscribe", UnsubscribeRequestParams, on_unsubscribe)
+    lowlevel.add_request_handler("logging/setLevel", SetLevelRequestParams, on_set_level)
+
+    # The SDK leaves completion() untyped in 2.3.
+    @server.completion()  # type: ignore[untyped-decorator,no-untyped-call]
+    async def complete(
+        ref: PromptReference | ResourceTemplateReference,
+        argument: CompletionArgument,
+        context: CompletionContext | None,
+    ) -> Completion | None:
+        if not isinstance(ref, ResourceTemplateReference) or argument.name != "address":
+            return None
+        async with node.db.session() as session:
+            values = await Repository(session).address_completions(argument.value, limit=100)
+        return Completion(values=values, total=len(values), has_more=len(values) >= 100)
+
+    async def on_events(matched: Any) -> None:
+        uris = {subscription_uri(sub.id) for sub, _ in matched}
+        await sessions.notify_updated(uris)
+
+    node.projector.add_listener(on_events)

@@ -1,0 +1,78 @@
+"""MCP sessions: a stable key per client connection, and what to do when one ends."""
+
+from __future__ import annotations
+
+import itertools
+import logging
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from mcp.server.connection import Connection
+
+from bzzz.eventlog import Caller
+
+logger = logging.getLogger(__name__)
+
+_counter = itertools.count(1)
+
+
+class SessionRegistry:
+    """Maps MCP connections to callers; runs ``on_end`` when a connection closes."""
+
+    def __init__(self, on_end: Callable[[Caller], Awaitable[None]]) -> None:
+        self._on_end = on_end
+        self.connections: dict[str, Connection] = {}
+        self.resource_subscriptions: dict[str, set[str]] = {}
+
+    def caller(self, session: Any, request: Any = None) -> Caller:
+        """The caller behind an MCP request (``ctx.session`` and the HTTP request, if any)."""
+        # The SDK has no public accessor for the per-connection object in 2.3; its own tests
+        # reach it the same way. ctx.session itself is a fresh proxy on every request.
+        conn: Connection = session._connection
+        key = conn.state.get("bzzz_session")
+        if key is not None:
+            return Caller(key)
+        if conn.session_id:
+            key = f"mcp-{conn.session_id}"
+        elif request is not None:
+            # A stateless (2026 protocol) HTTP request has no session: each request is its own
+            # connection. Clients that want agents to outlive one call name their session.
+            header = request.headers.get("x-bzzz-session", "")
+            key = f"http-{header[:64]}" if header else "http-stateless"
+            conn.state["bzzz_session"] = key
+            return Caller(key)
+        else:
+            key = f"conn-{next(_counter)}-{id(conn):x}"
+        conn.state["bzzz_session"] = key
+        self.connections[key] = conn
+        conn.exit_stack.push_async_callback(self._ended, key)
+        return Caller(key)
+
+    async def _ended(self, key: str) -> None:
+        self.connections.pop(key, None)
+        self.resource_subscriptions.pop(key, None)
+        try:
+            await self._on_end(Caller(key))
+        except Exception:
+            # Runs in the SDK's connection teardown: it must not raise into it.
+            logger.exception("cleanup of session %s failed", key)
+
+    def subscribe(self, key: str, uri: str) -> None:
+        """Remember that a session wants resources/updated for ``uri``."""
+        self.resource_subscriptions.setdefault(key, set()).add(uri)
+
+    def unsubscribe(self, key: str, uri: str) -> None:
+        """Forget a resource subscription."""
+        self.resource_subscriptions.get(key, set()).discard(uri)
+
+    async def notify_updated(self, uris: set[str]) -> int:
+        """Send resources/updated to every session subscribed to one of ``uris``."""
+        sent = 0
+        for key, wanted in list(self.resource_subscriptions.items()):
+            conn = self.connections.get(key)
+            if conn is None:
+                continue
+            for uri in wanted & uris:
+                await conn.send_resource_updated(uri)
+                sent += 1
+        return sent

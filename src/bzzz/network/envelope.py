@@ -1,0 +1,92 @@
+"""Envelopes: every state change travels the event log as one signed envelope."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, ValidationError
+from ulid import ULID
+
+from bzzz.network.identity import NodeIdentity, node_id_for, unb64, verify_signature
+
+
+class Envelope(BaseModel):
+    """One signed change: id (ULID), network, origin node, type, subject, payload, time."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    id: str
+    network: str
+    origin: str
+    origin_key: str
+    type: str
+    subject: str
+    payload: dict[str, Any]
+    ts: str
+    sig: str = ""
+
+    def signing_bytes(self) -> bytes:
+        """The canonical bytes the signature covers (everything but the signature)."""
+        body = self.model_dump(exclude={"sig"})
+        return json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
+
+    def to_bytes(self) -> bytes:
+        """The wire form."""
+        return self.model_dump_json().encode()
+
+    @property
+    def timestamp(self) -> datetime:
+        """The envelope's time as an aware datetime."""
+        return datetime.fromisoformat(self.ts)
+
+
+def seal(
+    identity: NodeIdentity,
+    network: str,
+    type_: str,
+    subject: str,
+    payload: dict[str, Any],
+    *,
+    now: datetime | None = None,
+) -> Envelope:
+    """Build and sign an envelope originating at this node."""
+    unsigned = Envelope(
+        id=str(ULID()),
+        network=network,
+        origin=identity.node_id,
+        origin_key=identity.public_key_b64,
+        type=type_,
+        subject=subject,
+        payload=payload,
+        ts=(now or datetime.now(UTC)).isoformat(),
+    )
+    return unsigned.model_copy(update={"sig": identity.sign(unsigned.signing_bytes())})
+
+
+class EnvelopeRejected(Exception):
+    """An envelope that must not be applied; ``reason`` is counted and audited."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+def open_envelope(data: bytes, network: str) -> Envelope:
+    """Parse and verify wire bytes; raise EnvelopeRejected when they are not a valid envelope."""
+    try:
+        envelope = Envelope.model_validate_json(data)
+    except ValidationError as exc:
+        raise EnvelopeRejected("malformed") from exc
+    if envelope.network != network:
+        raise EnvelopeRejected("wrong_network")
+    try:
+        key = unb64(envelope.origin_key)
+    except ValueError as exc:
+        raise EnvelopeRejected("bad_key") from exc
+    if node_id_for(key) != envelope.origin:
+        raise EnvelopeRejected("origin_mismatch")
+    if not verify_signature(envelope.origin_key, envelope.sig, envelope.signing_bytes()):
+        raise EnvelopeRejected("bad_signature")
+    return envelope

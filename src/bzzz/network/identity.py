@@ -1,0 +1,93 @@
+"""A node's Ed25519 identity: the key in the data directory, the node id derived from it."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from cryptography.exceptions import InvalidSignature
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
+
+KEY_FILE = "node.key"
+
+
+def _b64(data: bytes) -> str:
+    return base64.urlsafe_b64encode(data).decode().rstrip("=")
+
+
+def unb64(text: str) -> bytes:
+    return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
+
+
+def node_id_for(public_key: bytes) -> str:
+    """The node id that belongs to a raw 32-byte Ed25519 public key."""
+    digest = hashlib.sha256(public_key).digest()
+    return "node-" + base64.b32encode(digest).decode().lower().rstrip("=")[:20]
+
+
+@dataclass(frozen=True, slots=True)
+class NodeIdentity:
+    """The signing key of this node."""
+
+    private_key: Ed25519PrivateKey
+
+    @property
+    def public_key(self) -> bytes:
+        """The raw public key."""
+        return self.private_key.public_key().public_bytes(
+            serialization.Encoding.Raw, serialization.PublicFormat.Raw
+        )
+
+    @property
+    def public_key_b64(self) -> str:
+        """The public key as unpadded URL-safe base64, as it travels in envelopes."""
+        return _b64(self.public_key)
+
+    @property
+    def node_id(self) -> str:
+        """This node's id."""
+        return node_id_for(self.public_key)
+
+    def sign(self, data: bytes) -> str:
+        """Sign bytes; the signature as unpadded URL-safe base64."""
+        return _b64(self.private_key.sign(data))
+
+    @classmethod
+    def generate(cls) -> NodeIdentity:
+        """A fresh identity (tests, benchmarks)."""
+        return cls(Ed25519PrivateKey.generate())
+
+    @classmethod
+    def load_or_create(cls, directory: Path) -> NodeIdentity:
+        """Load the key from ``directory``, creating it (mode 0600) the first time."""
+        path = directory / KEY_FILE
+        if path.exists():
+            key = serialization.load_pem_private_key(path.read_bytes(), password=None)
+            if not isinstance(key, Ed25519PrivateKey):
+                raise ValueError(f"{path} does not hold an Ed25519 key")
+            return cls(key)
+        directory.mkdir(parents=True, exist_ok=True)
+        key = Ed25519PrivateKey.generate()
+        pem = key.private_bytes(
+            serialization.Encoding.PEM,
+            serialization.PrivateFormat.PKCS8,
+            serialization.NoEncryption(),
+        )
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(pem)
+        return cls(key)
+
+
+def verify_signature(public_key_b64: str, signature_b64: str, data: bytes) -> bool:
+    """True when ``signature_b64`` is a valid signature of ``data`` by that key."""
+    try:
+        key = Ed25519PublicKey.from_public_bytes(unb64(public_key_b64))
+        key.verify(unb64(signature_b64), data)
+    except (InvalidSignature, ValueError):
+        return False
+    return True

@@ -1,0 +1,205 @@
+"""The Bus on NATS JetStream: one stream per network, one durable consumer per node."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Sequence
+from typing import Any
+
+import nats
+from nats.aio.client import Client as NatsClient
+from nats.aio.msg import Msg
+from nats.errors import ConnectionClosedError, NoRespondersError, NoServersError
+from nats.errors import TimeoutError as NatsTimeoutError
+from nats.js import JetStreamContext
+from nats.js.api import (
+    AckPolicy,
+    ConsumerConfig,
+    DeliverPolicy,
+    RetentionPolicy,
+    StorageType,
+    StreamConfig,
+)
+from nats.js.errors import NotFoundError, ServiceUnavailableError
+
+from bzzz.errors import NetworkError
+from bzzz.network.base import BatchHandler, BusMessage
+
+logger = logging.getLogger(__name__)
+
+_RETRYABLE = (
+    asyncio.TimeoutError,
+    NatsTimeoutError,
+    NoRespondersError,
+    ServiceUnavailableError,
+    ConnectionClosedError,
+)
+
+
+def stream_name(network: str) -> str:
+    """The JetStream stream that holds a network's log."""
+    return "BZZZ_" + network.replace("-", "_").upper()
+
+
+class JetStreamBus:
+    """Publishes to and consumes from the network's JetStream stream."""
+
+    def __init__(
+        self,
+        servers: Sequence[str],
+        network: str,
+        *,
+        replicas: int = 1,
+        publish_timeout: float = 10.0,
+        batch_size: int = 512,
+        name: str = "bzzz",
+    ) -> None:
+        self._servers = list(servers)
+        self._network = network
+        self._replicas = replicas
+        self._publish_timeout = publish_timeout
+        self._batch_size = batch_size
+        self._name = name
+        self._nc: NatsClient | None = None
+        self._js: JetStreamContext | None = None
+        self.stream = stream_name(network)
+
+    @property
+    def connected(self) -> bool:
+        """True while the NATS connection is up."""
+        return self._nc is not None and self._nc.is_connected
+
+    def _jetstream(self) -> JetStreamContext:
+        if self._js is None:
+            raise RuntimeError("bus not started")
+        return self._js
+
+    async def start(self) -> None:
+        """Connect (retrying forever in the background once connected) and ensure the stream."""
+        if self._nc is not None:
+            raise RuntimeError("bus already started")
+        try:
+            self._nc = await nats.connect(
+                servers=self._servers,
+                name=self._name,
+                error_cb=self._on_error,
+                disconnected_cb=self._on_disconnected,
+                reconnected_cb=self._on_reconnected,
+                max_reconnect_attempts=-1,
+                reconnect_time_wait=0.5,
+                connect_timeout=5,
+                allow_reconnect=True,
+            )
+        except (TimeoutError, NoServersError, OSError) as exc:
+            raise NetworkError(
+                f"cannot reach NATS at {', '.join(self._servers)}",
+                details={"servers": self._servers},
+            ) from exc
+        self._js = self._nc.jetstream(timeout=self._publish_timeout)
+        await self._ensure_stream()
+
+    async def _ensure_stream(self) -> None:
+        js = self._jetstream()
+        config = StreamConfig(
+            name=self.stream,
+            subjects=[f"bzzz.{self._network}.>"],
+            retention=RetentionPolicy.LIMITS,
+            storage=StorageType.FILE,
+            num_replicas=self._replicas,
+            duplicate_window=120.0,
+        )
+        try:
+            await js.stream_info(self.stream)
+        except NotFoundError:
+            await js.add_stream(config)
+            logger.info("created stream %s (replicas=%d)", self.stream, self._replicas)
+
+    async def close(self) -> None:
+        """Drain nothing, just close: unacked messages are redelivered to the durable later."""
+        nc, self._nc, self._js = self._nc, None, None
+        if nc is not None and not nc.is_closed:
+            await nc.close()
+
+    async def publish(self, subject: str, data: bytes, msg_id: str) -> int:
+        """Store one envelope, retrying with the same id until stored or publish_timeout."""
+        js = self._jetstream()
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self._publish_timeout
+        delay = 0.05
+        while True:
+            remaining = deadline - loop.time()
+            try:
+                ack = await js.publish(
+                    subject,
+                    data,
+                    timeout=max(0.5, min(remaining, 2.0)),
+                    headers={"Nats-Msg-Id": msg_id},
+                )
+            except _RETRYABLE as exc:
+                if loop.time() + delay >= deadline:
+                    raise NetworkError(
+                        "the network did not store the message in time; it was not posted",
+                        details={"timeout_seconds": self._publish_timeout},
+                    ) from exc
+                logger.warning("publish of %s not acknowledged (%r); retrying", msg_id, exc)
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 1.0)
+                continue
+            return int(ack.seq)
+
+    async def consume(self, durable: str, handler: BatchHandler) -> None:
+        """Deliver batches from the node's durable push consumer; ack after the handler."""
+        js = self._jetstream()
+        sub = await js.subscribe(
+            f"bzzz.{self._network}.>",
+            durable=durable,
+            stream=self.stream,
+            manual_ack=True,
+            config=ConsumerConfig(
+                ack_policy=AckPolicy.EXPLICIT,
+                deliver_policy=DeliverPolicy.ALL,
+                max_ack_pending=20_000,
+                ack_wait=60.0,
+            ),
+            pending_msgs_limit=100_000,
+        )
+        try:
+            while True:
+                first = await sub.next_msg(timeout=None)
+                batch = [first, *self._drain(sub)]
+                await handler([self._to_bus(msg) for msg in batch])
+                for msg in batch:
+                    await msg.ack()
+        finally:
+            with contextlib.suppress(ConnectionClosedError, NatsTimeoutError):
+                await sub.unsubscribe()
+
+    def _drain(self, sub: Any) -> list[Msg]:
+        # Take what is already buffered so catch-up applies many envelopes per transaction.
+        extra: list[Msg] = []
+        queue = sub._pending_queue  # nats-py keeps delivered messages here
+        while len(extra) < self._batch_size - 1 and not queue.empty():
+            extra.append(queue.get_nowait())
+            queue.task_done()
+        sub._pending_size -= sum(len(m.data) for m in extra)
+        return extra
+
+    @staticmethod
+    def _to_bus(msg: Msg) -> BusMessage:
+        return BusMessage(subject=msg.subject, data=msg.data, seq=int(msg.metadata.sequence.stream))
+
+    async def last_sequence(self) -> int:
+        """The stream's last sequence."""
+        info = await self._jetstream().stream_info(self.stream)
+        return int(info.state.last_seq)
+
+    async def _on_error(self, exc: Exception) -> None:
+        logger.warning("NATS: %s", exc)
+
+    async def _on_disconnected(self) -> None:
+        logger.warning("NATS disconnected; reconnecting")
+
+    async def _on_reconnected(self) -> None:
+        logger.info("NATS reconnected")

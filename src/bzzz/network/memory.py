@@ -1,0 +1,51 @@
+"""An in-memory Bus for unit tests: one process, no durability beyond the object's life."""
+
+from __future__ import annotations
+
+import asyncio
+
+from bzzz.network.base import BatchHandler, BusMessage
+
+
+class InMemoryBus:
+    """A list of messages and a cursor per durable consumer."""
+
+    def __init__(self, batch_size: int = 256) -> None:
+        self._log: list[BusMessage] = []
+        self._ids: dict[str, int] = {}
+        self._cursors: dict[str, int] = {}
+        self._changed = asyncio.Condition()
+        self._batch_size = batch_size
+        self.closed = False
+
+    async def start(self) -> None:
+        """Nothing to connect to."""
+
+    async def close(self) -> None:
+        """Forget nothing: a closed in-memory bus can be consumed again (like a restart)."""
+        self.closed = True
+
+    async def publish(self, subject: str, data: bytes, msg_id: str) -> int:
+        """Append unless ``msg_id`` was seen; return the sequence."""
+        if msg_id in self._ids:
+            return self._ids[msg_id]
+        seq = len(self._log) + 1
+        self._log.append(BusMessage(subject=subject, data=data, seq=seq))
+        self._ids[msg_id] = seq
+        async with self._changed:
+            self._changed.notify_all()
+        return seq
+
+    async def consume(self, durable: str, handler: BatchHandler) -> None:
+        """Hand out batches from the durable's cursor, waiting for new messages."""
+        while True:
+            start = self._cursors.get(durable, 0)
+            async with self._changed:
+                await self._changed.wait_for(lambda: len(self._log) > self._cursors.get(durable, 0))
+            batch = self._log[start : start + self._batch_size]
+            await handler(batch)
+            self._cursors[durable] = start + len(batch)
+
+    async def last_sequence(self) -> int:
+        """The newest sequence."""
+        return len(self._log)

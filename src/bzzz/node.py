@@ -1,0 +1,279 @@
+"""The Node: builds the services, runs them, stops them (the composition root)."""
+
+from __future__ import annotations
+
+import asyncio
+import fcntl
+import logging
+import os
+import secrets
+from enum import StrEnum
+from pathlib import Path
+from types import TracebackType
+from typing import IO, Any
+
+from bzzz.agents.service import AgentService
+from bzzz.config import Settings
+from bzzz.conversations.service import ConversationService
+from bzzz.errors import BzzzError, NetworkError
+from bzzz.eventlog import EventLog
+from bzzz.events.service import SubscriptionService
+from bzzz.events.webhooks import WebhookDispatcher
+from bzzz.network.base import Bus
+from bzzz.network.embedded import EmbeddedNats
+from bzzz.network.identity import NodeIdentity
+from bzzz.network.jetstream import JetStreamBus
+from bzzz.projector import Projector
+from bzzz.store.database import Database
+from bzzz.store.projection import ProjectionLimits
+
+logger = logging.getLogger(__name__)
+
+MAX_SLOTS = 64
+
+
+class NodeState(StrEnum):
+    """Where a node is in its life."""
+
+    NEW = "new"
+    STARTING = "starting"
+    RUNNING = "running"
+    STOPPING = "stopping"
+    STOPPED = "stopped"
+    FAILED = "failed"
+
+
+def _claim_slot(data_dir: Path) -> tuple[Path, IO[bytes], int]:
+    """Take the first free node slot of a data directory: (node dir, held lock, slot number).
+
+    Several local processes may share one data directory (one network); each needs its own
+    identity, database and durable consumer, so each holds a slot. Slot 0 is the directory.
+    """
+    slots = data_dir / "slots"
+    slots.mkdir(parents=True, exist_ok=True)
+    for n in range(MAX_SLOTS):
+        handle = (slots / f"{n}.lock").open("ab")
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            handle.close()
+            continue
+        node_dir = data_dir if n == 0 else slots / str(n)
+        node_dir.mkdir(parents=True, exist_ok=True)
+        return node_dir, handle, n
+    raise NetworkError(f"more than {MAX_SLOTS} bzzz processes share {data_dir}")
+
+
+def _load_secret(path: Path) -> bytes:
+    if path.exists():
+        return path.read_bytes()
+    value = secrets.token_bytes(32)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "wb") as fh:
+        fh.write(value)
+    return value
+
+
+class Node:
+    """A BZZZ node: identity, event log, store, projector, services and background work."""
+
+    def __init__(
+        self, settings: Settings, *, bus: Bus | None = None, catch_up_timeout: float = 600.0
+    ) -> None:
+        self.settings = settings
+        self.state = NodeState.NEW
+        self._bus_override = bus
+        self._catch_up_timeout = catch_up_timeout
+        self._tasks: list[asyncio.Task[None]] = []
+        self._embedded: EmbeddedNats | None = None
+        self._slot_lock: IO[bytes] | None = None
+        self.slot = 0
+        self.failure: BaseException | None = None
+
+    # The services exist once started; typed here so the layers above can use them.
+    identity: NodeIdentity
+    bus: Bus
+    db: Database
+    projector: Projector
+    log: EventLog
+    agents: AgentService
+    conversations: ConversationService
+    subscriptions: SubscriptionService
+    webhooks: WebhookDispatcher
+    node_dir: Path
+
+    @property
+    def node_id(self) -> str:
+        """This node's id (derived from its key)."""
+        return self.identity.node_id
+
+    @property
+    def network(self) -> str:
+        """The network id."""
+        return self.settings.bzzz.network_id
+
+    async def __aenter__(self) -> Node:
+        await self.start()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.stop()
+
+    async def start(self) -> None:
+        """Build everything, catch up with the log, announce the node."""
+        if self.state is not NodeState.NEW:
+            raise RuntimeError(f"node cannot start from state {self.state}")
+        self.state = NodeState.STARTING
+        try:
+            await self._build()
+            await self._run_background()
+            await self._catch_up()
+            stale = await self.agents.release_stale()
+            if stale:
+                logger.info("took %d agents of a previous run offline", stale)
+            await self.log.emit("node.status", "node", self.node_id, {"status": "online"})
+        except BaseException:
+            self.state = NodeState.FAILED
+            await self._teardown()
+            raise
+        self.state = NodeState.RUNNING
+        logger.info(
+            "node %s running on network %s (slot %d)", self.node_id, self.network, self.slot
+        )
+
+    async def _build(self) -> None:
+        data_dir = self.settings.node.data_dir.expanduser()
+        data_dir.mkdir(parents=True, exist_ok=True)
+        self.node_dir, self._slot_lock, self.slot = _claim_slot(data_dir)
+        self.identity = NodeIdentity.load_or_create(self.node_dir)
+        node_secret = _load_secret(self.node_dir / "webhook.secret")
+        self.bus = self._bus_override or await self._make_bus(data_dir)
+        url = self.settings.database_url()
+        if self.slot and not self.settings.node.database_url:
+            url = f"sqlite+aiosqlite:///{self.node_dir / 'bzzz.db'}"
+        self.db = Database(url)
+        await self.db.open()
+        await self.bus.start()
+        limits = ProjectionLimits(
+            max_active_threads=self.settings.conversation.max_active_threads,
+            max_agents=self.settings.agents.max_agents,
+        )
+        self.projector = Projector(
+            self.db, self.bus, network=self.network, node_id=self.node_id, limits=limits
+        )
+        self.log = EventLog(self.identity, self.network, self.projector)
+        self.agents = AgentService(self.db, self.log, self.settings.agents.max_agents)
+        self.conversations = ConversationService(
+            self.db, self.log, self.agents, self.settings.conversation.max_active_threads
+        )
+        self.subscriptions = SubscriptionService(self.db, self.log, node_secret)
+        self.webhooks = WebhookDispatcher(self.db, self.settings.webhooks, node_secret)
+        self.projector.add_listener(self._wake_webhooks)
+
+    async def _make_bus(self, data_dir: Path) -> Bus:
+        urls = self.settings.bzzz.nats_url
+        if not urls:
+            self._embedded = EmbeddedNats(
+                data_dir,
+                max_file_store=self.settings.bzzz.max_file_store,
+                max_memory_store=self.settings.bzzz.max_memory_store,
+            )
+            urls = [await self._embedded.start()]
+        return JetStreamBus(
+            urls,
+            self.network,
+            replicas=self.settings.bzzz.stream_replicas,
+            publish_timeout=self.settings.bzzz.publish_timeout,
+            name=f"bzzz-slot{self.slot}",
+        )
+
+    async def _wake_webhooks(self, matched: Any) -> None:
+        if any(sub.callback_webhook for sub, _ in matched):
+            self.webhooks.wake()
+
+    async def _run_background(self) -> None:
+        for name, coro in (("projector", self.projector.run()), ("webhooks", self.webhooks.run())):
+            task = asyncio.create_task(coro, name=f"bzzz-{name}")
+            task.add_done_callback(self._background_done)
+            self._tasks.append(task)
+
+    def _background_done(self, task: asyncio.Task[None]) -> None:
+        if task.cancelled():
+            return
+        exc = task.exception()
+        if exc is not None:
+            # A dead projector means a stale node: record it so /healthz and the CLI see it.
+            self.failure = exc
+            logger.error("background task %s failed", task.get_name(), exc_info=exc)
+
+    async def _catch_up(self) -> None:
+        last = await self.bus.last_sequence()
+        if last:
+            logger.info("catching up with the log to sequence %d", last)
+            await self.projector.wait_for_sequence(last, self._catch_up_timeout)
+
+    @property
+    def healthy(self) -> bool:
+        """Running, background work alive, bus connected."""
+        connected = getattr(self.bus, "connected", True)
+        return self.state is NodeState.RUNNING and self.failure is None and bool(connected)
+
+    async def stop(self) -> None:
+        """Say goodbye on the network, stop background work, close everything. Idempotent."""
+        if self.state in (NodeState.STOPPED, NodeState.NEW, NodeState.STOPPING):
+            return
+        if self.state is NodeState.RUNNING:
+            self.state = NodeState.STOPPING
+            try:
+                async with asyncio.timeout(5):
+                    await self.log.emit("node.status", "node", self.node_id, {"status": "offline"})
+            except (BzzzError, TimeoutError):
+                logger.warning("could not announce shutdown to the network")
+        await self._teardown()
+        self.state = NodeState.STOPPED
+
+    async def _teardown(self) -> None:
+        for task in self._tasks:
+            task.cancel()
+        for task in self._tasks:
+            try:
+                await task
+            except asyncio.CancelledError:
+                pass
+            except Exception:
+                # Already logged by _background_done; closing must go on.
+                logger.debug("background task ended with an error", exc_info=True)
+        self._tasks.clear()
+        if hasattr(self, "bus"):
+            await self.bus.close()
+        if self._embedded is not None:
+            await self._embedded.close()
+        if hasattr(self, "db"):
+            await self.db.close()
+        if self._slot_lock is not None:
+            self._slot_lock.close()
+            self._slot_lock = None
+
+    def status(self) -> dict[str, Any]:
+        """A snapshot for /healthz and `bzzz status`."""
+        return {
+            "node_id": self.node_id if hasattr(self, "identity") else None,
+            "network": self.network,
+            "state": str(self.state),
+            "healthy": self.healthy if hasattr(self, "bus") else False,
+            "slot": self.slot,
+            "embedded_nats": self._embedded.url if self._embedded else None,
+            "projector": self.projector.stats() if hasattr(self, "projector") else None,
+            "webhooks": {
+                "delivered": self.webhooks.delivered,
+                "failed_attempts": self.webhooks.failed_attempts,
+                "dead": self.webhooks.dead,
+            }
+            if hasattr(self, "webhooks")
+            else None,
+        }

@@ -1,0 +1,91 @@
+"""The database: engine, Alembic migrations, transactions; errors translated at this boundary."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+from alembic import command
+from alembic.config import Config
+from sqlalchemy import Connection, event
+from sqlalchemy.exc import SQLAlchemyError
+from sqlalchemy.ext.asyncio import (
+    AsyncEngine,
+    AsyncSession,
+    async_sessionmaker,
+    create_async_engine,
+)
+
+from bzzz.errors import BzzzError, ErrorCode
+
+logger = logging.getLogger(__name__)
+
+MIGRATIONS = Path(__file__).parent / "migrations"
+
+
+class StoreError(BzzzError):
+    """The database failed; the client sees a generic message, the log keeps the cause."""
+
+    default_code = ErrorCode.NETWORK_ERROR
+
+
+def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
+    cursor = dbapi_connection.cursor()
+    # WAL lets readers run beside the projector; NORMAL is durable across process crashes
+    # in WAL mode (only an OS crash can lose the last commits, and the log replays them).
+    cursor.execute("PRAGMA journal_mode=WAL")
+    cursor.execute("PRAGMA synchronous=NORMAL")
+    cursor.execute("PRAGMA busy_timeout=10000")
+    cursor.execute("PRAGMA foreign_keys=ON")
+    cursor.close()
+
+
+def _upgrade(connection: Connection) -> None:
+    config = Config()
+    config.set_main_option("script_location", str(MIGRATIONS))
+    config.attributes["connection"] = connection
+    command.upgrade(config, "head")
+
+
+class Database:
+    """Owns the engine; hands out sessions; runs migrations at open."""
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+        self.is_sqlite = url.startswith("sqlite")
+        kwargs: dict[str, Any] = {}
+        if not self.is_sqlite:
+            kwargs.update(pool_size=10, max_overflow=10, pool_pre_ping=True)
+        self.engine: AsyncEngine = create_async_engine(url, **kwargs)
+        if self.is_sqlite:
+            event.listen(self.engine.sync_engine, "connect", _sqlite_pragmas)
+        self._sessions = async_sessionmaker(self.engine, expire_on_commit=False)
+
+    async def open(self) -> None:
+        """Bring the schema to the newest migration."""
+        if self.is_sqlite:
+            path = self.url.split("///", 1)[-1]
+            if path and path != ":memory:":
+                Path(path).parent.mkdir(parents=True, exist_ok=True)
+        try:
+            async with self.engine.begin() as conn:
+                await conn.run_sync(_upgrade)
+        except SQLAlchemyError as exc:
+            raise StoreError("the database could not be opened or migrated") from exc
+
+    async def close(self) -> None:
+        """Dispose of the engine's connections."""
+        await self.engine.dispose()
+
+    @asynccontextmanager
+    async def session(self) -> AsyncIterator[AsyncSession]:
+        """A session in a transaction, committed on success."""
+        try:
+            async with self._sessions() as session, session.begin():
+                yield session
+        except SQLAlchemyError as exc:
+            logger.exception("database error")
+            raise StoreError("the node's database failed; nothing was changed") from exc

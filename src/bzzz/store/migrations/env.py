@@ -1,0 +1,16 @@
+"""Alembic environment: runs on the connection the node hands over (SQLite or PostgreSQL)."""
+
+from alembic import context
+
+from bzzz.store.models import Base
+
+connection = context.config.attributes.get("connection")
+if connection is None:
+    raise RuntimeError("bzzz migrations run through bzzz.store.database.Database.open()")
+context.configure(
+    connection=connection,
+    target_metadata=Base.metadata,
+    render_as_batch=connection.dialect.name == "sqlite",
+)
+with context.begin_transaction():
+    context.run_migrations()

@@ -1,0 +1,208 @@
+"""ORM rows: the node's projection of the event log (plus its own webhook queue)."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+from sqlalchemy import JSON, DateTime, Dialect, Float, Index, Integer, String, Text
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+from sqlalchemy.types import TypeDecorator
+
+
+class Base(DeclarativeBase):
+    """Declarative base of every table."""
+
+    type_annotation_map = {dict[str, Any]: JSON, list[str]: JSON, Any: JSON}
+
+
+class UTCDateTime(TypeDecorator[datetime]):
+    """Aware UTC datetimes on every database (SQLite forgets the zone; this restores it)."""
+
+    impl = DateTime(timezone=True)
+    cache_ok = True
+
+    def process_bind_param(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+        """Store in UTC."""
+        if value is None:
+            return None
+        if value.tzinfo is None:
+            raise ValueError("naive datetime")
+        return value.astimezone(UTC)
+
+    def process_result_value(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+        """Read back as aware UTC."""
+        if value is None or value.tzinfo is not None:
+            return value
+        return value.replace(tzinfo=UTC)
+
+
+TZ = UTCDateTime()
+
+
+class AppliedEnvelope(Base):
+    """Every envelope the projector has applied: the idempotency record."""
+
+    __tablename__ = "applied_envelopes"
+    id: Mapped[str] = mapped_column(String(32), primary_key=True)
+    seq: Mapped[int] = mapped_column(Integer)
+    type: Mapped[str] = mapped_column(String(64))
+    origin: Mapped[str] = mapped_column(String(64))
+    outcome: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+    applied_at: Mapped[datetime] = mapped_column(TZ)
+
+
+class AgentRow(Base):
+    """An announced agent."""
+
+    __tablename__ = "agents"
+    id: Mapped[str] = mapped_column(String(128), primary_key=True)
+    role: Mapped[str] = mapped_column(String(128), index=True)
+    capabilities: Mapped[list[str]] = mapped_column(JSON, default=list)
+    specialization: Mapped[str | None] = mapped_column(String(256))
+    max_tasks: Mapped[int] = mapped_column(Integer, default=3)
+    project: Mapped[str | None] = mapped_column(String(128), index=True)
+    task: Mapped[str | None] = mapped_column(String(128))
+    status: Mapped[str] = mapped_column(String(16), index=True)
+    active_tasks: Mapped[int] = mapped_column(Integer, default=0)
+    tasks_completed: Mapped[int] = mapped_column(Integer, default=0)
+    tasks_failed: Mapped[int] = mapped_column(Integer, default=0)
+    performance: Mapped[float] = mapped_column(Float, default=0.9)
+    node_id: Mapped[str] = mapped_column(String(64), index=True)
+    session_id: Mapped[str] = mapped_column(String(128), index=True)
+    created_at: Mapped[datetime] = mapped_column(TZ)
+    last_activity: Mapped[datetime] = mapped_column(TZ)
+    metadata_: Mapped[dict[str, Any]] = mapped_column("metadata", JSON, default=dict)
+
+
+class TaskRow(Base):
+    """A task assigned to an agent by a task_assignment message."""
+
+    __tablename__ = "tasks"
+    id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    agent_id: Mapped[str] = mapped_column(String(128), index=True)
+    assigner: Mapped[str] = mapped_column(String(128))
+    type: Mapped[str] = mapped_column(String(64))
+    description: Mapped[str] = mapped_column(Text, default="")
+    status: Mapped[str] = mapped_column(String(16))
+    priority: Mapped[str] = mapped_column(String(8))
+    data: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+    thread_id: Mapped[str | None] = mapped_column(String(64))
+    message_id: Mapped[str] = mapped_column(String(64))
+    progress: Mapped[dict[str, Any] | None] = mapped_column(JSON)
+    result: Mapped[Any] = mapped_column(JSON, nullable=True)
+    error: Mapped[str | None] = mapped_column(Text)
+    start_time: Mapped[datetime] = mapped_column(TZ)
+    end_time: Mapped[datetime | None] = mapped_column(TZ)
+
+
+class MessageRow(Base):
+    """A posted message (direct, wildcard or to a thread)."""
+
+    __tablename__ = "messages"
+    id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    sender: Mapped[str] = mapped_column(String(128), index=True)
+    target_address: Mapped[str] = mapped_column(String(1024))
+    message_type: Mapped[str] = mapped_column(String(64))
+    content: Mapped[dict[str, Any]] = mapped_column(JSON)
+    priority: Mapped[str] = mapped_column(String(8))
+    thread_id: Mapped[str | None] = mapped_column(String(64), index=True)
+    reply_to: Mapped[str | None] = mapped_column(String(64))
+    recipients: Mapped[list[str]] = mapped_column(JSON, default=list)
+    posted_at: Mapped[datetime] = mapped_column(TZ)
+
+
+class InboxRow(Base):
+    """One delivery of a message to one agent."""
+
+    __tablename__ = "inbox"
+    agent_id: Mapped[str] = mapped_column(String(128), primary_key=True)
+    message_id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    posted_at: Mapped[datetime] = mapped_column(TZ)
+    __table_args__ = (Index("ix_inbox_agent_time", "agent_id", "posted_at"),)
+
+
+class ActivityRow(Base):
+    """An agent's recent activity, newest first when read."""
+
+    __tablename__ = "activity"
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    agent_id: Mapped[str] = mapped_column(String(128))
+    kind: Mapped[str] = mapped_column(String(64))
+    summary: Mapped[str] = mapped_column(Text)
+    ref: Mapped[str | None] = mapped_column(String(64))
+    at: Mapped[datetime] = mapped_column(TZ)
+    __table_args__ = (Index("ix_activity_agent_id", "agent_id", "id"),)
+
+
+class ThreadRow(Base):
+    """A conversation thread."""
+
+    __tablename__ = "threads"
+    id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    topic: Mapped[str] = mapped_column(String(512))
+    creator: Mapped[str] = mapped_column(String(128))
+    status: Mapped[str] = mapped_column(String(16), index=True)
+    created_at: Mapped[datetime] = mapped_column(TZ)
+    last_activity: Mapped[datetime] = mapped_column(TZ)
+    message_count: Mapped[int] = mapped_column(Integer, default=0)
+    summary: Mapped[str | None] = mapped_column(Text)
+    metadata_: Mapped[dict[str, Any]] = mapped_column("metadata", JSON, default=dict)
+    escalation_history: Mapped[list[Any]] = mapped_column(JSON, default=list)
+
+
+class ParticipantRow(Base):
+    """An agent's membership of a thread."""
+
+    __tablename__ = "thread_participants"
+    thread_id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    agent_id: Mapped[str] = mapped_column(String(128), primary_key=True, index=True)
+    active: Mapped[bool] = mapped_column(default=True)
+    joined_at: Mapped[datetime] = mapped_column(TZ)
+    left_at: Mapped[datetime | None] = mapped_column(TZ)
+
+
+class SubscriptionRow(Base):
+    """A subscription to network events."""
+
+    __tablename__ = "subscriptions"
+    id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    subscriber_id: Mapped[str] = mapped_column(String(128))
+    event_types: Mapped[list[str]] = mapped_column(JSON)
+    filter_address: Mapped[str | None] = mapped_column(String(1024))
+    callback_webhook: Mapped[str | None] = mapped_column(String(2048))
+    node_id: Mapped[str] = mapped_column(String(64), index=True)
+    session_id: Mapped[str] = mapped_column(String(128))
+    status: Mapped[str] = mapped_column(String(16))
+    created_at: Mapped[datetime] = mapped_column(TZ)
+
+
+class EventRow(Base):
+    """An event matched to a subscription of this node (what its resource shows)."""
+
+    __tablename__ = "subscription_events"
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    subscription_id: Mapped[str] = mapped_column(String(64))
+    event_id: Mapped[str] = mapped_column(String(64))
+    event_type: Mapped[str] = mapped_column(String(64))
+    payload: Mapped[dict[str, Any]] = mapped_column(JSON)
+    created_at: Mapped[datetime] = mapped_column(TZ)
+    __table_args__ = (Index("ix_subscription_events_sub", "subscription_id", "id"),)
+
+
+class DeliveryRow(Base):
+    """A webhook delivery owed by this node: the durable retry queue and its dead letters."""
+
+    __tablename__ = "webhook_deliveries"
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    subscription_id: Mapped[str] = mapped_column(String(64))
+    event_id: Mapped[str] = mapped_column(String(64))
+    url: Mapped[str] = mapped_column(String(2048))
+    body: Mapped[str] = mapped_column(Text)
+    status: Mapped[str] = mapped_column(String(16))
+    attempts: Mapped[int] = mapped_column(Integer, default=0)
+    next_attempt_at: Mapped[datetime] = mapped_column(TZ)
+    last_error: Mapped[str | None] = mapped_column(Text)
+    created_at: Mapped[datetime] = mapped_column(TZ)
+    finished_at: Mapped[datetime | None] = mapped_column(TZ)
+    __table_args__ = (Index("ix_webhook_deliveries_due", "status", "next_attempt_at"),)

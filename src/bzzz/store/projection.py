@@ -1,0 +1,511 @@
+"""Applies envelopes to the store, deterministically: every node reaches the same state.
+
+Rules that decide between competing writers (an agent id already held, a full task queue, the
+thread limit) are decided here, in log order, so every node decides the same way; the origin
+reads the outcome to answer its caller.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import func, select, update
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from bzzz import domain
+from bzzz.address import agent_address
+from bzzz.domain import ACTIVE_TASK_STATUSES, AgentStatus, TaskStatus
+from bzzz.network.envelope import Envelope
+from bzzz.store.models import (
+    ActivityRow,
+    AgentRow,
+    InboxRow,
+    MessageRow,
+    ParticipantRow,
+    SubscriptionRow,
+    TaskRow,
+    ThreadRow,
+)
+
+Outcome = dict[str, Any]
+
+
+@dataclass(slots=True)
+class Applied:
+    """What applying one envelope did: the outcome for the origin, events for subscribers."""
+
+    outcome: Outcome
+    events: list[domain.Event] = field(default_factory=list)
+
+
+Applier = Callable[[AsyncSession, Envelope, "ProjectionLimits"], Awaitable[Applied]]
+
+
+@dataclass(frozen=True, slots=True)
+class ProjectionLimits:
+    """Limits every node enforces identically (they come from the network's settings)."""
+
+    max_active_threads: int = 100
+    max_agents: int = 100_000
+
+
+def _event(
+    envelope: Envelope, type_: str, address: str, data: dict[str, Any], n: int = 0
+) -> domain.Event:
+    suffix = f"-{n}" if n else ""
+    return domain.Event(
+        id=f"evt-{envelope.id}{suffix}",
+        type=type_,
+        address=address,
+        data=data,
+        timestamp=envelope.timestamp,
+    )
+
+
+def _address_of(row: AgentRow) -> str:
+    return agent_address(row.id, row.role, row.project, row.task)
+
+
+def _agent_json(row: AgentRow) -> dict[str, Any]:
+    return {
+        "id": row.id,
+        "role": row.role,
+        "capabilities": list(row.capabilities),
+        "specialization": row.specialization,
+        "project": row.project,
+        "task": row.task,
+        "status": row.status,
+        "node_id": row.node_id,
+    }
+
+
+def _refresh_status(row: AgentRow) -> None:
+    if row.status in (AgentStatus.OFFLINE.value, AgentStatus.ERROR.value):
+        return
+    row.status = AgentStatus.BUSY.value if row.active_tasks > 0 else AgentStatus.IDLE.value
+
+
+def _performance(completed: int, failed: int) -> float:
+    # A prior of 0.9 over 5 pseudo-tasks: new agents start credible, evidence moves them.
+    return round((completed + 4.5) / (completed + failed + 5), 4)
+
+
+def _activity(
+    session: AsyncSession, agent_id: str, kind: str, summary: str, ref: str | None, at: datetime
+) -> None:
+    session.add(ActivityRow(agent_id=agent_id, kind=kind, summary=summary[:500], ref=ref, at=at))
+
+
+# --- agents ----------------------------------------------------------------------------------
+
+
+async def apply_agent_announced(
+    session: AsyncSession, env: Envelope, limits: ProjectionLimits
+) -> Applied:
+    """Create or update an agent unless a live agent of another session holds the id."""
+    p = env.payload
+    row = await session.get(AgentRow, p["agent_id"])
+    at = env.timestamp
+    held = row is not None and row.status != AgentStatus.OFFLINE.value
+    if held and row is not None and (row.node_id, row.session_id) != (env.origin, p["session_id"]):
+        return Applied({"ok": False, "reason": "exists", "holder_node": row.node_id})
+    if row is None:
+        online = await session.execute(
+            select(func.count()).select_from(AgentRow).where(AgentRow.status != "offline")
+        )
+        if int(online.scalar_one()) >= limits.max_agents:
+            return Applied({"ok": False, "reason": "max_agents"})
+        row = AgentRow(
+            id=p["agent_id"],
+            created_at=at,
+            active_tasks=0,
+            tasks_completed=0,
+            tasks_failed=0,
+            performance=_performance(0, 0),
+        )
+        session.add(row)
+    row.role = p["role"]
+    row.capabilities = list(p.get("capabilities") or [])
+    row.specialization = p.get("specialization")
+    row.max_tasks = int(p.get("max_tasks", 3))
+    row.project = p.get("project")
+    row.task = p.get("task")
+    row.node_id = env.origin
+    row.session_id = p["session_id"]
+    row.metadata_ = dict(p.get("metadata") or {})
+    row.last_activity = at
+    row.status = AgentStatus.IDLE.value
+    _refresh_status(row)
+    _activity(session, row.id, "announced", f"announced as {row.role}", env.id, at)
+    event = _event(
+        env,
+        "agent_announcement",
+        _address_of(row),
+        {"action": "announced", "agent": _agent_json(row)},
+    )
+    return Applied({"ok": True, "status": row.status}, [event])
+
+
+async def apply_agent_offline(
+    session: AsyncSession, env: Envelope, limits: ProjectionLimits
+) -> Applied:
+    """Mark agents offline, but only those still held by the origin's named session."""
+    p = env.payload
+    events = []
+    went: list[str] = []
+    for n, agent_id in enumerate(p["agent_ids"]):
+        row = await session.get(AgentRow, agent_id)
+        if row is None or row.status == AgentStatus.OFFLINE.value:
+            continue
+        if row.node_id != env.origin or row.session_id != p["session_id"]:
+            continue
+        row.status = AgentStatus.OFFLINE.value
+        row.last_activity = env.timestamp
+        went.append(agent_id)
+        _activity(
+            session, agent_id, "offline", p.get("reason", "session ended"), env.id, env.timestamp
+        )
+        events.append(
+            _event(
+                env,
+                "agent_announcement",
+                _address_of(row),
+                {
+                    "action": "offline",
+                    "agent": _agent_json(row),
+                    "reason": p.get("reason", "session ended"),
+                },
+                n,
+            )
+        )
+    return Applied({"ok": True, "offline": went}, events)
+
+
+# --- messages and tasks ----------------------------------------------------------------------
+
+
+async def _assign_task(
+    session: AsyncSession, env: Envelope, recipient: str, index: int
+) -> tuple[str | None, str | None, AgentRow | None]:
+    """Create the task for one recipient; (task id, refusal reason, agent row)."""
+    row = await session.get(AgentRow, recipient)
+    if row is None:
+        return None, "agent not found", None
+    if row.status == AgentStatus.OFFLINE.value:
+        return None, "agent is offline", row
+    if row.active_tasks >= row.max_tasks:
+        return None, f"agent is at max_tasks ({row.max_tasks})", row
+    p = env.payload
+    content = p["content"]
+    task_id = f"task-{env.id}-{index}"
+    session.add(
+        TaskRow(
+            id=task_id,
+            agent_id=recipient,
+            assigner=p["sender"],
+            type=str(content.get("task_type") or content.get("type") or "generic"),
+            description=str(content.get("description") or content.get("title") or "")[:4000],
+            status=TaskStatus.PENDING.value,
+            priority=p["priority"],
+            data=dict(content.get("task_data") or content.get("data") or {}),
+            thread_id=p.get("thread_id"),
+            message_id=p["message_id"],
+            progress=None,
+            result=None,
+            error=None,
+            start_time=env.timestamp,
+            end_time=None,
+        )
+    )
+    row.active_tasks += 1
+    _refresh_status(row)
+    return task_id, None, row
+
+
+async def _update_task(session: AsyncSession, env: Envelope) -> Outcome:
+    p = env.payload
+    task = await session.get(TaskRow, p["task_id"])
+    if task is None:
+        return {"ok": False, "reason": "task not found"}
+    if task.agent_id != p["sender"]:
+        return {"ok": False, "reason": "only the assignee may update a task"}
+    if task.status not in ACTIVE_TASK_STATUSES:
+        return {"ok": False, "reason": f"task is already {task.status}"}
+    content = p["content"]
+    kind = p["message_type"]
+    if kind == "task_progress":
+        task.status = TaskStatus.IN_PROGRESS.value
+        task.progress = dict(content)
+        return {"ok": True, "task_id": task.id, "task_status": task.status}
+    task.status = TaskStatus.COMPLETED.value if kind == "task_complete" else TaskStatus.FAILED.value
+    task.end_time = env.timestamp
+    if kind == "task_complete":
+        task.result = content.get("result", content)
+    else:
+        task.error = str(content.get("error") or content.get("reason") or "failed")[:4000]
+    agent = await session.get(AgentRow, task.agent_id)
+    if agent is not None:
+        agent.active_tasks = max(0, agent.active_tasks - 1)
+        if kind == "task_complete":
+            agent.tasks_completed += 1
+        else:
+            agent.tasks_failed += 1
+        agent.performance = _performance(agent.tasks_completed, agent.tasks_failed)
+        _refresh_status(agent)
+    return {"ok": True, "task_id": task.id, "task_status": task.status}
+
+
+async def _check_thread_post(session: AsyncSession, env: Envelope) -> str | None:
+    p = env.payload
+    thread = await session.get(ThreadRow, p["thread_id"])
+    if thread is None:
+        return "thread not found"
+    if thread.status == "completed":
+        return "thread is completed"
+    member = await session.get(ParticipantRow, (p["thread_id"], p["sender"]))
+    if member is None or not member.active:
+        return "sender is not a participant of the thread"
+    thread.message_count += 1
+    thread.last_activity = env.timestamp
+    return None
+
+
+async def apply_message_posted(
+    session: AsyncSession, env: Envelope, limits: ProjectionLimits
+) -> Applied:
+    """Store a message, deliver it to its recipients, create or update tasks."""
+    p = env.payload
+    if p.get("thread_id"):
+        refusal = await _check_thread_post(session, env)
+        if refusal:
+            return Applied({"ok": False, "reason": refusal})
+    task_outcome: Outcome | None = None
+    if p["message_type"] in domain.TASK_UPDATE_TYPES and p.get("task_id"):
+        task_outcome = await _update_task(session, env)
+        if not task_outcome["ok"]:
+            return Applied(task_outcome)
+    delivered: list[str] = []
+    undelivered: dict[str, str] = {}
+    tasks: dict[str, str] = {}
+    events: list[domain.Event] = []
+    for index, recipient in enumerate(p["recipients"]):
+        if p["message_type"] == "task_assignment":
+            task_id, refusal, row = await _assign_task(session, env, recipient, index)
+            if refusal:
+                undelivered[recipient] = refusal
+                continue
+            assert task_id is not None and row is not None
+            tasks[recipient] = task_id
+            events.append(
+                _event(
+                    env,
+                    "task_assignment",
+                    _address_of(row),
+                    {
+                        "task_id": task_id,
+                        "agent_id": recipient,
+                        "assigner": p["sender"],
+                        "priority": p["priority"],
+                        "message_id": p["message_id"],
+                        "content": p["content"],
+                    },
+                    index,
+                )
+            )
+        session.add(
+            InboxRow(agent_id=recipient, message_id=p["message_id"], posted_at=env.timestamp)
+        )
+        _activity(
+            session,
+            recipient,
+            "message_received",
+            f"{p['message_type']} from {p['sender']}",
+            p["message_id"],
+            env.timestamp,
+        )
+        delivered.append(recipient)
+    session.add(
+        MessageRow(
+            id=p["message_id"],
+            sender=p["sender"],
+            target_address=p["target_address"],
+            message_type=p["message_type"],
+            content=p["content"],
+            priority=p["priority"],
+            thread_id=p.get("thread_id"),
+            reply_to=p.get("reply_to"),
+            recipients=delivered,
+            posted_at=env.timestamp,
+        )
+    )
+    _activity(
+        session,
+        p["sender"],
+        "message_sent",
+        f"{p['message_type']} to {p['target_address']}",
+        p["message_id"],
+        env.timestamp,
+    )
+    await session.execute(
+        update(AgentRow).where(AgentRow.id == p["sender"]).values(last_activity=env.timestamp)
+    )
+    outcome: Outcome = {
+        "ok": True,
+        "delivered": delivered,
+        "undelivered": undelivered,
+        "tasks": tasks,
+    }
+    if task_outcome is not None:
+        outcome["task_update"] = task_outcome
+    return Applied(outcome, events)
+
+
+# --- threads ---------------------------------------------------------------------------------
+
+
+async def apply_thread_created(
+    session: AsyncSession, env: Envelope, limits: ProjectionLimits
+) -> Applied:
+    """Open a thread unless the network is at maxActiveThreads."""
+    p = env.payload
+    active = await session.execute(
+        select(func.count()).select_from(ThreadRow).where(ThreadRow.status != "completed")
+    )
+    if int(active.scalar_one()) >= limits.max_active_threads:
+        return Applied(
+            {"ok": False, "reason": "max_active_threads", "limit": limits.max_active_threads}
+        )
+    if await session.get(ThreadRow, p["thread_id"]) is not None:
+        return Applied({"ok": False, "reason": "thread exists"})
+    at = env.timestamp
+    session.add(
+        ThreadRow(
+            id=p["thread_id"],
+            topic=p["topic"],
+            creator=p["creator"],
+            status="active",
+            created_at=at,
+            last_activity=at,
+            message_count=0,
+            summary=None,
+            metadata_=dict(p.get("metadata") or {}),
+            escalation_history=[],
+        )
+    )
+    for agent_id in p["participants"]:
+        session.add(
+            ParticipantRow(
+                thread_id=p["thread_id"], agent_id=agent_id, active=True, joined_at=at, left_at=None
+            )
+        )
+        _activity(session, agent_id, "thread_joined", f"thread '{p['topic']}'", p["thread_id"], at)
+    creator = await session.get(AgentRow, p["creator"])
+    address = _address_of(creator) if creator else f"bzzz://{p['creator']}"
+    event = _event(
+        env,
+        "thread_created",
+        address,
+        {
+            "thread_id": p["thread_id"],
+            "topic": p["topic"],
+            "creator": p["creator"],
+            "participants": list(p["participants"]),
+        },
+    )
+    return Applied({"ok": True}, [event])
+
+
+async def apply_thread_membership(
+    session: AsyncSession, env: Envelope, limits: ProjectionLimits
+) -> Applied:
+    """Join or leave a thread."""
+    p = env.payload
+    thread = await session.get(ThreadRow, p["thread_id"])
+    if thread is None:
+        return Applied({"ok": False, "reason": "thread not found"})
+    joining = env.type == "thread.joined"
+    member = await session.get(ParticipantRow, (p["thread_id"], p["agent_id"]))
+    if joining:
+        if thread.status == "completed":
+            return Applied({"ok": False, "reason": "thread is completed"})
+        if member is None:
+            session.add(
+                ParticipantRow(
+                    thread_id=p["thread_id"],
+                    agent_id=p["agent_id"],
+                    active=True,
+                    joined_at=env.timestamp,
+                    left_at=None,
+                )
+            )
+        else:
+            member.active, member.left_at = True, None
+    else:
+        if member is None or not member.active:
+            return Applied({"ok": False, "reason": "not a participant"})
+        member.active, member.left_at = False, env.timestamp
+    thread.last_activity = env.timestamp
+    kind = "thread_joined" if joining else "thread_left"
+    _activity(session, p["agent_id"], kind, f"thread '{thread.topic}'", thread.id, env.timestamp)
+    return Applied({"ok": True})
+
+
+async def apply_thread_summarized(
+    session: AsyncSession, env: Envelope, limits: ProjectionLimits
+) -> Applied:
+    """Keep the newest summary on the thread."""
+    thread = await session.get(ThreadRow, env.payload["thread_id"])
+    if thread is None:
+        return Applied({"ok": False, "reason": "thread not found"})
+    thread.summary = env.payload["summary"]
+    return Applied({"ok": True})
+
+
+# --- subscriptions and nodes -----------------------------------------------------------------
+
+
+async def apply_subscription_created(
+    session: AsyncSession, env: Envelope, limits: ProjectionLimits
+) -> Applied:
+    """Record a subscription (its owner node delivers its events)."""
+    p = env.payload
+    if await session.get(SubscriptionRow, p["subscription_id"]) is None:
+        session.add(
+            SubscriptionRow(
+                id=p["subscription_id"],
+                subscriber_id=p["subscriber_id"],
+                event_types=list(p["event_types"]),
+                filter_address=p.get("filter_address"),
+                callback_webhook=p.get("callback_webhook"),
+                node_id=env.origin,
+                session_id=p["session_id"],
+                status="active",
+                created_at=env.timestamp,
+            )
+        )
+    return Applied({"ok": True})
+
+
+async def apply_node_status(
+    session: AsyncSession, env: Envelope, limits: ProjectionLimits
+) -> Applied:
+    """A node came up or went down: a network_status event."""
+    data = {"node_id": env.origin, "status": env.payload.get("status", "online")}
+    data.update({k: v for k, v in env.payload.items() if k != "status"})
+    return Applied({"ok": True}, [_event(env, "network_status", f"bzzz://{env.origin}", data)])
+
+
+APPLIERS: dict[str, Applier] = {
+    "agent.announced": apply_agent_announced,
+    "agent.offline": apply_agent_offline,
+    "message.posted": apply_message_posted,
+    "thread.created": apply_thread_created,
+    "thread.joined": apply_thread_membership,
+    "thread.left": apply_thread_membership,
+    "thread.summarized": apply_thread_summarized,
+    "subscription.created": apply_subscription_created,
+    "node.status": apply_node_status,
+}

@@ -1,0 +1,413 @@
+"""Reads and writes of the projection, inside one session; rows in, domain dataclasses out."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from typing import Any
+
+from sqlalchemy import func, or_, select, update
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from bzzz import domain
+from bzzz.address import agent_address
+from bzzz.domain import ACTIVE_TASK_STATUSES
+from bzzz.store.models import (
+    ActivityRow,
+    AgentRow,
+    AppliedEnvelope,
+    DeliveryRow,
+    EventRow,
+    InboxRow,
+    MessageRow,
+    ParticipantRow,
+    SubscriptionRow,
+    TaskRow,
+    ThreadRow,
+)
+
+
+def agent_from_row(row: AgentRow) -> domain.Agent:
+    """Row → domain agent."""
+    return domain.Agent(
+        id=row.id,
+        role=row.role,
+        capabilities=list(row.capabilities),
+        specialization=row.specialization,
+        max_tasks=row.max_tasks,
+        project=row.project,
+        task=row.task,
+        status=row.status,
+        active_tasks=row.active_tasks,
+        tasks_completed=row.tasks_completed,
+        tasks_failed=row.tasks_failed,
+        performance=row.performance,
+        node_id=row.node_id,
+        session_id=row.session_id,
+        created_at=row.created_at,
+        last_activity=row.last_activity,
+        metadata=dict(row.metadata_),
+    )
+
+
+def task_from_row(row: TaskRow) -> domain.Task:
+    """Row → domain task."""
+    return domain.Task(
+        id=row.id,
+        agent_id=row.agent_id,
+        assigner=row.assigner,
+        type=row.type,
+        description=row.description,
+        status=row.status,
+        priority=row.priority,
+        data=dict(row.data),
+        thread_id=row.thread_id,
+        message_id=row.message_id,
+        progress=row.progress,
+        result=row.result,
+        error=row.error,
+        start_time=row.start_time,
+        end_time=row.end_time,
+    )
+
+
+def message_from_row(row: MessageRow) -> domain.Message:
+    """Row → domain message."""
+    return domain.Message(
+        id=row.id,
+        sender=row.sender,
+        target_address=row.target_address,
+        message_type=row.message_type,
+        content=dict(row.content),
+        priority=row.priority,
+        thread_id=row.thread_id,
+        reply_to=row.reply_to,
+        recipients=list(row.recipients),
+        posted_at=row.posted_at,
+    )
+
+
+def thread_from_row(row: ThreadRow, participants: Sequence[ParticipantRow]) -> domain.Thread:
+    """Row and its participants → domain thread."""
+    return domain.Thread(
+        id=row.id,
+        topic=row.topic,
+        creator=row.creator,
+        status=row.status,
+        created_at=row.created_at,
+        last_activity=row.last_activity,
+        message_count=row.message_count,
+        summary=row.summary,
+        metadata=dict(row.metadata_),
+        escalation_history=list(row.escalation_history),
+        participants=[
+            domain.Participant(p.agent_id, p.active, p.joined_at, p.left_at) for p in participants
+        ],
+    )
+
+
+def subscription_from_row(row: SubscriptionRow) -> domain.Subscription:
+    """Row → domain subscription."""
+    return domain.Subscription(
+        id=row.id,
+        subscriber_id=row.subscriber_id,
+        event_types=list(row.event_types),
+        filter_address=row.filter_address,
+        callback_webhook=row.callback_webhook,
+        node_id=row.node_id,
+        session_id=row.session_id,
+        status=row.status,
+        created_at=row.created_at,
+    )
+
+
+def delivery_from_row(row: DeliveryRow) -> domain.Delivery:
+    """Row → domain delivery."""
+    return domain.Delivery(
+        id=row.id,
+        subscription_id=row.subscription_id,
+        event_id=row.event_id,
+        url=row.url,
+        body=row.body,
+        status=row.status,
+        attempts=row.attempts,
+        next_attempt_at=row.next_attempt_at,
+        last_error=row.last_error,
+        created_at=row.created_at,
+        finished_at=row.finished_at,
+    )
+
+
+class Repository:
+    """Queries over one session (one transaction)."""
+
+    def __init__(self, session: AsyncSession) -> None:
+        self.session = session
+
+    # --- idempotency -------------------------------------------------------------------------
+
+    async def applied(self, envelope_ids: Sequence[str]) -> dict[str, dict[str, Any]]:
+        """Outcomes of the given envelopes that were already applied."""
+        if not envelope_ids:
+            return {}
+        rows = await self.session.execute(
+            select(AppliedEnvelope.id, AppliedEnvelope.outcome).where(
+                AppliedEnvelope.id.in_(list(envelope_ids))
+            )
+        )
+        return {row.id: dict(row.outcome) for row in rows}
+
+    # --- agents ------------------------------------------------------------------------------
+
+    async def agent(self, agent_id: str) -> domain.Agent | None:
+        """One agent by id."""
+        row = await self.session.get(AgentRow, agent_id)
+        return agent_from_row(row) if row else None
+
+    async def agents_matching(
+        self,
+        *,
+        agent_id: str | None,
+        role: str | None,
+        project: str | None,
+        task: str | None,
+        online_only: bool = False,
+        limit: int | None = None,
+    ) -> list[domain.Agent]:
+        """Agents whose declared id/role/project/task fit; undeclared project/task fit any."""
+        query = select(AgentRow)
+        if agent_id is not None:
+            query = query.where(AgentRow.id == agent_id)
+        if role is not None:
+            query = query.where(AgentRow.role == role)
+        if project is not None:
+            query = query.where(or_(AgentRow.project == project, AgentRow.project.is_(None)))
+        if task is not None:
+            query = query.where(or_(AgentRow.task == task, AgentRow.task.is_(None)))
+        if online_only:
+            query = query.where(AgentRow.status != domain.AgentStatus.OFFLINE.value)
+        if limit is not None:
+            query = query.limit(limit)
+        rows = (await self.session.scalars(query)).all()
+        return [agent_from_row(row) for row in rows]
+
+    async def agents_of_session(self, node_id: str, session_id: str) -> list[domain.Agent]:
+        """Online agents announced by one session of one node."""
+        rows = await self.session.scalars(
+            select(AgentRow).where(
+                AgentRow.node_id == node_id,
+                AgentRow.session_id == session_id,
+                AgentRow.status != domain.AgentStatus.OFFLINE.value,
+            )
+        )
+        return [agent_from_row(row) for row in rows]
+
+    async def online_agents_of_node(self, node_id: str) -> list[domain.Agent]:
+        """Online agents hosted by a node."""
+        rows = await self.session.scalars(
+            select(AgentRow).where(
+                AgentRow.node_id == node_id, AgentRow.status != domain.AgentStatus.OFFLINE.value
+            )
+        )
+        return [agent_from_row(row) for row in rows]
+
+    async def count_agents(self, online_only: bool = True) -> int:
+        """How many agents (online ones by default)."""
+        query = select(func.count()).select_from(AgentRow)
+        if online_only:
+            query = query.where(AgentRow.status != domain.AgentStatus.OFFLINE.value)
+        return int((await self.session.execute(query)).scalar_one())
+
+    async def address_completions(self, prefix: str, limit: int) -> list[str]:
+        """Concrete addresses (without the scheme) of agents whose id starts with ``prefix``."""
+        stem = prefix.removeprefix("bzzz://").split(":", 1)[0]
+        escaped = stem.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+        rows = await self.session.scalars(
+            select(AgentRow)
+            .where(AgentRow.id.like(f"{escaped}%", escape="\\"))
+            .order_by(AgentRow.id)
+            .limit(limit)
+        )
+        return [
+            agent_address(r.id, r.role, r.project, r.task).removeprefix("bzzz://") for r in rows
+        ]
+
+    async def activity(self, agent_id: str, limit: int) -> list[domain.Activity]:
+        """An agent's recent activity, newest first."""
+        rows = await self.session.scalars(
+            select(ActivityRow)
+            .where(ActivityRow.agent_id == agent_id)
+            .order_by(ActivityRow.id.desc())
+            .limit(limit)
+        )
+        return [domain.Activity(r.kind, r.summary, r.ref, r.at) for r in rows]
+
+    # --- tasks -------------------------------------------------------------------------------
+
+    async def tasks(self, agent_id: str, *, active_only: bool, limit: int) -> list[domain.Task]:
+        """An agent's tasks, newest first."""
+        query = select(TaskRow).where(TaskRow.agent_id == agent_id)
+        if active_only:
+            query = query.where(TaskRow.status.in_(ACTIVE_TASK_STATUSES))
+        rows = await self.session.scalars(query.order_by(TaskRow.start_time.desc()).limit(limit))
+        return [task_from_row(r) for r in rows]
+
+    async def task(self, task_id: str) -> domain.Task | None:
+        """One task."""
+        row = await self.session.get(TaskRow, task_id)
+        return task_from_row(row) if row else None
+
+    async def active_tasks_between(self, assignee: str, assigner: str) -> list[domain.Task]:
+        """Active tasks that ``assigner`` gave to ``assignee``."""
+        rows = await self.session.scalars(
+            select(TaskRow).where(
+                TaskRow.agent_id == assignee,
+                TaskRow.assigner == assigner,
+                TaskRow.status.in_(ACTIVE_TASK_STATUSES),
+            )
+        )
+        return [task_from_row(r) for r in rows]
+
+    # --- messages ----------------------------------------------------------------------------
+
+    async def inbox(self, agent_id: str, limit: int) -> list[domain.Message]:
+        """Messages delivered to an agent, newest first."""
+        rows = await self.session.scalars(
+            select(MessageRow)
+            .join(InboxRow, InboxRow.message_id == MessageRow.id)
+            .where(InboxRow.agent_id == agent_id)
+            .order_by(InboxRow.posted_at.desc(), MessageRow.id.desc())
+            .limit(limit)
+        )
+        return [message_from_row(r) for r in rows]
+
+    async def thread_messages(
+        self, thread_id: str, limit: int | None = None
+    ) -> list[domain.Message]:
+        """A thread's messages, oldest first (the newest ``limit`` when given)."""
+        query = select(MessageRow).where(MessageRow.thread_id == thread_id)
+        if limit is None:
+            rows = await self.session.scalars(query.order_by(MessageRow.id))
+            return [message_from_row(r) for r in rows]
+        newest = await self.session.scalars(query.order_by(MessageRow.id.desc()).limit(limit))
+        return [message_from_row(r) for r in reversed(newest.all())]
+
+    # --- threads -----------------------------------------------------------------------------
+
+    async def thread(self, thread_id: str) -> domain.Thread | None:
+        """One thread with its participants."""
+        row = await self.session.get(ThreadRow, thread_id)
+        if row is None:
+            return None
+        participants = await self.session.scalars(
+            select(ParticipantRow)
+            .where(ParticipantRow.thread_id == thread_id)
+            .order_by(ParticipantRow.joined_at, ParticipantRow.agent_id)
+        )
+        return thread_from_row(row, participants.all())
+
+    async def threads_of(self, agent_ids: Sequence[str], limit: int = 100) -> list[domain.Thread]:
+        """Threads any of the agents takes part in (or took), most recently active first."""
+        ids = select(ParticipantRow.thread_id).where(ParticipantRow.agent_id.in_(list(agent_ids)))
+        rows = (
+            await self.session.scalars(
+                select(ThreadRow)
+                .where(ThreadRow.id.in_(ids))
+                .order_by(ThreadRow.last_activity.desc())
+                .limit(limit)
+            )
+        ).all()
+        result = []
+        for row in rows:
+            parts = await self.session.scalars(
+                select(ParticipantRow).where(ParticipantRow.thread_id == row.id)
+            )
+            result.append(thread_from_row(row, parts.all()))
+        return result
+
+    async def count_active_threads(self) -> int:
+        """Threads that are not completed."""
+        query = (
+            select(func.count())
+            .select_from(ThreadRow)
+            .where(ThreadRow.status.in_(("active", "paused", "escalated")))
+        )
+        return int((await self.session.execute(query)).scalar_one())
+
+    # --- subscriptions, events, deliveries ---------------------------------------------------
+
+    async def subscriptions_of_node(self, node_id: str) -> list[domain.Subscription]:
+        """Active subscriptions owned by a node."""
+        rows = await self.session.scalars(
+            select(SubscriptionRow).where(
+                SubscriptionRow.node_id == node_id, SubscriptionRow.status == "active"
+            )
+        )
+        return [subscription_from_row(r) for r in rows]
+
+    async def subscription(self, subscription_id: str) -> domain.Subscription | None:
+        """One subscription."""
+        row = await self.session.get(SubscriptionRow, subscription_id)
+        return subscription_from_row(row) if row else None
+
+    async def subscription_events(
+        self, subscription_id: str, limit: int, after_id: int = 0
+    ) -> list[tuple[int, dict[str, Any]]]:
+        """Events recorded for a subscription: (sequence, event body), oldest first."""
+        rows = await self.session.scalars(
+            select(EventRow)
+            .where(EventRow.subscription_id == subscription_id, EventRow.id > after_id)
+            .order_by(EventRow.id.desc())
+            .limit(limit)
+        )
+        return [(r.id, dict(r.payload)) for r in reversed(rows.all())]
+
+    async def due_deliveries(self, now: datetime, limit: int) -> list[domain.Delivery]:
+        """Pending webhook deliveries whose next attempt is due."""
+        rows = await self.session.scalars(
+            select(DeliveryRow)
+            .where(DeliveryRow.status == "pending", DeliveryRow.next_attempt_at <= now)
+            .order_by(DeliveryRow.next_attempt_at)
+            .limit(limit)
+        )
+        return [delivery_from_row(r) for r in rows]
+
+    async def next_delivery_time(self) -> datetime | None:
+        """When the earliest pending delivery is due."""
+        query = select(func.min(DeliveryRow.next_attempt_at)).where(DeliveryRow.status == "pending")
+        value = (await self.session.execute(query)).scalar_one_or_none()
+        if value is not None and value.tzinfo is None:
+            value = value.replace(tzinfo=UTC)
+        return value
+
+    async def deliveries(
+        self, status: str | None = None, limit: int = 100
+    ) -> list[domain.Delivery]:
+        """Deliveries, newest first, optionally of one status (pending, delivered, dead)."""
+        query = select(DeliveryRow)
+        if status is not None:
+            query = query.where(DeliveryRow.status == status)
+        rows = await self.session.scalars(query.order_by(DeliveryRow.id.desc()).limit(limit))
+        return [delivery_from_row(r) for r in rows]
+
+    async def record_attempt(
+        self,
+        delivery_id: int,
+        *,
+        status: str,
+        next_attempt_at: datetime,
+        error: str | None,
+        finished_at: datetime | None,
+    ) -> None:
+        """Record the outcome of one delivery attempt."""
+        await self.session.execute(
+            update(DeliveryRow)
+            .where(DeliveryRow.id == delivery_id)
+            .values(
+                status=status,
+                attempts=DeliveryRow.attempts + 1,
+                next_attempt_at=next_attempt_at,
+                last_error=error,
+                finished_at=finished_at,
+            )
+        )
