@@ -1,0 +1,101 @@
+"""Shared fixtures: real databases (SQLite, PostgreSQL), a real nats-server, nodes."""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+
+import asyncpg
+import pytest
+
+from bzzz.config import Settings, load_settings
+from bzzz.network.embedded import EmbeddedNats
+from bzzz.network.memory import InMemoryBus
+from bzzz.node import Node
+
+PG_HOST = os.environ.get("BZZZ_TEST_PG_HOST", "127.0.0.1")
+PG_PORT = int(os.environ.get("BZZZ_TEST_PG_PORT", "5432"))
+PG_USER = os.environ.get("BZZZ_TEST_PG_USER", "postgres")
+PG_ADMIN_DB = os.environ.get("BZZZ_TEST_PG_DB", "test")
+IN_CI = bool(os.environ.get("CI"))
+
+
+async def _pg_admin() -> asyncpg.Connection:
+    return await asyncpg.connect(
+        host=PG_HOST, port=PG_PORT, user=PG_USER, database=PG_ADMIN_DB, timeout=5
+    )
+
+
+@pytest.fixture
+async def postgres_url() -> AsyncIterator[str]:
+    """A fresh PostgreSQL database for one test; CI fails (never skips) without the server."""
+    try:
+        admin = await _pg_admin()
+    except (OSError, asyncpg.PostgresError) as exc:
+        if IN_CI:
+            pytest.fail(f"PostgreSQL at {PG_HOST}:{PG_PORT} is required in CI: {exc}")
+        pytest.skip(f"PostgreSQL not reachable at {PG_HOST}:{PG_PORT}: {exc}")
+    name = f"bzzz_test_{uuid.uuid4().hex[:12]}"
+    try:
+        await admin.execute(f'CREATE DATABASE "{name}"')
+        yield f"postgresql+asyncpg://{PG_USER}@{PG_HOST}:{PG_PORT}/{name}"
+    finally:
+        await admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        await admin.close()
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def database_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """Each store test runs on SQLite and on PostgreSQL."""
+    if request.param == "sqlite":
+        return f"sqlite+aiosqlite:///{tmp_path / 'store.db'}"
+    url: str = request.getfixturevalue("postgres_url")
+    return url
+
+
+@pytest.fixture
+def settings(tmp_path: Path) -> Settings:
+    """Settings for a node in a temporary data directory, SQLite, no environment."""
+    return load_settings(environ={}, overrides={"node": {"data_dir": str(tmp_path / "node")}})
+
+
+@pytest.fixture
+async def nats_url(tmp_path: Path) -> AsyncIterator[str]:
+    """A real nats-server with JetStream on a free port."""
+    server = EmbeddedNats(tmp_path / "nats-fixture")
+    url = await server.start()
+    try:
+        yield url
+    finally:
+        await server.close()
+
+
+@pytest.fixture
+def memory_bus() -> InMemoryBus:
+    """An in-memory event log."""
+    return InMemoryBus()
+
+
+@pytest.fixture
+async def node(settings: Settings, memory_bus: InMemoryBus) -> AsyncIterator[Node]:
+    """A running node on an in-memory bus and SQLite."""
+    async with Node(settings, bus=memory_bus) as running:
+        yield running
+
+
+@pytest.fixture
+async def store_node(
+    settings: Settings, memory_bus: InMemoryBus, database_url: str
+) -> AsyncIterator[Node]:
+    """A running node on an in-memory bus, once on SQLite and once on PostgreSQL."""
+    settings.node.database_url = database_url
+    async with Node(settings, bus=memory_bus) as running:
+        yield running
+
+
+@pytest.fixture
+def clean_env() -> Iterator[dict[str, str]]:
+    """An environment without BZZZ_* variables, for spawning processes."""
+    yield {k: v for k, v in os.environ.items() if not k.startswith("BZZZ_")}

@@ -1,0 +1,13 @@
+"""The store opens and migrates on both databases."""
+
+from bzzz.eventlog import Caller
+from bzzz.node import Node
+from bzzz.schemas import AnnounceInput, LookupInput
+
+
+async def test_announced_agent_is_found_on_both_databases(store_node: Node) -> None:
+    await store_node.agents.announce(
+        Caller("s1"), AnnounceInput(agent_id="architect-001", role="architect")
+    )
+    found = await store_node.agents.lookup(LookupInput(semantic_address="bzzz://*:architect@*"))
+    assert [m["id"] for m in found["matches"]] == ["architect-001"]
