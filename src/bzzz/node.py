@@ -131,6 +131,7 @@ class Node:
         self.state = NodeState.STARTING
         try:
             await self._build()
+            await self.projector.load_directory()
             await self._run_background()
             await self._catch_up()
             stale = await self.agents.release_stale()
@@ -167,7 +168,9 @@ class Node:
             self.db, self.bus, network=self.network, node_id=self.node_id, limits=limits
         )
         self.log = EventLog(self.identity, self.network, self.projector)
-        self.agents = AgentService(self.db, self.log, self.settings.agents.max_agents)
+        self.agents = AgentService(
+            self.db, self.log, self.projector.directory, self.settings.agents.max_agents
+        )
         self.conversations = ConversationService(
             self.db, self.log, self.agents, self.settings.conversation.max_active_threads
         )

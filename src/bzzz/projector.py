@@ -13,7 +13,10 @@ from collections import Counter
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
+from sqlalchemy import event as sa_event
+from sqlalchemy import inspect
 from sqlalchemy.ext.asyncio import AsyncSession
+from sqlalchemy.orm import Session
 
 from bzzz import domain
 from bzzz.address import parse_address
@@ -21,9 +24,10 @@ from bzzz.errors import BzzzError, NetworkError
 from bzzz.network.base import Bus, BusMessage
 from bzzz.network.envelope import Envelope, EnvelopeRejected, open_envelope
 from bzzz.store.database import Database
-from bzzz.store.models import AppliedEnvelope, DeliveryRow, EventRow
+from bzzz.store.directory import AgentDirectory
+from bzzz.store.models import AgentRow, AppliedEnvelope, DeliveryRow, EventRow
 from bzzz.store.projection import APPLIERS, Applied, Outcome, ProjectionLimits
-from bzzz.store.repository import Repository
+from bzzz.store.repository import Repository, agent_from_row
 
 logger = logging.getLogger(__name__)
 
@@ -40,6 +44,20 @@ def subscription_matches(sub: domain.Subscription, event: domain.Event) -> bool:
         return parse_address(sub.filter_address).covers(parse_address(event.address))
     except BzzzError:
         return False
+
+
+_TOUCHED = "bzzz_touched_agents"
+
+
+@sa_event.listens_for(Session, "before_flush")
+def _track_agents(session: Session, _context: Any, _instances: Any) -> None:
+    """Keep (strongly) every agent row a projection flush writes, for the directory."""
+    if "bzzz_projection" not in session.info:
+        return
+    touched = session.info.setdefault(_TOUCHED, {})
+    for obj in (*session.new, *session.dirty):
+        if isinstance(obj, AgentRow):
+            touched[obj.id] = obj
 
 
 class Projector:
@@ -66,6 +84,7 @@ class Projector:
         self._listeners: list[EventListener] = []
         self._applied_seq = 0
         self._progress = asyncio.Condition()
+        self.directory = AgentDirectory()
         self.rejected: Counter[str] = Counter()
         self.applied_count = 0
 
@@ -82,6 +101,11 @@ class Projector:
     def add_listener(self, listener: EventListener) -> None:
         """Call ``listener`` after each commit with the (subscription, event) pairs it matched."""
         self._listeners.append(listener)
+
+    async def load_directory(self) -> None:
+        """Fill the agent directory from the store (before consuming the log)."""
+        async with self._db.session() as session:
+            self.directory.load(await Repository(session).all_agents())
 
     async def run(self) -> None:
         """Consume the log until cancelled."""
@@ -126,6 +150,7 @@ class Projector:
         results: dict[str, Outcome] = {}
         matched: list[tuple[domain.Subscription, domain.Event]] = []
         async with self._db.session() as session:
+            session.info["bzzz_projection"] = True
             repo = Repository(session)
             done = await repo.applied([env.id for env, _ in opened])
             results.update(done)
@@ -151,6 +176,9 @@ class Projector:
                 if env.type == "subscription.created":
                     self._subscriptions = None
                 matched.extend(await self._match(session, applied.events))
+            touched = await self._touched_agents(session)
+        for agent in touched:
+            self.directory.put(agent)
         self.applied_count += len(opened)
         await self._advance(messages[-1].seq if messages else 0)
         for env_id, outcome in results.items():
@@ -159,6 +187,16 @@ class Projector:
                 future.set_result(outcome)
         if matched:
             await self._notify(matched)
+
+    @staticmethod
+    async def _touched_agents(session: AsyncSession) -> list[domain.Agent]:
+        await session.flush()
+        rows: list[AgentRow] = list(session.info.pop(_TOUCHED, {}).values())
+        for row in rows:
+            # A rolled-back savepoint expires what it touched; reload before reading.
+            if inspect(row).expired_attributes:
+                await session.refresh(row)
+        return [agent_from_row(row) for row in rows]
 
     async def _apply_one(self, session: AsyncSession, env: Envelope) -> Applied:
         applier = APPLIERS.get(env.type)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import heapq
 import logging
 from typing import Any
 
@@ -12,6 +13,7 @@ from bzzz.errors import AgentNotFound, InvalidParameters, ThreadNotFound
 from bzzz.eventlog import Caller, EventLog
 from bzzz.schemas import AnnounceInput, FilterCriteria, GetInput, LookupInput
 from bzzz.store.database import Database
+from bzzz.store.directory import AgentDirectory
 from bzzz.store.repository import Repository
 
 logger = logging.getLogger(__name__)
@@ -144,9 +146,12 @@ def _passes(agent: domain.Agent, criteria: FilterCriteria) -> bool:
 class AgentService:
     """Announcement, discovery and retrieval of agents."""
 
-    def __init__(self, db: Database, log: EventLog, max_agents: int) -> None:
+    def __init__(
+        self, db: Database, log: EventLog, directory: AgentDirectory, max_agents: int
+    ) -> None:
         self._db = db
         self._log = log
+        self.directory = directory
         self._max_agents = max_agents
 
     async def announce(self, caller: Caller, params: AnnounceInput) -> dict[str, Any]:
@@ -156,8 +161,7 @@ class AgentService:
                 f"agent id '{params.agent_id}' is reserved; choose another",
                 details={"reserved": sorted(RESERVED_AGENT_IDS)},
             )
-        async with self._db.session() as session:
-            existing = await Repository(session).agent(params.agent_id)
+        existing = self.directory.get(params.agent_id)
         if (
             existing is not None
             and existing.online
@@ -173,8 +177,7 @@ class AgentService:
                     details={"max_agents": self._max_agents},
                 )
             raise self._exists(params.agent_id)
-        async with self._db.session() as session:
-            agent = await Repository(session).agent(params.agent_id)
+        agent = self.directory.get(params.agent_id)
         assert agent is not None
         return {
             "success": True,
@@ -193,20 +196,20 @@ class AgentService:
         """Agents matching an address and filters, best first."""
         address = parse_address(params.semantic_address)
         criteria = params.filter_criteria or FilterCriteria()
-        async with self._db.session() as session:
-            candidates = await Repository(session).agents_matching(
-                agent_id=address.agent,
-                role=address.role,
-                project=address.project,
-                task=address.task,
-                online_only=bool(criteria.availability),
-            )
-        scored = [
+        candidates = self.directory.matching(
+            agent_id=address.agent,
+            role=address.role,
+            project=address.project,
+            task=address.task,
+            online_only=bool(criteria.availability),
+        )
+        passing = [
             (score_agent(agent, criteria.expertise), agent)
             for agent in candidates
             if _passes(agent, criteria)
         ]
-        scored.sort(key=lambda pair: (-pair[0], pair[1].id))
+        total = len(passing)
+        scored = heapq.nsmallest(params.limit, passing, key=lambda pair: (-pair[0], pair[1].id))
         matches = [
             {
                 "id": agent.id,
@@ -221,7 +224,7 @@ class AgentService:
                 "address": agent_address(agent.id, agent.role, agent.project, agent.task),
                 "score": score,
             }
-            for score, agent in scored[: params.limit]
+            for score, agent in scored
         ]
         return {
             "success": True,
@@ -229,7 +232,7 @@ class AgentService:
             "parsed_address": address.to_dict(params.semantic_address),
             "matches": matches,
             "count": len(matches),
-            "total_matches": len(scored),
+            "total_matches": total,
             "query_time": iso(domain.utcnow()),
         }
 
@@ -264,7 +267,7 @@ class AgentService:
                 "bzzz_get needs a concrete agent id in the address (use bzzz_lookup for wildcards)",
                 details={"address": address.to_dict("")},
             )
-        agent = await repo.agent(address.agent)
+        agent = self.directory.get(address.agent)
         if agent is None or not address.matches(agent.id, agent.role, agent.project, agent.task):
             raise AgentNotFound(
                 f"no agent '{address.agent}' at that address", details={"agent_id": address.agent}
@@ -317,10 +320,7 @@ class AgentService:
 
     async def session_ended(self, caller: Caller, reason: str = "session ended") -> list[str]:
         """Take the agents a session announced offline; returns their ids."""
-        async with self._db.session() as session:
-            agents = await Repository(session).agents_of_session(
-                self._log.node_id, caller.session_id
-            )
+        agents = self.directory.of_session(self._log.node_id, caller.session_id)
         if not agents:
             return []
         ids = [a.id for a in agents]
@@ -334,8 +334,7 @@ class AgentService:
 
     async def release_stale(self) -> int:
         """At start-up: agents this node hosted before a crash have no session any more."""
-        async with self._db.session() as session:
-            agents = await Repository(session).online_agents_of_node(self._log.node_id)
+        agents = self.directory.online_of_node(self._log.node_id)
         by_session: dict[str, list[str]] = {}
         for agent in agents:
             by_session.setdefault(agent.session_id, []).append(agent.id)
@@ -350,5 +349,4 @@ class AgentService:
 
     async def agents_of(self, caller: Caller) -> list[domain.Agent]:
         """The online agents this session announced."""
-        async with self._db.session() as session:
-            return await Repository(session).agents_of_session(self._log.node_id, caller.session_id)
+        return self.directory.of_session(self._log.node_id, caller.session_id)

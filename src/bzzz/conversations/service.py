@@ -8,7 +8,7 @@ from typing import Any
 from ulid import ULID
 
 from bzzz import domain
-from bzzz.address import parse_address
+from bzzz.address import Address, parse_address
 from bzzz.agents.service import AgentService, thread_info
 from bzzz.conversations.summary import summarize_thread
 from bzzz.domain import TASK_UPDATE_TYPES, THREAD_MESSAGE_TYPES, iso
@@ -62,13 +62,17 @@ class ConversationService:
         started = time.perf_counter()
         address = parse_address(params.target_address)
         sender = await self.sender_of(caller, params.agent_id)
-        async with self._db.session() as session:
-            repo = Repository(session)
-            if params.thread_id:
-                recipients = await self._thread_recipients(repo, params, sender)
-            else:
-                recipients = await self._address_recipients(repo, address, sender)
-            task_id = await self._task_for_update(repo, params, sender, recipients)
+        if params.thread_id:
+            async with self._db.session() as session:
+                recipients = await self._thread_recipients(Repository(session), params, sender)
+        else:
+            recipients = self._address_recipients(address, sender)
+        task_id = None
+        if params.message_type in TASK_UPDATE_TYPES:
+            async with self._db.session() as session:
+                task_id = await self._task_for_update(
+                    Repository(session), params, sender, recipients
+                )
         message_id = f"msg-{ULID()}"
         payload = {
             "message_id": message_id,
@@ -151,12 +155,10 @@ class ConversationService:
             )
         return [a for a in thread.active_participants if a != sender.id]
 
-    @staticmethod
-    async def _address_recipients(
-        repo: Repository, address: Any, sender: domain.Agent
-    ) -> list[str]:
+    def _address_recipients(self, address: Address, sender: domain.Agent) -> list[str]:
+        directory = self._agents.directory
         if address.agent is not None:
-            agent = await repo.agent(address.agent)
+            agent = directory.get(address.agent)
             if agent is None or not address.matches(
                 agent.id, agent.role, agent.project, agent.task
             ):
@@ -165,7 +167,7 @@ class ConversationService:
                     details={"agent_id": address.agent},
                 )
             return [agent.id]
-        matches = await repo.agents_matching(
+        matches = directory.matching(
             agent_id=None,
             role=address.role,
             project=address.project,

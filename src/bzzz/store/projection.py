@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import func, select, update
+from sqlalchemy import func, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from bzzz import domain
@@ -349,9 +349,9 @@ async def apply_message_posted(
         p["message_id"],
         env.timestamp,
     )
-    await session.execute(
-        update(AgentRow).where(AgentRow.id == p["sender"]).values(last_activity=env.timestamp)
-    )
+    sender = await session.get(AgentRow, p["sender"])
+    if sender is not None:
+        sender.last_activity = env.timestamp
     outcome: Outcome = {
         "ok": True,
         "delivered": delivered,

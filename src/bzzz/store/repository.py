@@ -191,6 +191,11 @@ class Repository:
         rows = (await self.session.scalars(query)).all()
         return [agent_from_row(row) for row in rows]
 
+    async def all_agents(self) -> list[domain.Agent]:
+        """Every agent (the directory's start-up load)."""
+        rows = await self.session.scalars(select(AgentRow))
+        return [agent_from_row(row) for row in rows]
+
     async def agents_of_session(self, node_id: str, session_id: str) -> list[domain.Agent]:
         """Online agents announced by one session of one node."""
         rows = await self.session.scalars(

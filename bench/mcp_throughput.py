@@ -1,0 +1,652 @@
+"""MCP throughput: bzzz_post and bzzz_lookup on `bzzz serve` against a no-op tool on a bare MCPServer.
+
+One run spawns both servers (a fresh `bzzz serve` with its embedded nats-server and SQLite in a
+temporary data directory, and bench/noop_server.py), each on a free loopback port. The clients
+are the official MCP client (``streamable_http_client`` + ``ClientSession``, legacy initialize
+handshake), one session per client. For every tool it measures 1 client, 8 clients as asyncio
+tasks in this process, and 8 clients as 8 processes: calls/s, p50, p99 and mean latency over
+``--calls`` calls after a warm-up, plus the CPU the server (and the clients) spent meanwhile.
+
+    .venv/bin/python bench/mcp_throughput.py [--calls 2000] [--profile]
+
+Prints a table and writes bench/results/mcp_throughput.json. ``--profile`` also samples the
+bzzz process with py-spy during its measured phases (figures from such a run are slower; the
+summaries land in bench/results/profile_*.txt).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import os
+import platform
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import AsyncIterator, Iterator
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+from mcp import ClientSession
+from mcp.client.streamable_http import streamable_http_client
+
+BENCH = Path(__file__).resolve().parent
+RESULTS = BENCH / "results"
+HOST = "127.0.0.1"
+CLK_TCK = os.sysconf("SC_CLK_TCK")
+POPULATION = 50  # agents announced before the lookups, half of them reviewers
+LOOKUP_ADDRESS = "bzzz://*:reviewer@*"
+OTHER_ROLES = ("developer", "architect", "tester")
+CAPABILITIES = ("python", "go", "rust", "security", "testing", "docs", "sql", "frontend")
+
+
+# --- what is measured --------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Workload:
+    """One tool on one server, and the arguments of each call."""
+
+    server: str  # "bzzz" or "noop"
+    tool: str
+    announce: bool  # bzzz clients announce their own agent first
+
+    def arguments(self, client: int, call: int) -> dict[str, Any]:
+        """The arguments of one call (a post goes to a peer agent of the population)."""
+        if self.tool == "noop":
+            return {"text": "benchmark ping"}
+        if self.tool == "bzzz_lookup":
+            return {"semantic_address": LOOKUP_ADDRESS}
+        peer = f"pop-{(client * 7 + call) % POPULATION:03d}"
+        return {
+            "target_address": f"bzzz://{peer}",
+            "message_type": "text",
+            "content": {"text": "benchmark ping"},
+        }
+
+
+WORKLOADS = (
+    Workload("noop", "noop", announce=False),
+    Workload("bzzz", "bzzz_lookup", announce=True),
+    Workload("bzzz", "bzzz_post", announce=True),
+)
+
+
+@dataclass(slots=True)
+class ClientRun:
+    """What one client measured."""
+
+    latencies_ms: list[float] = field(default_factory=list)
+    errors: int = 0
+    first_error: str | None = None
+    started: float = 0.0
+    ended: float = 0.0
+    cpu_seconds: float = 0.0
+
+
+@dataclass(slots=True)
+class Figures:
+    """One configuration's figures."""
+
+    server: str
+    tool: str
+    clients: int
+    mode: str  # "tasks" (asyncio tasks, one process) or "processes"
+    calls: int
+    errors: int
+    seconds: float
+    calls_per_s: float
+    p50_ms: float
+    p99_ms: float
+    mean_ms: float
+    server_cpu_pct: float
+    server_cpu_ms_per_call: float
+    nats_cpu_pct: float | None
+    client_cpu_pct: float
+    first_error: str | None = None
+
+
+def percentile(sorted_values: list[float], pct: float) -> float:
+    """Nearest-rank percentile of an ascending list."""
+    if not sorted_values:
+        return float("nan")
+    rank = max(1, round(pct / 100 * len(sorted_values) + 0.5))
+    return sorted_values[min(rank, len(sorted_values)) - 1]
+
+
+# --- processes ---------------------------------------------------------------------------------
+
+
+def free_port() -> int:
+    """A free loopback TCP port."""
+    with socket.socket() as sock:
+        sock.bind((HOST, 0))
+        return int(sock.getsockname()[1])
+
+
+def _children(pid: int) -> list[int]:
+    found: list[int] = []
+    with contextlib.suppress(OSError):
+        for task in Path(f"/proc/{pid}/task").iterdir():
+            text = (task / "children").read_text()
+            found.extend(int(child) for child in text.split())
+    return found
+
+
+def descendants(pid: int) -> list[int]:
+    """Every process below ``pid`` (Linux /proc)."""
+    result, todo = [], [pid]
+    while todo and len(result) < 1000:
+        kids = _children(todo.pop())
+        result.extend(kids)
+        todo.extend(kids)
+    return result
+
+
+def cpu_seconds(pids: list[int]) -> float:
+    """User + system CPU seconds of these processes (0 for ones that are gone)."""
+    total = 0
+    for pid in pids:
+        with contextlib.suppress(OSError):
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+            total += int(fields[11]) + int(fields[12])
+    return total / CLK_TCK
+
+
+class ServerProcess:
+    """A spawned server, healthy once /healthz answers 200; stopped with SIGTERM."""
+
+    def __init__(self, name: str, argv: list[str], env: dict[str, str], log: Path) -> None:
+        self.name = name
+        self.port = free_port()
+        self.log = log
+        self._log_handle = log.open("wb")
+        self.proc = subprocess.Popen(
+            [*argv, "--port", str(self.port)],
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=self._log_handle,
+            stderr=subprocess.STDOUT,
+        )
+
+    @property
+    def url(self) -> str:
+        """The MCP endpoint."""
+        return f"http://{HOST}:{self.port}/mcp"
+
+    def wait_healthy(self, within: float = 60.0) -> None:
+        """Poll /healthz until 200, or raise (with the log's tail) when it exits or times out."""
+        deadline = time.monotonic() + within
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                break
+            with contextlib.suppress(httpx.HTTPError):
+                if httpx.get(f"http://{HOST}:{self.port}/healthz", timeout=1).status_code == 200:
+                    return
+            time.sleep(0.1)
+        tail = self.log.read_text(errors="replace")[-2000:]
+        raise RuntimeError(f"{self.name} did not become healthy:\n{tail}")
+
+    def extra_pids(self) -> list[int]:
+        """The server's child processes (bzzz: the embedded nats-server)."""
+        return descendants(self.proc.pid)
+
+    def stop(self) -> None:
+        """SIGTERM, then SIGKILL after 15 s."""
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(timeout=5)
+        self._log_handle.close()
+
+
+def bzzz_command() -> list[str]:
+    """`bzzz serve` from this interpreter's environment."""
+    script = Path(sys.executable).parent / "bzzz"
+    if script.exists():
+        return [str(script), "serve"]
+    return [sys.executable, "-m", "bzzz.cli", "serve"]
+
+
+def bzzz_env(data_dir: Path) -> dict[str, str]:
+    """A clean environment: fresh data directory, embedded NATS, SQLite, defaults."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("BZZZ_")}
+    env["BZZZ_DATA_DIR"] = str(data_dir)
+    return env
+
+
+# --- clients -----------------------------------------------------------------------------------
+
+
+@contextlib.asynccontextmanager
+async def mcp_session(url: str) -> AsyncIterator[ClientSession]:
+    """An initialized MCP session over streamable HTTP (legacy handshake)."""
+    async with streamable_http_client(url) as (read, write), ClientSession(read, write) as session:
+        await session.initialize()
+        yield session
+
+
+async def call(session: ClientSession, tool: str, arguments: dict[str, Any]) -> str | None:
+    """One tool call; the error text when it failed."""
+    result = await session.call_tool(tool, arguments)
+    if getattr(result, "is_error", False):
+        content = getattr(result, "content", None) or []
+        return str(getattr(content[0], "text", content[0]))[:300] if content else "error"
+    return None
+
+
+async def announce_own(session: ClientSession, agent_id: str) -> None:
+    """Announce the client's own agent (bzzz_post sends as it)."""
+    error = await call(session, "bzzz_announce", {"agent_id": agent_id, "role": "client"})
+    if error:
+        raise RuntimeError(f"announce of {agent_id} failed: {error}")
+
+
+async def measure(
+    session: ClientSession, workload: Workload, client: int, calls: int, deadline: float
+) -> ClientRun:
+    """``calls`` calls one after another (stopping at ``deadline``), each timed."""
+    run = ClientRun(started=time.monotonic())
+    cpu0 = time.process_time()
+    for n in range(calls):
+        if time.monotonic() > deadline:
+            break
+        t0 = time.perf_counter()
+        error = await call(session, workload.tool, workload.arguments(client, n))
+        run.latencies_ms.append((time.perf_counter() - t0) * 1000)
+        if error:
+            run.errors += 1
+            run.first_error = run.first_error or error
+    run.ended = time.monotonic()
+    run.cpu_seconds = time.process_time() - cpu0
+    return run
+
+
+async def warm_up(session: ClientSession, workload: Workload, client: int, calls: int) -> None:
+    """Calls that are not counted (connection, caches, the client's tools/list)."""
+    for n in range(calls):
+        error = await call(session, workload.tool, workload.arguments(client, n))
+        if error:
+            raise RuntimeError(f"{workload.tool} fails: {error}")
+
+
+@dataclass(frozen=True, slots=True)
+class Plan:
+    """How many calls, warm-up calls and seconds one configuration gets."""
+
+    calls: int
+    warmup: int
+    max_seconds: float
+
+    def share(self, clients: int) -> tuple[int, int]:
+        """(measured calls, warm-up calls) per client."""
+        return -(-self.calls // clients), max(5, self.warmup // clients)
+
+
+async def run_tasks(
+    url: str, workload: Workload, clients: int, plan: Plan, tag: str
+) -> list[ClientRun]:
+    """``clients`` sessions in this process, as asyncio tasks, started together after warm-up."""
+    per_client, warm = plan.share(clients)
+    async with contextlib.AsyncExitStack() as stack:
+        sessions = [await stack.enter_async_context(mcp_session(url)) for _ in range(clients)]
+        if workload.announce:
+            for i, session in enumerate(sessions):
+                await announce_own(session, f"bench-{tag}-{i}")
+        async with asyncio.TaskGroup() as tg:
+            for i, session in enumerate(sessions):
+                tg.create_task(warm_up(session, workload, i, warm))
+        deadline = time.monotonic() + plan.max_seconds
+        async with asyncio.TaskGroup() as tg:
+            tasks = [
+                tg.create_task(measure(session, workload, i, per_client, deadline))
+                for i, session in enumerate(sessions)
+            ]
+        return [task.result() for task in tasks]
+
+
+# --- clients as processes ----------------------------------------------------------------------
+
+
+async def worker(spec: dict[str, Any]) -> None:
+    """One client process: warm up, say 'ready', wait for 'go', measure, print the run as JSON."""
+    workload = Workload(**spec["workload"])
+    async with mcp_session(spec["url"]) as session:
+        if workload.announce:
+            await announce_own(session, spec["agent_id"])
+        await warm_up(session, workload, spec["client"], spec["warmup"])
+        sys.stdout.write("ready\n")
+        sys.stdout.flush()
+        await asyncio.to_thread(sys.stdin.readline)
+        run = await measure(
+            session, workload, spec["client"], spec["calls"], time.monotonic() + spec["max_s"]
+        )
+    sys.stdout.write(json.dumps(asdict(run)) + "\n")
+    sys.stdout.flush()
+
+
+async def _read_line(proc: asyncio.subprocess.Process, within: float) -> bytes:
+    assert proc.stdout is not None
+    async with asyncio.timeout(within):
+        line = await proc.stdout.readline()
+    if not line:
+        raise RuntimeError("a client process ended early (see its stderr above)")
+    return line
+
+
+async def run_processes(
+    url: str, workload: Workload, clients: int, plan: Plan, tag: str
+) -> list[ClientRun]:
+    """``clients`` client processes, released together once all have warmed up."""
+    per_client, warm = plan.share(clients)
+    procs = []
+    for i in range(clients):
+        spec = {
+            "url": url,
+            "workload": asdict(workload),
+            "client": i,
+            "agent_id": f"bench-{tag}-{i}",
+            "warmup": warm,
+            "calls": per_client,
+            "max_s": plan.max_seconds,
+        }
+        procs.append(
+            await asyncio.create_subprocess_exec(
+                sys.executable,
+                str(Path(__file__).resolve()),
+                "--worker",
+                json.dumps(spec),
+                stdin=asyncio.subprocess.PIPE,
+                stdout=asyncio.subprocess.PIPE,
+            )
+        )
+    try:
+        for proc in procs:
+            await _read_line(proc, 120)
+        for proc in procs:
+            assert proc.stdin is not None
+            proc.stdin.write(b"go\n")
+            await proc.stdin.drain()
+        lines = [await _read_line(proc, plan.max_seconds + 60) for proc in procs]
+        return [ClientRun(**json.loads(line)) for line in lines]
+    finally:
+        for proc in procs:
+            if proc.returncode is None:
+                with contextlib.suppress(ProcessLookupError):
+                    proc.terminate()
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(10):
+                    await proc.wait()
+
+
+# --- one configuration -------------------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class Servers:
+    """The two servers of the run, and py-spy when profiling."""
+
+    bzzz: ServerProcess
+    noop: ServerProcess
+    profile: bool = False
+
+    def of(self, workload: Workload) -> ServerProcess:
+        """The server a workload talks to."""
+        return self.bzzz if workload.server == "bzzz" else self.noop
+
+
+@contextlib.contextmanager
+def py_spy(pid: int, name: str, enabled: bool) -> Iterator[None]:
+    """Sample ``pid`` with py-spy (collapsed stacks) while the block runs."""
+    exe = shutil.which("py-spy") or str(Path(sys.executable).parent / "py-spy")
+    if not enabled or not Path(exe).exists():
+        yield
+        return
+    out = RESULTS / f"profile_{name}.folded"
+    spy = subprocess.Popen(
+        [exe, "record", "--pid", str(pid), "--rate", "250", "--format", "raw", "-o", str(out)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    time.sleep(1.0)  # let py-spy attach before the measured phase
+    try:
+        yield
+    finally:
+        spy.send_signal(signal.SIGINT)
+        try:
+            spy.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            spy.kill()
+
+
+def summarize(
+    workload: Workload, clients: int, mode: str, runs: list[ClientRun], cpu: dict[str, float]
+) -> Figures:
+    """Merge the clients' runs into one configuration's figures."""
+    latencies = sorted(lat for run in runs for lat in run.latencies_ms)
+    seconds = max(run.ended for run in runs) - min(run.started for run in runs)
+    errors = sum(run.errors for run in runs)
+    calls = len(latencies)
+    return Figures(
+        server=workload.server,
+        tool=workload.tool,
+        clients=clients,
+        mode=mode,
+        calls=calls,
+        errors=errors,
+        seconds=round(seconds, 3),
+        calls_per_s=round(calls / seconds, 1) if seconds > 0 else 0.0,
+        p50_ms=round(percentile(latencies, 50), 3),
+        p99_ms=round(percentile(latencies, 99), 3),
+        mean_ms=round(sum(latencies) / calls, 3) if calls else float("nan"),
+        server_cpu_pct=round(100 * cpu["server"] / seconds, 1),
+        server_cpu_ms_per_call=round(1000 * cpu["server"] / max(calls, 1), 3),
+        nats_cpu_pct=round(100 * cpu["nats"] / seconds, 1) if workload.server == "bzzz" else None,
+        client_cpu_pct=round(100 * sum(run.cpu_seconds for run in runs) / seconds, 1),
+        first_error=next((run.first_error for run in runs if run.first_error), None),
+    )
+
+
+async def run_config(
+    servers: Servers, workload: Workload, clients: int, mode: str, plan: Plan
+) -> Figures:
+    """Measure one (workload, clients, mode), with the server's CPU over the same window."""
+    server = servers.of(workload)
+    extra = server.extra_pids()
+    tag = f"{mode[0]}{clients}-{workload.tool}-{int(time.time() * 1000) % 100000}"
+    runner = run_tasks if mode == "tasks" else run_processes
+    cpu0 = cpu_seconds([server.proc.pid]), cpu_seconds(extra)
+    name = f"{workload.tool}_{clients}{mode[0]}"
+    with py_spy(server.proc.pid, name, servers.profile and workload.server == "bzzz"):
+        runs = await runner(server.url, workload, clients, plan, tag)
+    cpu1 = cpu_seconds([server.proc.pid]), cpu_seconds(extra)
+    # CPU spent during warm-up and session set-up is counted too; scale it to the measured share.
+    measured = sum(len(r.latencies_ms) for r in runs)
+    total = measured + plan.share(clients)[1] * clients
+    share = measured / total if total else 1.0
+    cpu = {"server": (cpu1[0] - cpu0[0]) * share, "nats": (cpu1[1] - cpu0[1]) * share}
+    return summarize(workload, clients, mode, runs, cpu)
+
+
+# --- population and the whole run --------------------------------------------------------------
+
+
+async def populate(session: ClientSession) -> None:
+    """Announce the population from one session (kept open: its agents stay online)."""
+    for k in range(POPULATION):
+        role = "reviewer" if k % 2 == 0 else OTHER_ROLES[k // 2 % len(OTHER_ROLES)]
+        args: dict[str, Any] = {
+            "agent_id": f"pop-{k:03d}",
+            "role": role,
+            "capabilities": [CAPABILITIES[(k + j) % len(CAPABILITIES)] for j in range(3)],
+            "specialization": f"{CAPABILITIES[k % len(CAPABILITIES)]} reviews",
+            "max_tasks": 5,
+        }
+        if k % 3:
+            args["project"] = f"project-{k % 4}"
+        error = await call(session, "bzzz_announce", args)
+        if error:
+            raise RuntimeError(f"populating failed: {error}")
+
+
+def configurations(modes: list[str]) -> list[tuple[int, str]]:
+    """(clients, mode) pairs in run order."""
+    result = [(1, "tasks")]
+    result += [(8, mode) for mode in ("tasks", "processes") if mode in modes]
+    return result
+
+
+async def run_all(servers: Servers, plan: Plan, modes: list[str]) -> list[Figures]:
+    """Every configuration; servers alternate so drift hits both alike."""
+    figures = []
+    async with mcp_session(servers.bzzz.url) as population:
+        await populate(population)
+        for clients, mode in configurations(modes):
+            for workload in WORKLOADS:
+                fig = await run_config(servers, workload, clients, mode, plan)
+                print_row(fig)
+                figures.append(fig)
+    return figures
+
+
+# --- report ------------------------------------------------------------------------------------
+
+HEADER = (
+    f"{'server':6} {'tool':12} {'clients':>9} {'calls':>6} {'err':>4} {'calls/s':>8} "
+    f"{'p50 ms':>7} {'p99 ms':>7} {'mean ms':>7} {'srv CPU':>7} {'nats':>5} {'cli CPU':>7}"
+)
+
+
+def print_row(fig: Figures) -> None:
+    """One line of the table."""
+    clients = f"{fig.clients} {'task' if fig.mode == 'tasks' else 'proc'}"
+    nats = f"{fig.nats_cpu_pct:.0f}%" if fig.nats_cpu_pct is not None else "-"
+    print(
+        f"{fig.server:6} {fig.tool:12} {clients:>9} {fig.calls:>6} {fig.errors:>4} "
+        f"{fig.calls_per_s:>8.1f} {fig.p50_ms:>7.2f} {fig.p99_ms:>7.2f} {fig.mean_ms:>7.2f} "
+        f"{fig.server_cpu_pct:>6.0f}% {nats:>5} {fig.client_cpu_pct:>6.0f}%",
+        flush=True,
+    )
+    if fig.first_error:
+        print(f"    first error: {fig.first_error}", flush=True)
+
+
+def verdicts(figures: list[Figures]) -> list[dict[str, Any]]:
+    """The issue's targets: bzzz >= half the no-op rate; p50 <= 5 ms for one client."""
+    noop = {(f.clients, f.mode): f for f in figures if f.server == "noop"}
+    result = []
+    for fig in figures:
+        if fig.server != "bzzz":
+            continue
+        base = noop.get((fig.clients, fig.mode))
+        ratio = fig.calls_per_s / base.calls_per_s if base and base.calls_per_s else None
+        entry: dict[str, Any] = {
+            "tool": fig.tool,
+            "clients": fig.clients,
+            "mode": fig.mode,
+            "rate_vs_noop": round(ratio, 3) if ratio is not None else None,
+            "rate_target_met": ratio is not None and ratio >= 0.5,
+        }
+        if fig.clients == 1:
+            entry["p50_ms"] = fig.p50_ms
+            entry["p50_target_met"] = fig.p50_ms <= 5.0
+        result.append(entry)
+    return result
+
+
+def machine() -> dict[str, Any]:
+    """nproc, RAM, CPU model, Python."""
+    mem_kb = 0
+    model = platform.processor()
+    with contextlib.suppress(OSError):
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemTotal:"):
+                mem_kb = int(line.split()[1])
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                model = line.split(":", 1)[1].strip()
+                break
+    return {
+        "nproc": os.cpu_count(),
+        "ram_gb": round(mem_kb / 1024**2, 1),
+        "cpu": model,
+        "python": platform.python_version(),
+    }
+
+
+def print_verdicts(entries: list[dict[str, Any]]) -> None:
+    """The targets, one line each."""
+    print("\ntargets (bzzz rate >= 0.5 x no-op rate; p50 <= 5 ms for one client):")
+    for e in entries:
+        line = f"  {e['tool']:12} {e['clients']} {e['mode']:9} rate/no-op {e['rate_vs_noop']}"
+        line += " met" if e["rate_target_met"] else " MISSED"
+        if "p50_ms" in e:
+            line += f"; p50 {e['p50_ms']} ms " + ("met" if e["p50_target_met"] else "MISSED")
+        print(line)
+
+
+def main() -> None:
+    """Spawn both servers, run every configuration, print and write the figures."""
+    parser = argparse.ArgumentParser(description="MCP throughput: bzzz vs a no-op MCPServer")
+    parser.add_argument("--calls", type=int, default=2000, help="measured calls per config")
+    parser.add_argument("--warmup", type=int, default=200, help="warm-up calls per config")
+    parser.add_argument("--max-seconds", type=float, default=120.0, help="bound per config")
+    parser.add_argument("--modes", default="tasks,processes", help="8-client modes to run")
+    parser.add_argument("--profile", action="store_true", help="py-spy the bzzz process")
+    parser.add_argument("--output", default=str(RESULTS / "mcp_throughput.json"))
+    parser.add_argument("--worker", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.worker:
+        asyncio.run(worker(json.loads(args.worker)))
+        return
+    plan = Plan(args.calls, args.warmup, args.max_seconds)
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix="bzzz-bench-") as tmp:
+        bzzz = ServerProcess(
+            "bzzz", bzzz_command(), bzzz_env(Path(tmp) / "data"), RESULTS / "bzzz.log"
+        )
+        noop = ServerProcess(
+            "noop",
+            [sys.executable, str(BENCH / "noop_server.py")],
+            dict(os.environ),
+            RESULTS / "noop.log",
+        )
+        try:
+            bzzz.wait_healthy()
+            noop.wait_healthy()
+            print(HEADER)
+            figures = asyncio.run(
+                run_all(Servers(bzzz, noop, args.profile), plan, args.modes.split(","))
+            )
+        finally:
+            bzzz.stop()
+            noop.stop()
+    entries = verdicts(figures)
+    print_verdicts(entries)
+    report = {
+        "benchmark": "mcp_throughput",
+        "machine": machine(),
+        "plan": asdict(plan),
+        "population": POPULATION,
+        "lookup_address": LOOKUP_ADDRESS,
+        "profiled": args.profile,
+        "results": [asdict(f) for f in figures],
+        "targets": entries,
+    }
+    Path(args.output).write_text(json.dumps(report, indent=2))
+    print(f"\nwrote {args.output}")
+
+
+if __name__ == "__main__":
+    main()
