@@ -7,57 +7,26 @@ client always reads its own writes.
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 from collections import Counter
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
-from sqlalchemy import event as sa_event
-from sqlalchemy import inspect
-from sqlalchemy.ext.asyncio import AsyncSession
-from sqlalchemy.orm import Session
-
 from bzzz import domain
-from bzzz.address import parse_address
-from bzzz.errors import BzzzError, NetworkError
+from bzzz.errors import NetworkError
 from bzzz.network.base import Bus, BusMessage
 from bzzz.network.envelope import Envelope, EnvelopeRejected, open_envelope
-from bzzz.store.database import Database
+from bzzz.store.batch import BatchContext, BatchResult, apply_batch, subscription_matches
+from bzzz.store.database import Database, StoreError
 from bzzz.store.directory import AgentDirectory
-from bzzz.store.models import AgentRow, AppliedEnvelope, DeliveryRow, EventRow
-from bzzz.store.projection import APPLIERS, Applied, Outcome, ProjectionLimits
-from bzzz.store.repository import Repository, agent_from_row
+from bzzz.store.projection import Outcome, ProjectionLimits
+from bzzz.store.repository import Repository
 
 logger = logging.getLogger(__name__)
 
 EventListener = Callable[[Sequence[tuple[domain.Subscription, domain.Event]]], Awaitable[None]]
 
-
-def subscription_matches(sub: domain.Subscription, event: domain.Event) -> bool:
-    """True when the event is of a subscribed type and inside the filter address."""
-    if event.type not in sub.event_types:
-        return False
-    if not sub.filter_address:
-        return True
-    try:
-        return parse_address(sub.filter_address).covers(parse_address(event.address))
-    except BzzzError:
-        return False
-
-
-_TOUCHED = "bzzz_touched_agents"
-
-
-@sa_event.listens_for(Session, "before_flush")
-def _track_agents(session: Session, _context: Any, _instances: Any) -> None:
-    """Keep (strongly) every agent row a projection flush writes, for the directory."""
-    if "bzzz_projection" not in session.info:
-        return
-    touched = session.info.setdefault(_TOUCHED, {})
-    for obj in (*session.new, *session.dirty):
-        if isinstance(obj, AgentRow):
-            touched[obj.id] = obj
+__all__ = ["EventListener", "Projector", "subscription_matches"]
 
 
 class Projector:
@@ -147,113 +116,30 @@ class Projector:
 
     async def _apply_batch(self, messages: Sequence[BusMessage]) -> None:
         opened = self._open(messages)
-        results: dict[str, Outcome] = {}
-        matched: list[tuple[domain.Subscription, domain.Event]] = []
-        async with self._db.session() as session:
-            session.info["bzzz_projection"] = True
-            repo = Repository(session)
-            done = await repo.applied([env.id for env, _ in opened])
-            results.update(done)
-            if done:
-                self.rejected["replayed"] += sum(
-                    1 for env, _ in opened if env.id in done and env.id not in self._waiting
-                )
-            for env, seq in opened:
-                if env.id in results:
-                    continue
-                applied = await self._apply_one(session, env)
-                results[env.id] = applied.outcome
-                session.add(
-                    AppliedEnvelope(
-                        id=env.id,
-                        seq=seq,
-                        type=env.type,
-                        origin=env.origin,
-                        outcome=applied.outcome,
-                        applied_at=domain.utcnow(),
-                    )
-                )
-                if env.type == "subscription.created":
-                    self._subscriptions = None
-                matched.extend(await self._match(session, applied.events))
-            touched = await self._touched_agents(session)
-        for agent in touched:
+        ctx = BatchContext(self._node_id, self._limits, self._subscriptions)
+        try:
+            result: BatchResult = await self._db.write(
+                lambda session: apply_batch(session, opened, ctx)
+            )
+        except (StoreError, KeyError, TypeError, ValueError, AttributeError):
+            logger.warning("a batch failed as a whole; applying it envelope by envelope")
+            ctx = BatchContext(self._node_id, self._limits, None)
+            result = await self._db.write(
+                lambda session: apply_batch(session, opened, ctx, isolate=True)
+            )
+        self._subscriptions = ctx.subscriptions
+        self.rejected.update(result.counters)
+        self.rejected["replayed"] += sum(1 for i in result.replayed if i not in self._waiting)
+        for agent in result.agents:
             self.directory.put(agent)
         self.applied_count += len(opened)
         await self._advance(messages[-1].seq if messages else 0)
-        for env_id, outcome in results.items():
+        for env_id, outcome in result.outcomes.items():
             future = self._waiting.get(env_id)
             if future is not None and not future.done():
                 future.set_result(outcome)
-        if matched:
-            await self._notify(matched)
-
-    @staticmethod
-    async def _touched_agents(session: AsyncSession) -> list[domain.Agent]:
-        await session.flush()
-        rows: list[AgentRow] = list(session.info.pop(_TOUCHED, {}).values())
-        for row in rows:
-            # A rolled-back savepoint expires what it touched; reload before reading.
-            if inspect(row).expired_attributes:
-                await session.refresh(row)
-        return [agent_from_row(row) for row in rows]
-
-    async def _apply_one(self, session: AsyncSession, env: Envelope) -> Applied:
-        applier = APPLIERS.get(env.type)
-        if applier is None:
-            self.rejected["unknown_type"] += 1
-            return Applied({"ok": False, "reason": f"unknown envelope type {env.type}"})
-        try:
-            async with session.begin_nested():
-                return await applier(session, env, self._limits)
-        except (KeyError, TypeError, ValueError) as exc:
-            # A malformed payload from a signed peer must not wedge the log: record and skip.
-            self.rejected["bad_payload"] += 1
-            logger.warning("envelope %s (%s) has a bad payload: %r", env.id, env.type, exc)
-            return Applied({"ok": False, "reason": "bad payload"})
-
-    async def _match(
-        self, session: AsyncSession, events: list[domain.Event]
-    ) -> list[tuple[domain.Subscription, domain.Event]]:
-        if not events:
-            return []
-        if self._subscriptions is None:
-            self._subscriptions = await Repository(session).subscriptions_of_node(self._node_id)
-        matched = []
-        for event in events:
-            for sub in self._subscriptions:
-                if subscription_matches(sub, event):
-                    self._record(session, sub, event)
-                    matched.append((sub, event))
-        return matched
-
-    @staticmethod
-    def _record(session: AsyncSession, sub: domain.Subscription, event: domain.Event) -> None:
-        body = event.to_json() | {"subscription_id": sub.id}
-        session.add(
-            EventRow(
-                subscription_id=sub.id,
-                event_id=event.id,
-                event_type=event.type,
-                payload=body,
-                created_at=event.timestamp,
-            )
-        )
-        if sub.callback_webhook:
-            session.add(
-                DeliveryRow(
-                    subscription_id=sub.id,
-                    event_id=event.id,
-                    url=sub.callback_webhook,
-                    body=json.dumps(body, separators=(",", ":")),
-                    status="pending",
-                    attempts=0,
-                    next_attempt_at=domain.utcnow(),
-                    last_error=None,
-                    created_at=domain.utcnow(),
-                    finished_at=None,
-                )
-            )
+        if result.matched:
+            await self._notify(result.matched)
 
     async def _advance(self, seq: int) -> None:
         async with self._progress:

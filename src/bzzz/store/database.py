@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from alembic import command
 from alembic.config import Config
-from sqlalchemy import Connection, event
+from sqlalchemy import Connection, Engine, create_engine, event
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.ext.asyncio import (
     AsyncEngine,
@@ -18,12 +20,15 @@ from sqlalchemy.ext.asyncio import (
     async_sessionmaker,
     create_async_engine,
 )
+from sqlalchemy.orm import Session
 
 from bzzz.errors import BzzzError, ErrorCode
 
 logger = logging.getLogger(__name__)
 
 MIGRATIONS = Path(__file__).parent / "migrations"
+
+T = TypeVar("T")
 
 
 class StoreError(BzzzError):
@@ -63,6 +68,14 @@ class Database:
         if self.is_sqlite:
             event.listen(self.engine.sync_engine, "connect", _sqlite_pragmas)
         self._sessions = async_sessionmaker(self.engine, expire_on_commit=False)
+        # SQLite writes go through one plain (sync) connection in one thread: a whole batch of
+        # the log costs one thread hop instead of one per statement (aiosqlite's model).
+        self._sync_engine: Engine | None = None
+        self._writer: ThreadPoolExecutor | None = None
+        if self.is_sqlite:
+            self._sync_engine = create_engine(url.replace("+aiosqlite", ""), pool_size=1)
+            event.listen(self._sync_engine, "connect", _sqlite_pragmas)
+            self._writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="bzzz-db")
 
     async def open(self) -> None:
         """Bring the schema to the newest migration."""
@@ -77,8 +90,29 @@ class Database:
             raise StoreError("the database could not be opened or migrated") from exc
 
     async def close(self) -> None:
-        """Dispose of the engine's connections."""
+        """Dispose of the engines' connections."""
+        if self._writer is not None:
+            self._writer.shutdown(wait=True)
+        if self._sync_engine is not None:
+            self._sync_engine.dispose()
         await self.engine.dispose()
+
+    async def write(self, work: Callable[[Session], T]) -> T:
+        """Run ``work`` with a sync session in one transaction (committed on success)."""
+        try:
+            if self._sync_engine is not None and self._writer is not None:
+                loop = asyncio.get_running_loop()
+                return await loop.run_in_executor(self._writer, self._write_sync, work)
+            async with self._sessions() as session, session.begin():
+                return await session.run_sync(work)
+        except SQLAlchemyError as exc:
+            logger.exception("database error")
+            raise StoreError("the node's database failed; nothing was changed") from exc
+
+    def _write_sync(self, work: Callable[[Session], T]) -> T:
+        assert self._sync_engine is not None
+        with Session(self._sync_engine, expire_on_commit=False) as session, session.begin():
+            return work(session)
 
     @asynccontextmanager
     async def session(self) -> AsyncIterator[AsyncSession]:

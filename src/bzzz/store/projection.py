@@ -7,13 +7,13 @@ reads the outcome to answer its caller.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
 from sqlalchemy import func, select
-from sqlalchemy.ext.asyncio import AsyncSession
+from sqlalchemy.orm import Session
 
 from bzzz import domain
 from bzzz.address import agent_address
@@ -41,7 +41,7 @@ class Applied:
     events: list[domain.Event] = field(default_factory=list)
 
 
-Applier = Callable[[AsyncSession, Envelope, "ProjectionLimits"], Awaitable[Applied]]
+Applier = Callable[[Session, Envelope, "ProjectionLimits"], Applied]
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,27 +93,33 @@ def _performance(completed: int, failed: int) -> float:
     return round((completed + 4.5) / (completed + failed + 5), 4)
 
 
+STAGED = "bzzz_staged_rows"
+
+
+def stage(session: Session, model: type[Any], **values: Any) -> None:
+    """Queue an insert-only row; the batch writes each table's rows in one executemany."""
+    session.info.setdefault(STAGED, {}).setdefault(model, []).append(values)
+
+
 def _activity(
-    session: AsyncSession, agent_id: str, kind: str, summary: str, ref: str | None, at: datetime
+    session: Session, agent_id: str, kind: str, summary: str, ref: str | None, at: datetime
 ) -> None:
-    session.add(ActivityRow(agent_id=agent_id, kind=kind, summary=summary[:500], ref=ref, at=at))
+    stage(session, ActivityRow, agent_id=agent_id, kind=kind, summary=summary[:500], ref=ref, at=at)
 
 
 # --- agents ----------------------------------------------------------------------------------
 
 
-async def apply_agent_announced(
-    session: AsyncSession, env: Envelope, limits: ProjectionLimits
-) -> Applied:
+def apply_agent_announced(session: Session, env: Envelope, limits: ProjectionLimits) -> Applied:
     """Create or update an agent unless a live agent of another session holds the id."""
     p = env.payload
-    row = await session.get(AgentRow, p["agent_id"])
+    row = session.get(AgentRow, p["agent_id"])
     at = env.timestamp
     held = row is not None and row.status != AgentStatus.OFFLINE.value
     if held and row is not None and (row.node_id, row.session_id) != (env.origin, p["session_id"]):
         return Applied({"ok": False, "reason": "exists", "holder_node": row.node_id})
     if row is None:
-        online = await session.execute(
+        online = session.execute(
             select(func.count()).select_from(AgentRow).where(AgentRow.status != "offline")
         )
         if int(online.scalar_one()) >= limits.max_agents:
@@ -149,15 +155,13 @@ async def apply_agent_announced(
     return Applied({"ok": True, "status": row.status}, [event])
 
 
-async def apply_agent_offline(
-    session: AsyncSession, env: Envelope, limits: ProjectionLimits
-) -> Applied:
+def apply_agent_offline(session: Session, env: Envelope, limits: ProjectionLimits) -> Applied:
     """Mark agents offline, but only those still held by the origin's named session."""
     p = env.payload
     events = []
     went: list[str] = []
     for n, agent_id in enumerate(p["agent_ids"]):
-        row = await session.get(AgentRow, agent_id)
+        row = session.get(AgentRow, agent_id)
         if row is None or row.status == AgentStatus.OFFLINE.value:
             continue
         if row.node_id != env.origin or row.session_id != p["session_id"]:
@@ -187,11 +191,11 @@ async def apply_agent_offline(
 # --- messages and tasks ----------------------------------------------------------------------
 
 
-async def _assign_task(
-    session: AsyncSession, env: Envelope, recipient: str, index: int
+def _assign_task(
+    session: Session, env: Envelope, recipient: str, index: int
 ) -> tuple[str | None, str | None, AgentRow | None]:
     """Create the task for one recipient; (task id, refusal reason, agent row)."""
-    row = await session.get(AgentRow, recipient)
+    row = session.get(AgentRow, recipient)
     if row is None:
         return None, "agent not found", None
     if row.status == AgentStatus.OFFLINE.value:
@@ -225,9 +229,9 @@ async def _assign_task(
     return task_id, None, row
 
 
-async def _update_task(session: AsyncSession, env: Envelope) -> Outcome:
+def _update_task(session: Session, env: Envelope) -> Outcome:
     p = env.payload
-    task = await session.get(TaskRow, p["task_id"])
+    task = session.get(TaskRow, p["task_id"])
     if task is None:
         return {"ok": False, "reason": "task not found"}
     if task.agent_id != p["sender"]:
@@ -246,7 +250,7 @@ async def _update_task(session: AsyncSession, env: Envelope) -> Outcome:
         task.result = content.get("result", content)
     else:
         task.error = str(content.get("error") or content.get("reason") or "failed")[:4000]
-    agent = await session.get(AgentRow, task.agent_id)
+    agent = session.get(AgentRow, task.agent_id)
     if agent is not None:
         agent.active_tasks = max(0, agent.active_tasks - 1)
         if kind == "task_complete":
@@ -258,14 +262,14 @@ async def _update_task(session: AsyncSession, env: Envelope) -> Outcome:
     return {"ok": True, "task_id": task.id, "task_status": task.status}
 
 
-async def _check_thread_post(session: AsyncSession, env: Envelope) -> str | None:
+def _check_thread_post(session: Session, env: Envelope) -> str | None:
     p = env.payload
-    thread = await session.get(ThreadRow, p["thread_id"])
+    thread = session.get(ThreadRow, p["thread_id"])
     if thread is None:
         return "thread not found"
     if thread.status == "completed":
         return "thread is completed"
-    member = await session.get(ParticipantRow, (p["thread_id"], p["sender"]))
+    member = session.get(ParticipantRow, (p["thread_id"], p["sender"]))
     if member is None or not member.active:
         return "sender is not a participant of the thread"
     thread.message_count += 1
@@ -273,18 +277,16 @@ async def _check_thread_post(session: AsyncSession, env: Envelope) -> str | None
     return None
 
 
-async def apply_message_posted(
-    session: AsyncSession, env: Envelope, limits: ProjectionLimits
-) -> Applied:
+def apply_message_posted(session: Session, env: Envelope, limits: ProjectionLimits) -> Applied:
     """Store a message, deliver it to its recipients, create or update tasks."""
     p = env.payload
     if p.get("thread_id"):
-        refusal = await _check_thread_post(session, env)
+        refusal = _check_thread_post(session, env)
         if refusal:
             return Applied({"ok": False, "reason": refusal})
     task_outcome: Outcome | None = None
     if p["message_type"] in domain.TASK_UPDATE_TYPES and p.get("task_id"):
-        task_outcome = await _update_task(session, env)
+        task_outcome = _update_task(session, env)
         if not task_outcome["ok"]:
             return Applied(task_outcome)
     delivered: list[str] = []
@@ -293,7 +295,7 @@ async def apply_message_posted(
     events: list[domain.Event] = []
     for index, recipient in enumerate(p["recipients"]):
         if p["message_type"] == "task_assignment":
-            task_id, refusal, row = await _assign_task(session, env, recipient, index)
+            task_id, refusal, row = _assign_task(session, env, recipient, index)
             if refusal:
                 undelivered[recipient] = refusal
                 continue
@@ -315,8 +317,12 @@ async def apply_message_posted(
                     index,
                 )
             )
-        session.add(
-            InboxRow(agent_id=recipient, message_id=p["message_id"], posted_at=env.timestamp)
+        stage(
+            session,
+            InboxRow,
+            agent_id=recipient,
+            message_id=p["message_id"],
+            posted_at=env.timestamp,
         )
         _activity(
             session,
@@ -327,19 +333,19 @@ async def apply_message_posted(
             env.timestamp,
         )
         delivered.append(recipient)
-    session.add(
-        MessageRow(
-            id=p["message_id"],
-            sender=p["sender"],
-            target_address=p["target_address"],
-            message_type=p["message_type"],
-            content=p["content"],
-            priority=p["priority"],
-            thread_id=p.get("thread_id"),
-            reply_to=p.get("reply_to"),
-            recipients=delivered,
-            posted_at=env.timestamp,
-        )
+    stage(
+        session,
+        MessageRow,
+        id=p["message_id"],
+        sender=p["sender"],
+        target_address=p["target_address"],
+        message_type=p["message_type"],
+        content=p["content"],
+        priority=p["priority"],
+        thread_id=p.get("thread_id"),
+        reply_to=p.get("reply_to"),
+        recipients=delivered,
+        posted_at=env.timestamp,
     )
     _activity(
         session,
@@ -349,7 +355,7 @@ async def apply_message_posted(
         p["message_id"],
         env.timestamp,
     )
-    sender = await session.get(AgentRow, p["sender"])
+    sender = session.get(AgentRow, p["sender"])
     if sender is not None:
         sender.last_activity = env.timestamp
     outcome: Outcome = {
@@ -366,19 +372,17 @@ async def apply_message_posted(
 # --- threads ---------------------------------------------------------------------------------
 
 
-async def apply_thread_created(
-    session: AsyncSession, env: Envelope, limits: ProjectionLimits
-) -> Applied:
+def apply_thread_created(session: Session, env: Envelope, limits: ProjectionLimits) -> Applied:
     """Open a thread unless the network is at maxActiveThreads."""
     p = env.payload
-    active = await session.execute(
+    active = session.execute(
         select(func.count()).select_from(ThreadRow).where(ThreadRow.status != "completed")
     )
     if int(active.scalar_one()) >= limits.max_active_threads:
         return Applied(
             {"ok": False, "reason": "max_active_threads", "limit": limits.max_active_threads}
         )
-    if await session.get(ThreadRow, p["thread_id"]) is not None:
+    if session.get(ThreadRow, p["thread_id"]) is not None:
         return Applied({"ok": False, "reason": "thread exists"})
     at = env.timestamp
     session.add(
@@ -402,7 +406,7 @@ async def apply_thread_created(
             )
         )
         _activity(session, agent_id, "thread_joined", f"thread '{p['topic']}'", p["thread_id"], at)
-    creator = await session.get(AgentRow, p["creator"])
+    creator = session.get(AgentRow, p["creator"])
     address = _address_of(creator) if creator else f"bzzz://{p['creator']}"
     event = _event(
         env,
@@ -418,16 +422,14 @@ async def apply_thread_created(
     return Applied({"ok": True}, [event])
 
 
-async def apply_thread_membership(
-    session: AsyncSession, env: Envelope, limits: ProjectionLimits
-) -> Applied:
+def apply_thread_membership(session: Session, env: Envelope, limits: ProjectionLimits) -> Applied:
     """Join or leave a thread."""
     p = env.payload
-    thread = await session.get(ThreadRow, p["thread_id"])
+    thread = session.get(ThreadRow, p["thread_id"])
     if thread is None:
         return Applied({"ok": False, "reason": "thread not found"})
     joining = env.type == "thread.joined"
-    member = await session.get(ParticipantRow, (p["thread_id"], p["agent_id"]))
+    member = session.get(ParticipantRow, (p["thread_id"], p["agent_id"]))
     if joining:
         if thread.status == "completed":
             return Applied({"ok": False, "reason": "thread is completed"})
@@ -453,11 +455,9 @@ async def apply_thread_membership(
     return Applied({"ok": True})
 
 
-async def apply_thread_summarized(
-    session: AsyncSession, env: Envelope, limits: ProjectionLimits
-) -> Applied:
+def apply_thread_summarized(session: Session, env: Envelope, limits: ProjectionLimits) -> Applied:
     """Keep the newest summary on the thread."""
-    thread = await session.get(ThreadRow, env.payload["thread_id"])
+    thread = session.get(ThreadRow, env.payload["thread_id"])
     if thread is None:
         return Applied({"ok": False, "reason": "thread not found"})
     thread.summary = env.payload["summary"]
@@ -467,12 +467,12 @@ async def apply_thread_summarized(
 # --- subscriptions and nodes -----------------------------------------------------------------
 
 
-async def apply_subscription_created(
-    session: AsyncSession, env: Envelope, limits: ProjectionLimits
+def apply_subscription_created(
+    session: Session, env: Envelope, limits: ProjectionLimits
 ) -> Applied:
     """Record a subscription (its owner node delivers its events)."""
     p = env.payload
-    if await session.get(SubscriptionRow, p["subscription_id"]) is None:
+    if session.get(SubscriptionRow, p["subscription_id"]) is None:
         session.add(
             SubscriptionRow(
                 id=p["subscription_id"],
@@ -489,9 +489,7 @@ async def apply_subscription_created(
     return Applied({"ok": True})
 
 
-async def apply_node_status(
-    session: AsyncSession, env: Envelope, limits: ProjectionLimits
-) -> Applied:
+def apply_node_status(session: Session, env: Envelope, limits: ProjectionLimits) -> Applied:
     """A node came up or went down: a network_status event."""
     data = {"node_id": env.origin, "status": env.payload.get("status", "online")}
     data.update({k: v for k, v in env.payload.items() if k != "status"})

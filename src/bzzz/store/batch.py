@@ -1,0 +1,215 @@
+"""One batch of the log applied in one transaction: idempotency, appliers, events, directory.
+
+Runs synchronously inside ``Database.write`` (a worker thread for SQLite, ``run_sync`` for
+PostgreSQL), so a batch costs one hop to the database instead of one per statement.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from sqlalchemy import event, insert, inspect, select
+from sqlalchemy.exc import SQLAlchemyError
+from sqlalchemy.orm import Session
+
+from bzzz import domain
+from bzzz.address import parse_address
+from bzzz.errors import BzzzError
+from bzzz.network.envelope import Envelope
+from bzzz.store.models import AgentRow, AppliedEnvelope, DeliveryRow, EventRow, SubscriptionRow
+from bzzz.store.projection import APPLIERS, STAGED, Applied, Outcome, ProjectionLimits, stage
+from bzzz.store.repository import agent_from_row, subscription_from_row
+
+logger = logging.getLogger(__name__)
+
+_TRACK = "bzzz_projection"
+_TOUCHED = "bzzz_touched_agents"
+
+
+@event.listens_for(Session, "before_flush")
+def _track_agents(session: Session, _context: Any, _instances: Any) -> None:
+    """Keep (strongly) every agent row a projection flush writes, for the directory."""
+    if _TRACK not in session.info:
+        return
+    touched = session.info.setdefault(_TOUCHED, {})
+    for obj in (*session.new, *session.dirty):
+        if isinstance(obj, AgentRow):
+            touched[obj.id] = obj
+
+
+def subscription_matches(sub: domain.Subscription, ev: domain.Event) -> bool:
+    """True when the event is of a subscribed type and inside the filter address."""
+    if ev.type not in sub.event_types:
+        return False
+    if not sub.filter_address:
+        return True
+    try:
+        return parse_address(sub.filter_address).covers(parse_address(ev.address))
+    except BzzzError:
+        return False
+
+
+@dataclass(slots=True)
+class BatchResult:
+    """What a batch did: outcomes by envelope id, matched events, agents it changed."""
+
+    outcomes: dict[str, Outcome] = field(default_factory=dict)
+    matched: list[tuple[domain.Subscription, domain.Event]] = field(default_factory=list)
+    agents: list[domain.Agent] = field(default_factory=list)
+    replayed: list[str] = field(default_factory=list)
+    counters: Counter[str] = field(default_factory=Counter)
+    subscriptions_changed: bool = False
+
+
+@dataclass(slots=True)
+class BatchContext:
+    """What the batch needs from its node."""
+
+    node_id: str
+    limits: ProjectionLimits
+    subscriptions: list[domain.Subscription] | None
+
+
+def apply_batch(
+    session: Session,
+    envelopes: Sequence[tuple[Envelope, int]],
+    ctx: BatchContext,
+    *,
+    isolate: bool = False,
+) -> BatchResult:
+    """Apply envelopes in log order, skipping those already applied.
+
+    The fast path (``isolate=False``) lets an applier's error abort the whole transaction; the
+    caller then runs the batch again with ``isolate=True``, where each envelope gets a savepoint
+    and a malformed one is recorded as rejected instead of wedging the log.
+    """
+    session.info[_TRACK] = True
+    session.info[STAGED] = {}
+    result = BatchResult()
+    ids = [env.id for env, _ in envelopes]
+    rows = session.execute(
+        select(AppliedEnvelope.id, AppliedEnvelope.outcome).where(AppliedEnvelope.id.in_(ids))
+    )
+    for row in rows:
+        result.outcomes[row.id] = dict(row.outcome)
+        result.replayed.append(row.id)
+    for env, seq in envelopes:
+        if env.id in result.outcomes:
+            continue
+        if isolate:
+            applied = _apply_isolated(session, env, ctx.limits, result.counters)
+        else:
+            applied = _apply_one(env, session, ctx.limits, result.counters)
+        result.outcomes[env.id] = applied.outcome
+        stage(
+            session,
+            AppliedEnvelope,
+            id=env.id,
+            seq=seq,
+            type=env.type,
+            origin=env.origin,
+            outcome=applied.outcome,
+            applied_at=domain.utcnow(),
+        )
+        if env.type == "subscription.created":
+            ctx.subscriptions = None
+            result.subscriptions_changed = True
+        result.matched.extend(_match(session, applied.events, ctx))
+    for model, rows in session.info.pop(STAGED).items():
+        session.execute(insert(model), rows)
+    result.agents = _touched_agents(session)
+    return result
+
+
+def _apply_one(
+    env: Envelope, session: Session, limits: ProjectionLimits, counters: Counter[str]
+) -> Applied:
+    applier = APPLIERS.get(env.type)
+    if applier is None:
+        counters["unknown_type"] += 1
+        return Applied({"ok": False, "reason": f"unknown envelope type {env.type}"})
+    return applier(session, env, limits)
+
+
+def _apply_isolated(
+    session: Session, env: Envelope, limits: ProjectionLimits, counters: Counter[str]
+) -> Applied:
+    staged: dict[type[Any], list[dict[str, Any]]] = session.info[STAGED]
+    before = {model: len(rows) for model, rows in staged.items()}
+    try:
+        with session.begin_nested():
+            applied = _apply_one(env, session, limits, counters)
+            session.flush()
+            return applied
+    except (KeyError, TypeError, ValueError, AttributeError, SQLAlchemyError) as exc:
+        # A malformed payload from a signed peer must not wedge the log: record and skip.
+        for model, rows in staged.items():
+            del rows[before.get(model, 0) :]
+        counters["bad_payload"] += 1
+        logger.warning("envelope %s (%s) has a bad payload: %r", env.id, env.type, exc)
+        return Applied({"ok": False, "reason": "bad payload"})
+
+
+def _touched_agents(session: Session) -> list[domain.Agent]:
+    session.flush()
+    rows: list[AgentRow] = list(session.info.pop(_TOUCHED, {}).values())
+    for row in rows:
+        # A rolled-back savepoint expires what it touched; reload before reading.
+        if inspect(row).expired_attributes:
+            session.refresh(row)
+    return [agent_from_row(row) for row in rows]
+
+
+def _match(
+    session: Session, events: list[domain.Event], ctx: BatchContext
+) -> list[tuple[domain.Subscription, domain.Event]]:
+    if not events:
+        return []
+    if ctx.subscriptions is None:
+        rows = session.scalars(
+            select(SubscriptionRow).where(
+                SubscriptionRow.node_id == ctx.node_id, SubscriptionRow.status == "active"
+            )
+        )
+        ctx.subscriptions = [subscription_from_row(r) for r in rows]
+    matched = []
+    for ev in events:
+        for sub in ctx.subscriptions:
+            if subscription_matches(sub, ev):
+                _record(session, sub, ev)
+                matched.append((sub, ev))
+    return matched
+
+
+def _record(session: Session, sub: domain.Subscription, ev: domain.Event) -> None:
+    body = ev.to_json() | {"subscription_id": sub.id}
+    stage(
+        session,
+        EventRow,
+        subscription_id=sub.id,
+        event_id=ev.id,
+        event_type=ev.type,
+        payload=body,
+        created_at=ev.timestamp,
+    )
+    if sub.callback_webhook:
+        now = domain.utcnow()
+        stage(
+            session,
+            DeliveryRow,
+            subscription_id=sub.id,
+            event_id=ev.id,
+            url=sub.callback_webhook,
+            body=json.dumps(body, separators=(",", ":")),
+            status="pending",
+            attempts=0,
+            next_attempt_at=now,
+            last_error=None,
+            created_at=now,
+            finished_at=None,
+        )
