@@ -217,3 +217,34 @@ async def test_killed_parent_leaves_no_orphan(tmp_path: Path) -> None:
     async with asyncio.timeout(_WAIT), EmbeddedNats(data_dir) as successor:
         assert successor.owner
         assert successor.server_pid != server_pid
+
+
+async def test_a_joined_process_takes_over_when_the_owner_leaves(tmp_path: Path) -> None:
+    owner = EmbeddedNats(tmp_path)
+    joiner = EmbeddedNats(tmp_path)
+    joiner.takeover_interval = 0.05
+    url = await owner.start()
+    try:
+        assert await joiner.start() == url
+        reconnected = asyncio.Event()
+
+        async def on_reconnect() -> None:
+            reconnected.set()
+
+        nc = await nats.connect(
+            url, reconnected_cb=on_reconnect, reconnect_time_wait=0.05, max_reconnect_attempts=-1
+        )
+        js = nc.jetstream()
+        await js.add_stream(name="KEEP", subjects=["keep.>"])
+        await js.publish("keep.a", b"before")
+        await owner.close()
+        async with asyncio.timeout(_WAIT):
+            await reconnected.wait()
+        assert joiner.owner
+        assert joiner.url == url
+        assert (await js.get_msg("KEEP", 1)).data == b"before"
+        await js.publish("keep.b", b"after")
+        await nc.close()
+    finally:
+        await joiner.close()
+        await owner.close()

@@ -3,6 +3,10 @@
 The first process on a data directory takes ``nats/server.lock`` and runs a private nats-server
 with JetStream stored under ``nats/jetstream``; later processes on the same directory find the
 lock taken and join that server through the URL it published in ``nats/server.url``.
+
+The server's port is kept in ``nats/port``. When the owner exits, a joined process takes the
+lock over and starts the server again on the same port and store, so the NATS clients of every
+remaining process reconnect by themselves and no local session loses its network.
 """
 
 from __future__ import annotations
@@ -155,6 +159,8 @@ class EmbeddedNats:
         self._lock_fd: int | None = None
         self._owner = False
         self._proc: asyncio.subprocess.Process | None = None
+        self._watcher: asyncio.Task[None] | None = None
+        self.takeover_interval = 0.5
 
     @property
     def lock_path(self) -> Path:
@@ -180,6 +186,11 @@ class EmbeddedNats:
     def store_path(self) -> Path:
         """The JetStream store directory."""
         return self._dir / "jetstream"
+
+    @property
+    def port_path(self) -> Path:
+        """The port the embedded server listens on, kept across owners."""
+        return self._dir / "port"
 
     @property
     def _ports_dir(self) -> Path:
@@ -215,6 +226,7 @@ class EmbeddedNats:
             else:
                 self._url = await self._join()
                 logger.info("joined the embedded nats-server at %s", self._url)
+                self._watcher = asyncio.create_task(self._take_over_when_free())
         except BaseException:
             # Also on cancellation: never leave a half-started server or a held lock behind.
             await self._shutdown()
@@ -266,11 +278,11 @@ class EmbeddedNats:
         self.config_path.write_text(self._config_text(), encoding="utf-8")
 
     def _config_text(self) -> str:
-        """The nats-server configuration: loopback only, random port, JetStream, no HTTP."""
+        """The nats-server configuration: loopback only, kept port, JetStream, no HTTP."""
         # nats-server puts its store in <store_dir>/jetstream, so this yields nats/jetstream.
         return "\n".join(
             [
-                f"listen: {_HOST}:-1",
+                f"listen: {_HOST}:{self._wanted_port()}",
                 f"server_name: {_SERVER_NAME}",
                 f"ports_file_dir: {_quote(self._ports_dir)}",
                 f"log_file: {_quote(self.log_path)}",
@@ -284,8 +296,28 @@ class EmbeddedNats:
             ]
         )
 
+    def _wanted_port(self) -> int:
+        """The port of earlier owners (joined clients reconnect there), else -1 (any free)."""
+        text = _read_text(self.port_path)
+        return int(text) if text and text.isdigit() else -1
+
     async def _start_server(self) -> str:
         """Spawn nats-server, wait until it accepts connections, publish its URL."""
+        try:
+            url = await self._spawn()
+        except NetworkError:
+            if self._wanted_port() == -1:
+                raise
+            # The kept port may have been taken by another program meanwhile: any port then.
+            logger.warning("embedded nats-server could not reuse its port; picking a new one")
+            self.port_path.unlink(missing_ok=True)
+            url = await self._spawn()
+        port = urlsplit(url).port
+        if port is not None:
+            _write_atomic(self.port_path, f"{port}")
+        return url
+
+    async def _spawn(self) -> str:
         binary = nats_server_binary()
         self._prepare_owner_files()
         # Our stdout may be an MCP stdio channel: the server's output must go to the log only.
@@ -341,8 +373,28 @@ class EmbeddedNats:
                 f"reachable within {self._start_timeout} s"
             ) from exc
 
+    async def _take_over_when_free(self) -> None:
+        """While joined: when the owner goes away, become the owner on the same port."""
+        # flock has no async wait; a half-second poll is what a takeover needs.
+        while not self._try_lock():  # noqa: ASYNC110
+            await asyncio.sleep(self.takeover_interval)
+        logger.info("the embedded nats-server's owner left; taking over")
+        try:
+            self._url = await self._start_server()
+        except NetworkError:
+            logger.exception("could not take over the embedded nats-server")
+            self._release_lock()
+            self._owner = False
+            return
+        logger.info("embedded nats-server pid %s at %s (took over)", self.server_pid, self._url)
+
     async def _shutdown(self) -> None:
         """Stop our server, withdraw its URL and release the lock; a joiner only forgets."""
+        watcher, self._watcher = self._watcher, None
+        if watcher is not None:
+            watcher.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await watcher
         proc, self._proc = self._proc, None
         try:
             if proc is not None:

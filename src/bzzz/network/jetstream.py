@@ -64,6 +64,7 @@ class JetStreamBus:
         self._name = name
         self._nc: NatsClient | None = None
         self._js: JetStreamContext | None = None
+        self._closing = False
         self.stream = stream_name(network)
 
     @property
@@ -118,6 +119,7 @@ class JetStreamBus:
 
     async def close(self) -> None:
         """Drain nothing, just close: unacked messages are redelivered to the durable later."""
+        self._closing = True
         nc, self._nc, self._js = self._nc, None, None
         if nc is not None and not nc.is_closed:
             await nc.close()
@@ -199,7 +201,8 @@ class JetStreamBus:
         logger.warning("NATS: %s", exc)
 
     async def _on_disconnected(self) -> None:
-        logger.warning("NATS disconnected; reconnecting")
+        if not self._closing:
+            logger.warning("NATS disconnected; reconnecting")
 
     async def _on_reconnected(self) -> None:
         logger.info("NATS reconnected")
