@@ -32,6 +32,11 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument("--stdio", action="store_true", help="MCP over stdin/stdout")
     serve.add_argument("--port", type=int, help="HTTP port (or BZZZ_HTTP_PORT; default 7331)")
     serve.add_argument("--host", help="HTTP bind address (default 127.0.0.1)")
+    webhooks = sub.add_parser("webhooks", help="webhook deliveries (the dead letters too)")
+    webhooks.add_argument(
+        "--status", choices=["pending", "delivered", "dead"], help="only this status"
+    )
+    webhooks.add_argument("--limit", type=int, default=50, help="newest N (default 50)")
     config = sub.add_parser("config", help="settings")
     config_sub = config.add_subparsers(dest="config_command", required=True)
     config_sub.add_parser("show", help="print the effective settings, secrets masked")
@@ -116,6 +121,43 @@ def _serve(args: argparse.Namespace, settings: Settings) -> int:
     return 0
 
 
+async def _deliveries(settings: Settings, status: str | None, limit: int) -> list[Any]:
+    from bzzz.store.database import Database
+    from bzzz.store.repository import Repository
+
+    db = Database(settings.database_url())
+    try:
+        await db.open()
+        async with db.session() as session:
+            return await Repository(session).deliveries(status, limit)
+    finally:
+        await db.close()
+
+
+def _webhooks(args: argparse.Namespace, settings: Settings) -> int:
+    from rich.console import Console
+    from rich.table import Table
+
+    from bzzz.domain import iso
+
+    rows = asyncio.run(_deliveries(settings, args.status, args.limit))
+    table = Table(title=f"webhook deliveries ({args.status or 'all'})")
+    for column in ("id", "status", "attempts", "url", "event", "next attempt", "last error"):
+        table.add_column(column)
+    for d in rows:
+        table.add_row(
+            str(d.id),
+            d.status,
+            str(d.attempts),
+            d.url,
+            d.event_id,
+            iso(d.next_attempt_at) if d.status == "pending" else "",
+            d.last_error or "",
+        )
+    Console().print(table)
+    return 0
+
+
 def _config_show(settings: Settings) -> int:
     from rich.console import Console
     from rich.syntax import Syntax
@@ -131,6 +173,8 @@ def main(argv: list[str] | None = None) -> int:
         settings = load_settings(args.config, overrides=_overrides(args))
         if args.command == "serve":
             return _serve(args, settings)
+        if args.command == "webhooks":
+            return _webhooks(args, settings)
         return _config_show(settings)
     except BzzzError as exc:
         print(f"bzzz: {exc.message}", file=sys.stderr)

@@ -13,8 +13,11 @@ from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Mount, Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from bzzz.domain import iso
 from bzzz.mcp.server import BzzzMCP
 from bzzz.node import Node
+
+_PROTECTED = ("/mcp", "/webhooks")
 
 
 class BearerAuth:
@@ -26,7 +29,7 @@ class BearerAuth:
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         """Pass through authorized requests; answer 401 to the rest."""
-        if scope["type"] == "http" and self.tokens and scope["path"].startswith("/mcp"):
+        if scope["type"] == "http" and self.tokens and scope["path"].startswith(_PROTECTED):
             headers = dict(scope.get("headers", []))
             given = headers.get(b"authorization", b"").removeprefix(b"Bearer ").strip()
             if not any(hmac.compare_digest(given, token) for token in self.tokens):
@@ -80,6 +83,39 @@ def build_app(node: Node, server: BzzzMCP, host: str) -> Starlette:
     async def metrics(request: Request) -> Response:
         return PlainTextResponse(_metrics(node), media_type="text/plain; version=0.0.4")
 
+    async def webhooks(request: Request) -> Response:
+        status = request.query_params.get("status")
+        if status not in (None, "pending", "delivered", "dead"):
+            return JSONResponse(
+                {
+                    "success": False,
+                    "error": "status must be pending, delivered or dead",
+                    "code": "INVALID_PARAMETERS",
+                },
+                status_code=400,
+            )
+        rows = await node.subscriptions.deliveries(status, 200)
+        return JSONResponse(
+            {
+                "success": True,
+                "deliveries": [
+                    {
+                        "id": d.id,
+                        "subscription_id": d.subscription_id,
+                        "event_id": d.event_id,
+                        "url": d.url,
+                        "status": d.status,
+                        "attempts": d.attempts,
+                        "next_attempt_at": iso(d.next_attempt_at),
+                        "last_error": d.last_error,
+                        "created_at": iso(d.created_at),
+                        "finished_at": iso(d.finished_at),
+                    }
+                    for d in rows
+                ],
+            }
+        )
+
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         async with server.session_manager.run():
@@ -88,6 +124,7 @@ def build_app(node: Node, server: BzzzMCP, host: str) -> Starlette:
     routes: list[Any] = [
         Route("/healthz", healthz),
         Route("/metrics", metrics),
+        Route("/webhooks", webhooks),
         Mount("/", app=mcp_app),
     ]
     app = Starlette(routes=routes, lifespan=lifespan)
