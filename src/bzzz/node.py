@@ -234,6 +234,7 @@ class Node:
             self.state = NodeState.STOPPING
             try:
                 async with asyncio.timeout(5):
+                    await self.agents.release_stale("node stopped")
                     await self.log.emit("node.status", "node", self.node_id, {"status": "offline"})
             except (BzzzError, TimeoutError):
                 logger.warning("could not announce shutdown to the network")

@@ -332,8 +332,8 @@ class AgentService:
         )
         return ids
 
-    async def release_stale(self) -> int:
-        """At start-up: agents this node hosted before a crash have no session any more."""
+    async def release_stale(self, reason: str = "node restarted") -> int:
+        """Take every online agent this node hosts offline (start-up after a crash, shutdown)."""
         agents = self.directory.online_of_node(self._log.node_id)
         by_session: dict[str, list[str]] = {}
         for agent in agents:
@@ -343,7 +343,7 @@ class AgentService:
                 "agent.offline",
                 "agent",
                 ids[0],
-                {"agent_ids": ids, "session_id": session_id, "reason": "node restarted"},
+                {"agent_ids": ids, "session_id": session_id, "reason": reason},
             )
         return len(agents)
 

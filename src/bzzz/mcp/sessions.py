@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import hashlib
 import itertools
 import logging
+import uuid
 from collections.abc import Awaitable, Callable
 from typing import Any
 
 from mcp.server.connection import Connection
+from mcp.types.version import MODERN_PROTOCOL_VERSIONS
 
 from bzzz.eventlog import Caller
 
@@ -16,11 +19,26 @@ logger = logging.getLogger(__name__)
 _counter = itertools.count(1)
 
 
+def _stateless_key(headers: Any) -> str:
+    named = str(headers.get("x-bzzz-session", ""))[:64]
+    if named:
+        return f"http-{named}"
+    token = str(headers.get("authorization", ""))
+    if token:
+        return "token-" + hashlib.sha256(token.encode()).hexdigest()[:16]
+    return "http-stateless"
+
+
 class SessionRegistry:
     """Maps MCP connections to callers; runs ``on_end`` when a connection closes."""
 
-    def __init__(self, on_end: Callable[[Caller], Awaitable[None]]) -> None:
+    def __init__(
+        self, on_end: Callable[[Caller], Awaitable[None]], process_key: str | None = None
+    ) -> None:
         self._on_end = on_end
+        # The stdio transport has one client for the life of the process: requests of the
+        # sessionless 2026 protocol (a new connection each) all belong to that client.
+        self._process_key = process_key or f"proc-{uuid.uuid4().hex[:12]}"
         self.connections: dict[str, Connection] = {}
         self.resource_subscriptions: dict[str, set[str]] = {}
 
@@ -35,12 +53,14 @@ class SessionRegistry:
         if conn.session_id:
             key = f"mcp-{conn.session_id}"
         elif request is not None:
-            # A stateless (2026 protocol) HTTP request has no session: each request is its own
-            # connection. Clients that want agents to outlive one call name their session.
-            header = request.headers.get("x-bzzz-session", "")
-            key = f"http-{header[:64]}" if header else "http-stateless"
+            # A stateless HTTP request has no session: each request is its own connection.
+            # Its caller is its bearer token, or the session it names in X-Bzzz-Session.
+            key = _stateless_key(request.headers)
             conn.state["bzzz_session"] = key
             return Caller(key)
+        elif getattr(conn, "protocol_version", None) in MODERN_PROTOCOL_VERSIONS:
+            conn.state["bzzz_session"] = self._process_key
+            return Caller(self._process_key)
         else:
             key = f"conn-{next(_counter)}-{id(conn):x}"
         conn.state["bzzz_session"] = key
