@@ -132,6 +132,7 @@ class Projector:
         self.rejected["replayed"] += sum(1 for i in result.replayed if i not in self._waiting)
         for agent in result.agents:
             self.directory.put(agent)
+        self.directory.touch(result.seen)
         self.applied_count += len(opened)
         await self._advance(messages[-1].seq if messages else 0)
         for env_id, outcome in result.outcomes.items():

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Iterable
+from datetime import datetime
 
 from bzzz import domain
 from bzzz.address import agent_address
@@ -47,6 +48,13 @@ class AgentDirectory:
         self._by_role[agent.role].discard(agent.id)
         self._by_project[agent.project or _ANY].discard(agent.id)
         self._by_session[(agent.node_id, agent.session_id)].discard(agent.id)
+
+    def touch(self, seen: dict[str, datetime]) -> None:
+        """Move agents' last activity forward (from a batch's messages)."""
+        for agent_id, at in seen.items():
+            agent = self._agents.get(agent_id)
+            if agent is not None and agent.last_activity < at:
+                agent.last_activity = at
 
     def get(self, agent_id: str) -> domain.Agent | None:
         """One agent by id."""
