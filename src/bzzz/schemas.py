@@ -18,6 +18,10 @@ MAX_CONTENT_BYTES = 256 * 1024
 Identifier = Annotated[
     str, StringConstraints(strip_whitespace=True, pattern=r"^[A-Za-z0-9._-]{1,128}$")
 ]
+# Ids the network minted (messages, threads, tasks) are at most 64 characters long.
+MintedId = Annotated[
+    str, StringConstraints(strip_whitespace=True, pattern=r"^[A-Za-z0-9._-]{1,64}$")
+]
 ShortText = Annotated[str, StringConstraints(max_length=256)]
 AddressText = Annotated[str, StringConstraints(min_length=1, max_length=1024)]
 Priority = Literal["low", "medium", "high", "urgent"]
@@ -76,7 +80,7 @@ class PostInput(_Input):
     priority: Priority = "medium"
     thread_id: Identifier | None = None
     agent_id: Identifier | None = None
-    reply_to: Identifier | None = None
+    reply_to: MintedId | None = None
 
 
 class ThreadInput(_Input):
@@ -95,7 +99,9 @@ class ThreadInput(_Input):
 class SubscribeInput(_Input):
     """bzzz_subscribe parameters."""
 
-    event_types: list[str] = Field(min_length=1, max_length=16)
+    event_types: list[Annotated[str, StringConstraints(min_length=1, max_length=64)]] = Field(
+        min_length=1, max_length=16
+    )
     filter_address: AddressText | None = None
     callback_webhook: Annotated[str, StringConstraints(max_length=2048)] | None = None
 

@@ -16,6 +16,7 @@ from bzzz.mcp.server import BzzzMCP, build_server
 from bzzz.mcp.sessions import SessionRegistry
 from bzzz.node import Node
 
+
 @pytest.fixture
 def mcp_server(node: Node) -> tuple[BzzzMCP, SessionRegistry]:
     """The MCP server of the running test node, and its session registry."""

@@ -37,7 +37,13 @@ OUTPUT_FIELDS = {
     "bzzz_get": {"address", "content", "metadata", "retrieved_at"},
     "bzzz_post": {"message_id", "target_address", "message_type", "delivery_results", "posted_at"},
     "bzzz_thread": {"action", "thread_id", "result", "timestamp"},
-    "bzzz_subscribe": {"subscription_id", "event_types", "filter_address", "subscribed_at", "status"},
+    "bzzz_subscribe": {
+        "subscription_id",
+        "event_types",
+        "filter_address",
+        "subscribed_at",
+        "status",
+    },
 }
 ERROR_FIELDS = {"success", "error", "code", "details", "timestamp"}
 

@@ -32,6 +32,12 @@ def webhook_secret(node_secret: bytes, subscription_id: str) -> str:
 
 
 def _check_webhook(url: str) -> str:
+    # urlsplit silently drops CR/LF/TAB; a stored URL must be exactly what was checked.
+    if any(ord(ch) < 0x21 or ord(ch) == 0x7F for ch in url):
+        raise InvalidParameters(
+            "callback_webhook must not contain spaces or control characters",
+            details={"field": "callback_webhook"},
+        )
     parts = urlsplit(url)
     if parts.scheme not in ("http", "https") or not parts.hostname:
         raise InvalidParameters(

@@ -70,8 +70,8 @@ def error_result(error: BzzzError) -> CallToolResult:
 
 def ok_result(model: type[ToolResponse], data: dict[str, Any]) -> CallToolResult:
     """A success result: structured content checked against the tool's output model."""
-    payload = model.model_validate(data).model_dump(mode="json")
-    payload = {k: v for k, v in payload.items() if v is not None}
+    # Fields the service set stay, even when null (filter_address: null); unset error fields go.
+    payload = model.model_validate(data).model_dump(mode="json", exclude_unset=True)
     return CallToolResult(
         content=[TextContent(type="text", text=json.dumps(payload, separators=(",", ":")))],
         structured_content=payload,
@@ -96,6 +96,14 @@ class BzzzMCP(MCPServer[Any]):
         self, name: str, arguments: dict[str, Any], context: Context[Any, Any] | None = None
     ) -> Any:
         """Run a tool; translate every failure into an ErrorResponse without internals."""
+        unknown = self._unknown_arguments(name, arguments)
+        if unknown:
+            return error_result(
+                InvalidParameters(
+                    f"unknown parameter(s) for {name[:64]}: {', '.join(unknown)}",
+                    details={"unknown": unknown},
+                )
+            )
         try:
             return await super().call_tool(name, arguments, context)
         except UnexpectedToolError as exc:
@@ -116,6 +124,15 @@ class BzzzMCP(MCPServer[Any]):
             if str(exc).startswith("Unknown tool:"):
                 return error_result(InvalidParameters(f"unknown tool '{name[:64]}'"))
             return error_result(InvalidParameters(str(exc)[:500]))
+
+    def _unknown_arguments(self, name: str, arguments: dict[str, Any]) -> list[str]:
+        # The SDK ignores extra keys; a misspelt parameter must not silently fall back to a
+        # default and change state.
+        tool = self._tool_manager.get_tool(name)
+        if tool is None or not isinstance(arguments, dict):
+            return []
+        known = set(tool.parameters.get("properties", {}))
+        return sorted(str(k)[:64] for k in arguments if k not in known)[:10]
 
 
 def _args(**kwargs: Any) -> dict[str, Any]:
@@ -148,7 +165,7 @@ def build_server(node: Node) -> tuple[BzzzMCP, SessionRegistry]:
         ctx: Context[Any, Any],
         capabilities: Annotated[list[str] | None, Field(description="what it can do")] = None,
         specialization: Annotated[str | None, Field(description="area of expertise")] = None,
-        max_tasks: Annotated[int, Field(description="maximum concurrent tasks")] = 3,
+        max_tasks: Annotated[int, Field(strict=True, description="maximum concurrent tasks")] = 3,
         project: Annotated[str | None, Field(description="project it works on")] = None,
         task: Annotated[str | None, Field(description="task it works on")] = None,
     ) -> Annotated[CallToolResult, AnnounceOutput]:
@@ -175,7 +192,7 @@ def build_server(node: Node) -> tuple[BzzzMCP, SessionRegistry]:
                 description="{expertise: string[], availability: bool, performance_threshold: 0-1}"
             ),
         ] = None,
-        limit: Annotated[int, Field(description="at most this many matches")] = 100,
+        limit: Annotated[int, Field(strict=True, description="at most this many matches")] = 100,
     ) -> Annotated[CallToolResult, LookupOutput]:
         params = validate_input(
             LookupInput,
@@ -186,8 +203,10 @@ def build_server(node: Node) -> tuple[BzzzMCP, SessionRegistry]:
     @server.tool(name="bzzz_get", description=text.GET)
     async def bzzz_get(
         address: Annotated[str, Field(description="bzzz://agent-id[/inbox|/tasks|/threads/<id>]")],
-        include_metadata: bool = True,
-        max_history: Annotated[int, Field(description="most entries per history list")] = 10,
+        include_metadata: Annotated[bool, Field(strict=True)] = True,
+        max_history: Annotated[
+            int, Field(strict=True, description="most entries per history list")
+        ] = 10,
     ) -> Annotated[CallToolResult, GetOutput]:
         params = validate_input(
             GetInput,
@@ -278,7 +297,8 @@ def _register_resources(server: BzzzMCP, node: Node, sessions: SessionRegistry) 
             if address.startswith("subscriptions/"):
                 data = await node.subscriptions.events(address.removeprefix("subscriptions/"))
             else:
-                data = await node.agents.get(GetInput(address=f"bzzz://{address}"))
+                params = validate_input(GetInput, {"address": f"bzzz://{address}"})
+                data = await node.agents.get(params)
         except BzzzError as exc:
             raise ResourceError(f"{exc.code}: {exc.message}") from exc
         return json.dumps(data)
