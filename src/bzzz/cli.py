@@ -7,6 +7,7 @@ import asyncio
 import contextlib
 import json
 import logging
+import os
 import signal
 import sys
 from pathlib import Path
@@ -69,17 +70,64 @@ def _setup_logging(settings: Settings) -> None:
     logging.getLogger("bzzz").setLevel(settings.logging.level)
 
 
+class _StdinLines:
+    """stdin as an async iterator of lines on the event loop (cancellable, unlike a thread)."""
+
+    def __init__(self, reader: asyncio.StreamReader) -> None:
+        self._reader = reader
+
+    def __aiter__(self) -> _StdinLines:
+        return self
+
+    async def __anext__(self) -> str:
+        line = await self._reader.readline()
+        if not line:
+            raise StopAsyncIteration
+        return line.decode("utf-8", "replace")
+
+
+async def _stdin_lines() -> _StdinLines | None:
+    # The SDK reads stdin in a worker thread that a signal cannot interrupt; a pipe read on
+    # the event loop can be cancelled, so SIGTERM stops the node even while stdin stays open.
+    reader = asyncio.StreamReader(limit=1 << 24)
+    pipe = os.fdopen(os.dup(0), "rb", buffering=0)
+    try:
+        await asyncio.get_running_loop().connect_read_pipe(
+            lambda: asyncio.StreamReaderProtocol(reader), pipe
+        )
+    except ValueError:
+        # A regular file on stdin cannot be watched by the loop: let the SDK read it.
+        pipe.close()
+        return None
+    return _StdinLines(reader)
+
+
 async def _serve_stdio(settings: Settings) -> None:
+    from mcp.server.stdio import stdio_server
+
     from bzzz.mcp.server import build_server
     from bzzz.node import Node
 
     async with Node(settings) as node:
         server, _ = build_server(node)
-        await server.run_stdio_async()
+        lines = await _stdin_lines()
+        if lines is None:
+            await server.run_stdio_async()
+            return
+        lowlevel = server._lowlevel_server
+        # stdio_server accepts any async line iterator as stdin.
+        async with stdio_server(stdin=lines) as (read, write):  # type: ignore[arg-type]
+            await lowlevel.run(read, write, lowlevel.create_initialization_options())
 
 
 async def _serve_http(settings: Settings) -> None:
     import uvicorn
+
+    class _QuietServer(uvicorn.Server):
+        # uvicorn re-raises the signal it caught after its own shutdown, which would kill us
+        # before the node stops; the CLI owns SIGINT/SIGTERM instead.
+        def capture_signals(self) -> contextlib.nullcontext[None]:  # type: ignore[override]
+            return contextlib.nullcontext()
 
     from bzzz.api.app import build_app
     from bzzz.mcp.server import build_server
@@ -96,7 +144,10 @@ async def _serve_http(settings: Settings) -> None:
             timeout_graceful_shutdown=3,
             lifespan="on",
         )
-        web = uvicorn.Server(config)
+        web = _QuietServer(config)
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, setattr, web, "should_exit", True)
         logger.info("MCP at http://%s:%d/mcp", settings.node.http_host, settings.node.http_port)
         await web.serve()
 
@@ -116,7 +167,6 @@ def _serve(args: argparse.Namespace, settings: Settings) -> int:
     if args.stdio:
         asyncio.run(_run_until_signal(_serve_stdio(settings)))
     else:
-        # uvicorn handles SIGINT/SIGTERM itself and returns from serve() gracefully.
         asyncio.run(_serve_http(settings))
     return 0
 
@@ -162,7 +212,12 @@ def _config_show(settings: Settings) -> int:
     from rich.console import Console
     from rich.syntax import Syntax
 
-    Console().print(Syntax(json.dumps(settings.masked(), indent=2, default=str), "json"))
+    text = json.dumps(settings.masked(), indent=2, default=str)
+    if not sys.stdout.isatty():
+        # Piped: plain JSON, never cropped to a console width.
+        sys.stdout.write(text + "\n")
+        return 0
+    Console().print(Syntax(text, "json", word_wrap=True))
     return 0
 
 

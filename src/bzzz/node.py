@@ -215,6 +215,7 @@ class Node:
             logger.error("background task %s failed", task.get_name(), exc_info=exc)
 
     async def _catch_up(self) -> None:
+        await self.projector.restore()
         last = await self.bus.last_sequence()
         if last:
             logger.info("catching up with the log to sequence %d", last)
@@ -230,16 +231,22 @@ class Node:
         """Say goodbye on the network, stop background work, close everything. Idempotent."""
         if self.state in (NodeState.STOPPED, NodeState.NEW, NodeState.STOPPING):
             return
-        if self.state is NodeState.RUNNING:
-            self.state = NodeState.STOPPING
-            try:
-                async with asyncio.timeout(5):
-                    await self.agents.release_stale("node stopped")
-                    await self.log.emit("node.status", "node", self.node_id, {"status": "offline"})
-            except (BzzzError, TimeoutError):
-                logger.warning("could not announce shutdown to the network")
-        await self._teardown()
-        self.state = NodeState.STOPPED
+        try:
+            if self.state is NodeState.RUNNING:
+                self.state = NodeState.STOPPING
+                await self._say_goodbye()
+        finally:
+            # Even when cancelled (a second Ctrl-C), never leave the server or tasks behind.
+            await self._teardown()
+            self.state = NodeState.STOPPED
+
+    async def _say_goodbye(self) -> None:
+        try:
+            async with asyncio.timeout(5):
+                await self.agents.release_stale("node stopped")
+                await self.log.emit("node.status", "node", self.node_id, {"status": "offline"})
+        except (BzzzError, TimeoutError):
+            logger.warning("could not announce shutdown to the network")
 
     async def _teardown(self) -> None:
         for task in self._tasks:

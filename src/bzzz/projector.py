@@ -76,6 +76,10 @@ class Projector:
         async with self._db.session() as session:
             self.directory.load(await Repository(session).all_agents())
 
+    async def restore(self) -> None:
+        """Resume the applied sequence where this node's consumer left off (a restart)."""
+        self._applied_seq = max(self._applied_seq, await self._bus.acked_sequence(self.durable))
+
     async def run(self) -> None:
         """Consume the log until cancelled."""
         await self._bus.consume(self.durable, self._apply_batch)

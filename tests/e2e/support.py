@@ -15,12 +15,12 @@ import shutil
 import signal
 import socket
 import subprocess
-import sys
 import sysconfig
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any, TypeVar
+from typing import Any, TextIO, TypeVar
 
 import httpx
 import pytest
@@ -94,7 +94,8 @@ def nats_servers_of(data_dir: Path) -> list[int]:
 
 async def wait_until(check: Callable[[], bool]) -> None:
     """Poll a cheap check until it holds; bound it with asyncio.timeout at the call."""
-    while not check():
+    # What is polled (another process's state in /proc) has no event to wait on.
+    while not check():  # noqa: ASYNC110
         await asyncio.sleep(POLL)
 
 
@@ -156,13 +157,13 @@ class HttpNode:
         """This run's stderr."""
         return self.log_dir / f"node-{self.port}-{self.runs}.err"
 
-    async def start(self, *, new_session: bool = False) -> None:
-        """Spawn the node and wait for GET /healthz to answer 200."""
+    async def start(self, *, new_session: bool = False, within: float = START_TIMEOUT) -> None:
+        """Spawn the node and wait (at most ``within`` s) for GET /healthz to answer 200."""
         self.runs += 1
         self.log_dir.mkdir(parents=True, exist_ok=True)
         with (
-            open(self.log_dir / f"node-{self.port}-{self.runs}.out", "wb") as out,
-            open(self.stderr_path, "wb") as err,
+            (self.log_dir / f"node-{self.port}-{self.runs}.out").open("wb") as out,
+            self.stderr_path.open("wb") as err,
         ):
             self.proc = await asyncio.create_subprocess_exec(
                 bzzz_executable(),
@@ -176,10 +177,10 @@ class HttpNode:
                 start_new_session=new_session,
             )
         try:
-            async with asyncio.timeout(START_TIMEOUT):
+            async with asyncio.timeout(within):
                 await self._wait_healthy()
         except TimeoutError:
-            pytest.fail(f"bzzz serve not healthy within {START_TIMEOUT} s:\n{self.stderr_tail()}")
+            pytest.fail(f"bzzz serve not healthy within {within} s:\n{self.stderr_tail()}")
 
     async def _wait_healthy(self) -> None:
         assert self.proc is not None
@@ -254,7 +255,7 @@ async def call(session: ClientSession, tool: str, arguments: dict[str, Any]) -> 
     assert body is not None, f"{tool} returned no structured content: {result.content}"
     assert not result.is_error, f"{tool}({arguments}) failed: {body}"
     assert body["success"] is True, body
-    return body
+    return dict(body)
 
 
 async def call_error(
@@ -266,11 +267,13 @@ async def call_error(
     body = result.structured_content
     assert result.is_error, f"{tool}({arguments}) should have failed: {body}"
     assert body is not None and body["success"] is False, body
-    return body
+    return dict(body)
 
 
 @contextlib.asynccontextmanager
-async def http_session(url: str, *, terminate_on_close: bool = True) -> AsyncIterator[ClientSession]:
+async def http_session(
+    url: str, *, terminate_on_close: bool = True
+) -> AsyncIterator[ClientSession]:
     """An initialized MCP client session over streamable HTTP."""
     async with (
         streamable_http_client(url, terminate_on_close=terminate_on_close) as (read, write),
@@ -282,7 +285,7 @@ async def http_session(url: str, *, terminate_on_close: bool = True) -> AsyncIte
 
 
 @contextlib.asynccontextmanager
-async def stdio_session(env: dict[str, str], errlog: IO[str]) -> AsyncIterator[ClientSession]:
+async def stdio_session(env: dict[str, str], errlog: TextIO) -> AsyncIterator[ClientSession]:
     """An initialized MCP client session to a spawned `bzzz serve --stdio`."""
     params = StdioServerParameters(command=bzzz_executable(), args=["serve", "--stdio"], env=env)
     async with (
@@ -299,8 +302,9 @@ async def stdio_session(env: dict[str, str], errlog: IO[str]) -> AsyncIterator[C
 
 @dataclass
 class Attempt:
-    """One POST the receiver got, and what it answered."""
+    """One request the receiver got, and what it answered."""
 
+    method: str
     path: str
     headers: dict[str, str]
     body: bytes
@@ -314,8 +318,6 @@ class Attempt:
 
 def signature_valid(secret: str, header: str, body: bytes, tolerance: float = 300.0) -> bool:
     """Check ``t=<unix>,v1=<hex HMAC-SHA256(secret, "<t>.<body>")>`` independently of bzzz."""
-    import time
-
     try:
         fields = dict(part.split("=", 1) for part in header.split(","))
         timestamp = int(fields["t"])
@@ -329,7 +331,7 @@ def signature_valid(secret: str, header: str, body: bytes, tolerance: float = 30
 
 
 class WebhookReceiver:
-    """A minimal HTTP/1.1 server on 127.0.0.1 recording POSTs; answers 500 to the first ``fail_first``."""  # noqa: E501
+    """An HTTP/1.1 server on 127.0.0.1 that records requests; the first ``fail_first`` get 500."""
 
     def __init__(self, fail_first: int = 0) -> None:
         self.fail_first = fail_first
@@ -373,7 +375,7 @@ class WebhookReceiver:
             async with asyncio.timeout(10):
                 head = await reader.readuntil(b"\r\n\r\n")
                 lines = head.decode("latin-1").split("\r\n")
-                _method, path, _version = lines[0].split(" ", 2)
+                method, path, _version = lines[0].split(" ", 2)
                 headers = {}
                 for line in lines[1:]:
                     if ":" in line:
@@ -381,7 +383,7 @@ class WebhookReceiver:
                         headers[name.strip().lower()] = value.strip()
                 body = await reader.readexactly(int(headers.get("content-length", "0")))
             status = 500 if len(self.attempts) < self.fail_first else 200
-            self.attempts.append(Attempt(path, headers, body, status))
+            self.attempts.append(Attempt(method, path, headers, body, status))
             reason = "OK" if status == 200 else "Internal Server Error"
             writer.write(
                 f"HTTP/1.1 {status} {reason}\r\nContent-Length: 0\r\n"

@@ -47,6 +47,10 @@ class Bus(Protocol):
         """
         ...
 
+    async def acked_sequence(self, durable: str) -> int:
+        """The sequence up to which ``durable`` has acknowledged (0 for a new consumer)."""
+        ...
+
     async def last_sequence(self) -> int:
         """The sequence of the newest stored envelope (0 when empty)."""
         ...

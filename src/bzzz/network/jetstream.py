@@ -192,6 +192,14 @@ class JetStreamBus:
     def _to_bus(msg: Msg) -> BusMessage:
         return BusMessage(subject=msg.subject, data=msg.data, seq=int(msg.metadata.sequence.stream))
 
+    async def acked_sequence(self, durable: str) -> int:
+        """The durable consumer's ack floor in stream sequence (0 when it does not exist)."""
+        try:
+            info = await self._jetstream().consumer_info(self.stream, durable)
+        except NotFoundError:
+            return 0
+        return int(info.ack_floor.stream_seq) if info.ack_floor else 0
+
     async def last_sequence(self) -> int:
         """The stream's last sequence."""
         info = await self._jetstream().stream_info(self.stream)

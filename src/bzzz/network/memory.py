@@ -46,6 +46,10 @@ class InMemoryBus:
             await handler(batch)
             self._cursors[durable] = start + len(batch)
 
+    async def acked_sequence(self, durable: str) -> int:
+        """The durable's cursor (sequences start at 1, so the cursor is the last acked)."""
+        return self._cursors.get(durable, 0)
+
     async def last_sequence(self) -> int:
         """The newest sequence."""
         return len(self._log)
