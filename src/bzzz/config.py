@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import tomllib
 from collections.abc import Mapping
 from pathlib import Path
@@ -41,7 +42,10 @@ ENV_ALIASES: dict[str, tuple[str, str]] = {
     "BZZZ_LOG_FILE": ("logging", "file"),
 }
 
-SECRET_KEYS = frozenset({"api_key", "auth_tokens", "database_url", "secret"})
+SECRET_KEYS = frozenset({"api_key", "auth_tokens", "secret"})
+# Settings holding URLs whose credentials (user info, a password parameter) must not be shown.
+URL_KEYS = frozenset({"database_url", "nats_url", "node_url", "base_url"})
+_PASSWORD_PARAM = re.compile(r"(?i)([?&](?:password|passwd|pwd|sslpassword)=)[^&#]*")
 
 
 class _Section(BaseModel):
@@ -188,23 +192,33 @@ class Settings(_Section):
 def _mask(value: Any, key: str = "") -> Any:
     if isinstance(value, dict):
         return {k: _mask(v, k) for k, v in value.items()}
+    if key in URL_KEYS:
+        if isinstance(value, list):
+            return [_mask_url(v) if isinstance(v, str) else v for v in value]
+        return _mask_url(value) if isinstance(value, str) else value
     if key in SECRET_KEYS and value:
-        if key == "database_url" and isinstance(value, str):
-            return _mask_url(value)
         return "***"
     return value
 
 
 def _mask_url(url: str) -> str:
+    """Hide a URL's password (``user:***@``), a bare token (``***@``) and password parameters."""
+    url = _PASSWORD_PARAM.sub(r"\1***", url)
     scheme, sep, rest = url.partition("://")
-    creds, at, host = rest.rpartition("@")
-    if not at or ":" not in creds:
+    authority, slash, tail = rest.partition("/")
+    creds, at, host = authority.rpartition("@")
+    if not at:
         return url
-    user = creds.split(":", 1)[0]
-    return f"{scheme}{sep}{user}:***@{host}"
+    user, colon, _password = creds.partition(":")
+    # Without a password, the user part of a NATS URL is a token: a secret as well.
+    shown = f"{user}:***" if colon else "***"
+    return f"{scheme}{sep}{shown}@{host}{slash}{tail}"
 
 
-def _env_overrides(environ: Mapping[str, str]) -> dict[str, dict[str, Any]]:
+def _env_overrides(
+    environ: Mapping[str, str], origins: dict[tuple[str, str], str]
+) -> dict[str, dict[str, Any]]:
+    """Settings from BZZZ_* variables; ``origins`` learns which variable set each one."""
     sections = set(Settings.model_fields)
     result: dict[str, dict[str, Any]] = {}
     for name, raw in environ.items():
@@ -219,6 +233,7 @@ def _env_overrides(environ: Mapping[str, str]) -> dict[str, dict[str, Any]]:
         else:
             continue
         result.setdefault(section, {})[key] = _env_value(raw)
+        origins[(section, key)] = name
     return result
 
 
@@ -254,13 +269,18 @@ def _read_toml(path: Path) -> dict[str, Any]:
         raise ConfigError(f"config file {path} is not valid TOML: {exc}") from exc
 
 
-def _describe(exc: ValidationError) -> str:
+def _describe(exc: ValidationError, origins: dict[tuple[str, str], str]) -> str:
     error = exc.errors()[0]
-    dotted = ".".join(str(part) for part in error["loc"])
-    env = ENV_PREFIX + "__".join(str(part) for part in error["loc"][:2]).upper()
-    for alias, target in ENV_ALIASES.items():
-        if ".".join(target) == dotted:
-            env = alias
+    loc = [str(part) for part in error["loc"]]
+    dotted = ".".join(loc)
+    field = (loc[0], loc[1]) if len(loc) >= 2 else (loc[0], "")
+    # Name the variable the user set; otherwise the one that would set it.
+    env = origins.get(field)
+    if env is None:
+        env = ENV_PREFIX + "__".join(loc[:2]).upper()
+        for alias, target in ENV_ALIASES.items():
+            if target == field:
+                env = alias
     return f"invalid setting {dotted} ({env}): {error['msg']}"
 
 
@@ -273,9 +293,13 @@ def load_settings(
     env = os.environ if environ is None else environ
     path = config_file or env.get("BZZZ_CONFIG")
     data = _read_toml(Path(path).expanduser()) if path else {}
-    data = _merge(data, _env_overrides(env))
+    origins: dict[tuple[str, str], str] = {}
+    data = _merge(data, _env_overrides(env, origins))
+    for section, values in (overrides or {}).items():
+        for key in values:
+            origins.pop((section, key), None)
     data = _merge(data, overrides or {})
     try:
         return Settings.model_validate(data)
     except ValidationError as exc:
-        raise ConfigError(_describe(exc)) from exc
+        raise ConfigError(_describe(exc, origins)) from exc

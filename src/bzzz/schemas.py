@@ -9,7 +9,14 @@ from __future__ import annotations
 import json
 from typing import Annotated, Any, Literal, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    StringConstraints,
+    ValidationError,
+    field_validator,
+)
 
 from bzzz.errors import InvalidParameters
 
@@ -81,6 +88,17 @@ class PostInput(_Input):
     thread_id: Identifier | None = None
     agent_id: Identifier | None = None
     reply_to: MintedId | None = None
+
+    @field_validator("content")
+    @classmethod
+    def _strict_json(cls, content: dict[str, Any]) -> dict[str, Any]:
+        # NaN and Infinity parse, but the envelope's wire form turns them into null, so the
+        # signature would no longer match and the network would drop the message.
+        try:
+            json.dumps(content, allow_nan=False, default=str)
+        except ValueError:
+            raise ValueError("content must be plain JSON (no NaN or Infinity)") from None
+        return content
 
 
 class ThreadInput(_Input):

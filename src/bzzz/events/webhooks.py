@@ -5,10 +5,12 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import hmac
+import ipaddress
 import logging
 import random
 import time
 from datetime import datetime, timedelta
+from urllib.parse import urlsplit
 
 import httpx
 
@@ -107,6 +109,10 @@ class WebhookDispatcher:
             "X-Bzzz-Event-Id": delivery.event_id,
             "User-Agent": "bzzz-webhooks/1",
         }
+        refusal = await self._private_refusal(delivery.url)
+        if refusal is not None:
+            await self._record(delivery, refusal, permanent=True)
+            return
         error: str | None = None
         try:
             response = await client.post(delivery.url, content=body, headers=headers)
@@ -116,12 +122,29 @@ class WebhookDispatcher:
             error = f"{type(exc).__name__}: {exc}"[:500]
         await self._record(delivery, error)
 
-    async def _record(self, delivery: domain.Delivery, error: str | None) -> None:
+    async def _private_refusal(self, url: str) -> str | None:
+        """Why ``url`` may not be called when private addresses are off (None: it may)."""
+        if self._settings.allow_private:
+            return None
+        host = urlsplit(url).hostname or ""
+        try:
+            infos = await asyncio.get_running_loop().getaddrinfo(host, None)
+        except OSError:
+            return None  # unresolvable: the POST fails and is retried like any other failure
+        for info in infos:
+            address = ipaddress.ip_address(str(info[4][0]).split("%", 1)[0])
+            if not address.is_global or address.is_multicast:
+                return f"callback address {address} is not public and webhooks.allow_private is off"
+        return None
+
+    async def _record(
+        self, delivery: domain.Delivery, error: str | None, *, permanent: bool = False
+    ) -> None:
         now = domain.utcnow()
         if error is None:
             status, next_at, finished = "delivered", now, now
             self.delivered += 1
-        elif self._expired(delivery.created_at, now):
+        elif permanent or self._expired(delivery.created_at, now):
             status, next_at, finished = "dead", now, now
             self.dead += 1
             logger.warning(

@@ -7,6 +7,8 @@ reads the outcome to answer its caller.
 
 from __future__ import annotations
 
+import functools
+import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -93,12 +95,83 @@ def _performance(completed: int, failed: int) -> float:
     return round((completed + 4.5) / (completed + failed + 5), 4)
 
 
+# Column sizes of the values a peer's payload puts into rows (see store/models.py).
+ID_LENGTH = 64
+NAME_LENGTH = 128
+ADDRESS_LENGTH = 1024
+
+
+def _text(value: Any, limit: int, name: str) -> str:
+    """A payload string that fits its column; anything else rejects the envelope.
+
+    Staged rows are written after the appliers ran, outside any savepoint: a value the database
+    refuses there would fail the whole batch, so it is refused here (as a bad payload) instead.
+    """
+    if not isinstance(value, str) or not value or len(value) > limit:
+        raise ValueError(f"{name} must be a non-empty string of at most {limit} characters")
+    return value
+
+
+def _optional_text(value: Any, limit: int, name: str) -> str | None:
+    return None if value is None else _text(value, limit, name)
+
+
+def _check_names(value: Any, name: str) -> list[str]:
+    if not isinstance(value, list):
+        raise TypeError(f"{name} must be a list")
+    return [_text(item, NAME_LENGTH, name) for item in value]
+
+
+def _check_announcement(p: dict[str, Any]) -> None:
+    """Validate an agent.announced payload before any row is touched."""
+    for name in ("agent_id", "role", "session_id"):
+        _text(p[name], NAME_LENGTH, name)
+    for name in ("project", "task"):
+        _optional_text(p.get(name), NAME_LENGTH, name)
+    _optional_text(p.get("specialization"), 256, "specialization")
+    _check_names(p.get("capabilities") or [], "capabilities")
+    max_tasks = p.get("max_tasks", 3)
+    if not isinstance(max_tasks, int) or isinstance(max_tasks, bool) or max_tasks < 1:
+        raise ValueError("max_tasks must be a positive integer")
+    if not isinstance(p.get("metadata") or {}, dict):
+        raise TypeError("metadata must be an object")
+
+
+def _check_message(session: Session, p: dict[str, Any]) -> list[str]:
+    """Validate a message.posted payload; return its recipients without repeats."""
+    message_id = _text(p["message_id"], ID_LENGTH, "message_id")
+    _text(p["sender"], NAME_LENGTH, "sender")
+    _text(p["target_address"], ADDRESS_LENGTH, "target_address")
+    _text(p["message_type"], ID_LENGTH, "message_type")
+    _optional_text(p.get("thread_id"), ID_LENGTH, "thread_id")
+    _optional_text(p.get("reply_to"), ID_LENGTH, "reply_to")
+    if p["priority"] not in domain.PRIORITIES:
+        raise ValueError(f"priority must be one of {', '.join(domain.PRIORITIES)}")
+    if not isinstance(p["content"], dict):
+        raise TypeError("content must be an object")
+    recipients = _check_names(p["recipients"], "recipients")
+    staged = session.info.get(STAGED, {}).get(MessageRow, [])
+    if session.get(MessageRow, message_id) is not None or any(
+        row["id"] == message_id for row in staged
+    ):
+        raise ValueError(f"message {message_id} exists already")
+    return list(dict.fromkeys(recipients))
+
+
 STAGED = "bzzz_staged_rows"
 
 
 def stage(session: Session, model: type[Any], **values: Any) -> None:
     """Queue an insert-only row; the batch writes each table's rows in one executemany."""
     session.info.setdefault(STAGED, {}).setdefault(model, []).append(values)
+
+
+SEEN = "bzzz_agents_seen"
+
+
+def touch_agent(session: Session, agent_id: str, at: datetime) -> None:
+    """Record an agent's last activity (one UPDATE per agent and batch, no ORM load)."""
+    session.info.setdefault(SEEN, {})[agent_id] = at
 
 
 def _activity(
@@ -113,17 +186,20 @@ def _activity(
 def apply_agent_announced(session: Session, env: Envelope, limits: ProjectionLimits) -> Applied:
     """Create or update an agent unless a live agent of another session holds the id."""
     p = env.payload
+    _check_announcement(p)
     row = session.get(AgentRow, p["agent_id"])
     at = env.timestamp
     held = row is not None and row.status != AgentStatus.OFFLINE.value
     if held and row is not None and (row.node_id, row.session_id) != (env.origin, p["session_id"]):
         return Applied({"ok": False, "reason": "exists", "holder_node": row.node_id})
-    if row is None:
+    if not held:
+        # The limit counts online agents: one coming back from offline needs room like a new one.
         online = session.execute(
             select(func.count()).select_from(AgentRow).where(AgentRow.status != "offline")
         )
         if int(online.scalar_one()) >= limits.max_agents:
             return Applied({"ok": False, "reason": "max_agents"})
+    if row is None:
         row = AgentRow(
             id=p["agent_id"],
             created_at=at,
@@ -158,6 +234,9 @@ def apply_agent_announced(session: Session, env: Envelope, limits: ProjectionLim
 def apply_agent_offline(session: Session, env: Envelope, limits: ProjectionLimits) -> Applied:
     """Mark agents offline, but only those still held by the origin's named session."""
     p = env.payload
+    _check_names(p["agent_ids"], "agent_ids")
+    _text(p["session_id"], NAME_LENGTH, "session_id")
+    _text(p.get("reason", "session ended"), 500, "reason")
     events = []
     went: list[str] = []
     for n, agent_id in enumerate(p["agent_ids"]):
@@ -210,7 +289,7 @@ def _assign_task(
             id=task_id,
             agent_id=recipient,
             assigner=p["sender"],
-            type=str(content.get("task_type") or content.get("type") or "generic"),
+            type=str(content.get("task_type") or content.get("type") or "generic")[:ID_LENGTH],
             description=str(content.get("description") or content.get("title") or "")[:4000],
             status=TaskStatus.PENDING.value,
             priority=p["priority"],
@@ -280,6 +359,7 @@ def _check_thread_post(session: Session, env: Envelope) -> str | None:
 def apply_message_posted(session: Session, env: Envelope, limits: ProjectionLimits) -> Applied:
     """Store a message, deliver it to its recipients, create or update tasks."""
     p = env.payload
+    recipients = _check_message(session, p)
     if p.get("thread_id"):
         refusal = _check_thread_post(session, env)
         if refusal:
@@ -293,7 +373,7 @@ def apply_message_posted(session: Session, env: Envelope, limits: ProjectionLimi
     undelivered: dict[str, str] = {}
     tasks: dict[str, str] = {}
     events: list[domain.Event] = []
-    for index, recipient in enumerate(p["recipients"]):
+    for index, recipient in enumerate(recipients):
         if p["message_type"] == "task_assignment":
             task_id, refusal, row = _assign_task(session, env, recipient, index)
             if refusal:
@@ -355,9 +435,7 @@ def apply_message_posted(session: Session, env: Envelope, limits: ProjectionLimi
         p["message_id"],
         env.timestamp,
     )
-    sender = session.get(AgentRow, p["sender"])
-    if sender is not None:
-        sender.last_activity = env.timestamp
+    touch_agent(session, p["sender"], env.timestamp)
     outcome: Outcome = {
         "ok": True,
         "delivered": delivered,
@@ -375,6 +453,10 @@ def apply_message_posted(session: Session, env: Envelope, limits: ProjectionLimi
 def apply_thread_created(session: Session, env: Envelope, limits: ProjectionLimits) -> Applied:
     """Open a thread unless the network is at maxActiveThreads."""
     p = env.payload
+    _text(p["thread_id"], ID_LENGTH, "thread_id")
+    _text(p["topic"], 512, "topic")
+    _text(p["creator"], NAME_LENGTH, "creator")
+    _check_names(p["participants"], "participants")
     active = session.execute(
         select(func.count()).select_from(ThreadRow).where(ThreadRow.status != "completed")
     )
@@ -399,7 +481,8 @@ def apply_thread_created(session: Session, env: Envelope, limits: ProjectionLimi
             escalation_history=[],
         )
     )
-    for agent_id in p["participants"]:
+    participants = list(dict.fromkeys(p["participants"]))
+    for agent_id in participants:
         session.add(
             ParticipantRow(
                 thread_id=p["thread_id"], agent_id=agent_id, active=True, joined_at=at, left_at=None
@@ -416,7 +499,7 @@ def apply_thread_created(session: Session, env: Envelope, limits: ProjectionLimi
             "thread_id": p["thread_id"],
             "topic": p["topic"],
             "creator": p["creator"],
-            "participants": list(p["participants"]),
+            "participants": participants,
         },
     )
     return Applied({"ok": True}, [event])
@@ -425,6 +508,8 @@ def apply_thread_created(session: Session, env: Envelope, limits: ProjectionLimi
 def apply_thread_membership(session: Session, env: Envelope, limits: ProjectionLimits) -> Applied:
     """Join or leave a thread."""
     p = env.payload
+    _text(p["thread_id"], ID_LENGTH, "thread_id")
+    _text(p["agent_id"], NAME_LENGTH, "agent_id")
     thread = session.get(ThreadRow, p["thread_id"])
     if thread is None:
         return Applied({"ok": False, "reason": "thread not found"})
@@ -496,7 +581,22 @@ def apply_node_status(session: Session, env: Envelope, limits: ProjectionLimits)
     return Applied({"ok": True}, [_event(env, "network_status", f"bzzz://{env.origin}", data)])
 
 
-APPLIERS: dict[str, Applier] = {
+def _strict_json(applier: Applier) -> Applier:
+    """Refuse payloads that are not strict JSON (NaN, Infinity) before ``applier`` sees them.
+
+    Python's json reads and writes them, PostgreSQL's JSON columns refuse them: applied as they
+    are, they would stop a PostgreSQL node's log and let SQLite nodes diverge from it.
+    """
+
+    @functools.wraps(applier)
+    def apply(session: Session, env: Envelope, limits: ProjectionLimits) -> Applied:
+        json.dumps(env.payload, allow_nan=False)  # ValueError: recorded as a bad payload
+        return applier(session, env, limits)
+
+    return apply
+
+
+_APPLIERS: dict[str, Applier] = {
     "agent.announced": apply_agent_announced,
     "agent.offline": apply_agent_offline,
     "message.posted": apply_message_posted,
@@ -507,3 +607,5 @@ APPLIERS: dict[str, Applier] = {
     "subscription.created": apply_subscription_created,
     "node.status": apply_node_status,
 }
+
+APPLIERS: dict[str, Applier] = {kind: _strict_json(fn) for kind, fn in _APPLIERS.items()}

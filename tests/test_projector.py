@@ -1,0 +1,263 @@
+"""The projector applies what peers signed, and rejects, counts and skips everything else."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from sqlalchemy import select
+from ulid import ULID
+
+from bzzz.eventlog import Caller
+from bzzz.network.envelope import Envelope, seal
+from bzzz.network.identity import NodeIdentity
+from bzzz.network.memory import InMemoryBus
+from bzzz.node import Node
+from bzzz.schemas import AnnounceInput, GetInput, LookupInput
+from bzzz.store.models import Base
+
+
+@pytest.fixture
+def peer() -> NodeIdentity:
+    """Another node of the network."""
+    return NodeIdentity.generate()
+
+
+def announcement(
+    peer: NodeIdentity, agent_id: str, network: str = "main", **extra: Any
+) -> Envelope:
+    payload = {"agent_id": agent_id, "role": "architect", "session_id": "peer-session"} | extra
+    return seal(peer, network, "agent.announced", f"bzzz.{network}.agent.{agent_id}", payload)
+
+
+async def publish(node: Node, bus: InMemoryBus, *items: Envelope | bytes) -> None:
+    """Put raw items on the log (in one batch) and wait until the node has consumed them."""
+    seq = 0
+    for item in items:
+        data = item.to_bytes() if isinstance(item, Envelope) else item
+        seq = await bus.publish("bzzz.main.test", data, str(ULID()))
+    await node.projector.wait_for_sequence(seq, within=5)
+
+
+async def agent_ids(node: Node) -> list[str]:
+    found = await node.agents.lookup(LookupInput(semantic_address="bzzz://*"))
+    return [m["id"] for m in found["matches"]]
+
+
+async def snapshot(node: Node) -> dict[str, list[Any]]:
+    """Every row the log put in the store (the idempotency bookkeeping aside)."""
+    tables: dict[str, list[Any]] = {}
+    async with node.db.session() as session:
+        for table in Base.metadata.sorted_tables:
+            if table.name != "applied_envelopes":
+                rows = await session.execute(select(table).order_by(*table.primary_key.columns))
+                tables[table.name] = [tuple(row) for row in rows]
+    return tables
+
+
+async def test_a_peers_signed_announcement_is_applied(
+    node: Node, memory_bus: InMemoryBus, peer: NodeIdentity
+) -> None:
+    await publish(node, memory_bus, announcement(peer, "remote-1"))
+
+    got = await node.agents.get(GetInput(address="bzzz://remote-1"))
+    assert got["content"]["agent_info"]["node_id"] == peer.node_id
+    assert sum(node.projector.rejected.values()) == 0
+
+
+def _tampered(peer: NodeIdentity) -> bytes:
+    envelope = announcement(peer, "remote-1")
+    return envelope.model_copy(update={"payload": envelope.payload | {"role": "admin"}}).to_bytes()
+
+
+def _forged(peer: NodeIdentity) -> bytes:
+    envelope = announcement(peer, "remote-1")
+    forged = NodeIdentity.generate().sign(envelope.signing_bytes())
+    return envelope.model_copy(update={"sig": forged}).to_bytes()
+
+
+def _other_network(peer: NodeIdentity) -> bytes:
+    return announcement(peer, "remote-1", network="elsewhere").to_bytes()
+
+
+def _impersonating(peer: NodeIdentity) -> bytes:
+    envelope = announcement(peer, "remote-1")
+    return envelope.model_copy(update={"origin": NodeIdentity.generate().node_id}).to_bytes()
+
+
+def _garbage(peer: NodeIdentity) -> bytes:
+    return b"\x00\xffnot an envelope"
+
+
+@pytest.mark.parametrize(
+    ("make", "reason"),
+    [
+        (_tampered, "bad_signature"),
+        (_forged, "bad_signature"),
+        (_other_network, "wrong_network"),
+        (_impersonating, "origin_mismatch"),
+        (_garbage, "malformed"),
+    ],
+)
+async def test_an_invalid_envelope_is_rejected_counted_and_changes_nothing(
+    node: Node, memory_bus: InMemoryBus, peer: NodeIdentity, make: Any, reason: str
+) -> None:
+    await node.agents.announce(Caller("s1"), AnnounceInput(agent_id="local", role="developer"))
+    before = await snapshot(node)
+
+    await publish(node, memory_bus, make(peer))
+
+    assert node.projector.rejected[reason] == 1
+    assert await snapshot(node) == before
+    assert await agent_ids(node) == ["local"]
+
+
+async def test_a_rejected_envelope_does_not_hold_up_the_rest_of_its_batch(
+    node: Node, memory_bus: InMemoryBus, peer: NodeIdentity
+) -> None:
+    await publish(node, memory_bus, _tampered(peer), announcement(peer, "remote-2"), _garbage(peer))
+
+    assert await agent_ids(node) == ["remote-2"]
+    assert node.projector.rejected["bad_signature"] == 1
+    assert node.projector.rejected["malformed"] == 1
+
+
+async def test_an_unknown_envelope_type_is_counted_and_skipped(
+    node: Node, memory_bus: InMemoryBus, peer: NodeIdentity
+) -> None:
+    before = await snapshot(node)
+    odd = seal(peer, "main", "agent.teleported", "bzzz.main.agent.x", {"agent_id": "x"})
+
+    await publish(node, memory_bus, odd, announcement(peer, "remote-1"))
+
+    assert node.projector.rejected["unknown_type"] == 1
+    after = await snapshot(node)
+    assert len(after["agents"]) == len(before["agents"]) + 1
+
+
+def _message(peer: NodeIdentity, **payload: Any) -> Envelope:
+    body = {
+        "message_id": "msg-from-peer",
+        "sender": "remote-1",
+        "target_address": "bzzz://local",
+        "message_type": "text",
+        "content": {"text": "hi"},
+        "priority": "medium",
+        "thread_id": None,
+        "reply_to": None,
+        "recipients": ["local"],
+        "task_id": None,
+    } | payload
+    return seal(peer, "main", "message.posted", "bzzz.main.msg.remote-1", body)
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        pytest.param(lambda peer: announcement(peer, "x", role=None), id="announce-role-null"),
+        pytest.param(lambda peer: announcement(peer, "x", role="r" * 200), id="role-too-long"),
+        pytest.param(lambda peer: announcement(peer, "x", capabilities="all"), id="caps-string"),
+        pytest.param(
+            lambda peer: seal(
+                peer,
+                "main",
+                "agent.offline",
+                "bzzz.main.agent.remote-1",
+                {"agent_ids": ["remote-1"], "session_id": "peer-session", "reason": ["x"]},
+            ),
+            id="offline-reason-list",
+        ),
+        pytest.param(
+            lambda peer: seal(peer, "main", "agent.announced", "bzzz.main.agent.x", {}),
+            id="announce-empty",
+        ),
+        pytest.param(lambda peer: _message(peer, content="not an object"), id="content-string"),
+        pytest.param(lambda peer: _message(peer, recipients="local"), id="recipients-string"),
+        pytest.param(lambda peer: _message(peer, recipients=["local", 7]), id="recipient-number"),
+        pytest.param(lambda peer: _message(peer, reply_to="r" * 200), id="reply-to-too-long"),
+        pytest.param(lambda peer: _message(peer, priority="whenever"), id="priority-unknown"),
+        pytest.param(
+            lambda peer: _message(peer, message_type="task_assignment", content={"data": 5}),
+            id="task-data-number",
+        ),
+        pytest.param(
+            lambda peer: seal(
+                peer,
+                "main",
+                "thread.created",
+                "bzzz.main.thread.t",
+                {"thread_id": "t-1", "topic": "x", "creator": "remote-1", "participants": 3},
+            ),
+            id="participants-number",
+        ),
+    ],
+)
+async def test_a_signed_envelope_with_a_bad_payload_is_skipped_and_the_log_moves_on(
+    store_node: Node, memory_bus: InMemoryBus, peer: NodeIdentity, bad: Any
+) -> None:
+    await publish(store_node, memory_bus, announcement(peer, "remote-1"))
+    await store_node.agents.announce(Caller("s1"), AnnounceInput(agent_id="local", role="dev"))
+    before = await snapshot(store_node)
+
+    await publish(store_node, memory_bus, bad(peer), announcement(peer, "remote-2"))
+
+    assert store_node.projector.rejected["bad_payload"] == 1
+    after = await snapshot(store_node)
+    assert after["messages"] == before["messages"] == []
+    assert after["inbox"] == before["inbox"] == []
+    assert await agent_ids(store_node) == ["local", "remote-1", "remote-2"]
+    assert store_node.failure is None
+
+
+async def test_a_message_id_seen_before_is_refused_and_the_log_moves_on(
+    store_node: Node, memory_bus: InMemoryBus, peer: NodeIdentity
+) -> None:
+    await publish(store_node, memory_bus, announcement(peer, "remote-1"))
+    await store_node.agents.announce(Caller("s1"), AnnounceInput(agent_id="local", role="dev"))
+    await publish(store_node, memory_bus, _message(peer, content={"text": "first"}))
+
+    # A second envelope reusing the id, once in a later batch and once twice in the same batch.
+    await publish(store_node, memory_bus, _message(peer, content={"text": "again"}))
+    await publish(
+        store_node,
+        memory_bus,
+        _message(peer, message_id="msg-twice"),
+        _message(peer, message_id="msg-twice", content={"text": "twice"}),
+        announcement(peer, "remote-2"),
+    )
+
+    inbox = await store_node.agents.get(GetInput(address="bzzz://local/inbox"))
+    texts = [m["content"]["text"] for m in inbox["content"]["messages"]]
+    assert sorted(texts) == ["first", "hi"]
+    assert store_node.projector.rejected["bad_payload"] == 2
+    assert await agent_ids(store_node) == ["local", "remote-1", "remote-2"]
+
+
+async def test_duplicate_recipients_get_the_message_once(
+    store_node: Node, memory_bus: InMemoryBus, peer: NodeIdentity
+) -> None:
+    await publish(store_node, memory_bus, announcement(peer, "remote-1"))
+    await store_node.agents.announce(Caller("s1"), AnnounceInput(agent_id="local", role="dev"))
+
+    await publish(store_node, memory_bus, _message(peer, recipients=["local", "local"]))
+
+    inbox = await store_node.agents.get(GetInput(address="bzzz://local/inbox"))
+    assert [m["recipients"] for m in inbox["content"]["messages"]] == [["local"]]
+    assert store_node.failure is None
+
+
+async def test_a_payload_with_non_json_numbers_is_skipped_and_the_log_moves_on(
+    store_node: Node, memory_bus: InMemoryBus, peer: NodeIdentity
+) -> None:
+    await publish(store_node, memory_bus, announcement(peer, "remote-1"))
+    await store_node.agents.announce(Caller("s1"), AnnounceInput(agent_id="local", role="dev"))
+    envelope = _message(peer, content={"text": "hi", "score": float("nan")})
+    # Python's json writes NaN; a JSON column on PostgreSQL refuses it.
+    raw = json.dumps(envelope.model_dump()).encode()
+
+    await publish(store_node, memory_bus, raw, announcement(peer, "remote-2"))
+
+    assert store_node.projector.rejected["bad_payload"] == 1
+    assert await agent_ids(store_node) == ["local", "remote-1", "remote-2"]
+    assert store_node.failure is None
