@@ -174,7 +174,9 @@ class Node:
         self.conversations = ConversationService(
             self.db, self.log, self.agents, self.settings.conversation.max_active_threads
         )
-        self.subscriptions = SubscriptionService(self.db, self.log, node_secret)
+        self.subscriptions = SubscriptionService(
+            self.db, self.log, node_secret, allow_private=self.settings.webhooks.allow_private
+        )
         self.webhooks = WebhookDispatcher(self.db, self.settings.webhooks, node_secret)
         self.projector.add_listener(self._wake_webhooks)
 

@@ -7,6 +7,7 @@ client always reads its own writes.
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 from collections import Counter
 from collections.abc import Awaitable, Callable, Sequence
@@ -116,7 +117,20 @@ class Projector:
             except EnvelopeRejected as exc:
                 self.rejected[exc.reason] += 1
                 logger.warning("rejected envelope at seq %d: %s", msg.seq, exc.reason)
+                self._answer_rejected(msg.data, exc.reason)
         return opened
+
+    def _answer_rejected(self, data: bytes, reason: str) -> None:
+        # If this node is waiting for the envelope, tell it now instead of timing out.
+        if not self._waiting:
+            return
+        try:
+            envelope_id = json.loads(data).get("id")
+        except (ValueError, AttributeError):
+            return
+        future = self._waiting.get(envelope_id) if isinstance(envelope_id, str) else None
+        if future is not None and not future.done():
+            future.set_result({"ok": False, "reason": f"the network rejected it ({reason})"})
 
     async def _apply_batch(self, messages: Sequence[BusMessage]) -> None:
         opened = self._open(messages)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import ipaddress
 import socket
 import time
 from collections.abc import AsyncIterator, Callable
@@ -14,6 +15,7 @@ import pytest
 
 from bzzz.config import Settings
 from bzzz.domain import Delivery
+from bzzz.errors import InvalidParameters
 from bzzz.eventlog import Caller
 from bzzz.events.webhooks import SIGNATURE_HEADER, sign_body, verify_signature
 from bzzz.network.memory import InMemoryBus
@@ -115,11 +117,28 @@ async def test_an_unreachable_receiver_is_dead_lettered_with_the_reason(
     assert "ConnectError" in dead.last_error
 
 
-async def test_a_private_callback_is_dead_lettered_when_private_addresses_are_off(
+async def test_a_private_address_is_refused_at_subscribe_when_private_addresses_are_off(
     driven_node: DrivenNode, http_receiver: ReceiverFactory
 ) -> None:
     async with driven_node(**FAST, allow_private=False) as node, http_receiver(always(200)) as rx:
-        await subscribe_webhook(node, rx.url)
+        with pytest.raises(InvalidParameters, match="allow_private"):
+            await subscribe_webhook(node, rx.url)
+
+        assert await node.subscriptions.deliveries() == []
+
+
+async def test_a_name_resolving_to_a_private_address_is_dead_lettered_when_private_is_off(
+    driven_node: DrivenNode, http_receiver: ReceiverFactory
+) -> None:
+    # The machine's own host name is not an address literal, so subscribe accepts it; it
+    # resolves to a private address, which the dispatcher refuses at delivery time.
+    host = socket.gethostname()
+    resolved = {info[4][0] for info in socket.getaddrinfo(host, None)}
+    if any(ipaddress.ip_address(a.split("%")[0]).is_global for a in resolved):
+        pytest.skip(f"{host} resolves to a public address here")
+    async with driven_node(**FAST, allow_private=False) as node, http_receiver(always(200)) as rx:
+        port = rx.url.rsplit(":", 1)[1]
+        await subscribe_webhook(node, f"http://{host}:{port}")
         await announce(node, "arch-1")
 
         [dead] = await drive_until(node, "dead")

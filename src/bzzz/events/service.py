@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import ipaddress
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -51,13 +52,29 @@ def _check_webhook(url: str) -> str:
     return url
 
 
+def _is_private_host(host: str) -> bool:
+    """A literal non-public address or localhost (names are checked again at delivery)."""
+    if host.lower() in ("localhost", "localhost.localdomain") or host.lower().endswith(
+        ".localhost"
+    ):
+        return True
+    try:
+        address = ipaddress.ip_address(host.strip("[]"))
+    except ValueError:
+        return False
+    return not address.is_global or address.is_multicast
+
+
 class SubscriptionService:
     """Creates subscriptions and reads what they collected."""
 
-    def __init__(self, db: Database, log: EventLog, node_secret: bytes) -> None:
+    def __init__(
+        self, db: Database, log: EventLog, node_secret: bytes, *, allow_private: bool = True
+    ) -> None:
         self._db = db
         self._log = log
         self._node_secret = node_secret
+        self._allow_private = allow_private
 
     async def subscribe(
         self, caller: Caller, params: SubscribeInput, subscriber_id: str | None = None
@@ -72,6 +89,15 @@ class SubscriptionService:
         if params.filter_address:
             parse_address(params.filter_address)
         webhook = _check_webhook(params.callback_webhook) if params.callback_webhook else None
+        if (
+            webhook
+            and not self._allow_private
+            and _is_private_host(urlsplit(webhook).hostname or "")
+        ):
+            raise InvalidParameters(
+                "callback_webhook points at a private address and webhooks.allow_private is off",
+                details={"field": "callback_webhook"},
+            )
         subscription_id = f"sub-{ULID()}"
         event_types = list(dict.fromkeys(params.event_types))
         await self._log.emit(

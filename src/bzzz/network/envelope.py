@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import json
 from datetime import UTC, datetime
-from typing import Any
+from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import BaseModel, ConfigDict, StringConstraints, ValidationError
 from ulid import ULID
 
 from bzzz.network.identity import NodeIdentity, node_id_for, unb64, verify_signature
@@ -17,12 +17,14 @@ class Envelope(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    id: str
-    network: str
-    origin: str
-    origin_key: str
-    type: str
-    subject: str
+    # Bounded to what the store's columns hold: a signed envelope with an oversized field
+    # must be rejected here, not stop a projector on a database that enforces lengths.
+    id: Annotated[str, StringConstraints(pattern=r"^[0-9A-HJKMNP-TV-Z]{26}$")]
+    network: Annotated[str, StringConstraints(max_length=64)]
+    origin: Annotated[str, StringConstraints(max_length=64)]
+    origin_key: Annotated[str, StringConstraints(max_length=64)]
+    type: Annotated[str, StringConstraints(pattern=r"^[a-z0-9_.]{1,64}$")]
+    subject: Annotated[str, StringConstraints(max_length=512)]
     payload: dict[str, Any]
     ts: str
     sig: str = ""

@@ -113,7 +113,7 @@ def apply_batch(
         if env.id in result.outcomes:
             continue
         if isolate:
-            applied = _apply_isolated(session, env, ctx.limits, result.counters)
+            applied = _apply_isolated(session, env, ctx.limits, result)
         else:
             applied = _apply_one(env, session, ctx.limits, result.counters)
         result.outcomes[env.id] = applied.outcome
@@ -131,16 +131,24 @@ def apply_batch(
             ctx.subscriptions = None
             result.subscriptions_changed = True
         result.matched.extend(_match(session, applied.events, ctx))
-    seen: dict[str, datetime] = session.info.pop(SEEN, {})
+    _write_staged(session, result)
+    result.agents = _touched_agents(session)
+    return result
+
+
+def _write_staged(session: Session, result: BatchResult) -> None:
+    """Write the staged rows and last-activity updates, then start staging afresh."""
+    seen: dict[str, datetime] = session.info[SEEN]
     agents = cast(Table, AgentRow.__table__)
     for agent_id, at in seen.items():
         session.execute(update(agents).where(agents.c.id == agent_id).values(last_activity=at))
-    result.seen = seen
-    for model, rows in session.info.pop(STAGED).items():
-        # Core executemany on the table: the ORM bulk path costs several times more per row.
-        session.execute(insert(model.__table__), rows)
-    result.agents = _touched_agents(session)
-    return result
+    result.seen.update(seen)
+    for model, rows in session.info[STAGED].items():
+        if rows:
+            # Core executemany on the table: the ORM bulk path costs several times more per row.
+            session.execute(insert(model.__table__), rows)
+    session.info[STAGED] = {}
+    session.info[SEEN] = {}
 
 
 def _apply_one(
@@ -154,19 +162,21 @@ def _apply_one(
 
 
 def _apply_isolated(
-    session: Session, env: Envelope, limits: ProjectionLimits, counters: Counter[str]
+    session: Session, env: Envelope, limits: ProjectionLimits, result: BatchResult
 ) -> Applied:
-    staged: dict[type[Any], list[dict[str, Any]]] = session.info[STAGED]
-    before = {model: len(rows) for model, rows in staged.items()}
+    # Everything this envelope writes, staged rows included, happens inside its savepoint.
+    _write_staged(session, result)
+    counters = result.counters
     try:
         with session.begin_nested():
             applied = _apply_one(env, session, limits, counters)
+            _write_staged(session, result)
             session.flush()
             return applied
     except (KeyError, TypeError, ValueError, AttributeError, SQLAlchemyError) as exc:
         # A malformed payload from a signed peer must not wedge the log: record and skip.
-        for model, rows in staged.items():
-            del rows[before.get(model, 0) :]
+        session.info[STAGED] = {}
+        session.info[SEEN] = {}
         counters["bad_payload"] += 1
         logger.warning("envelope %s (%s) has a bad payload: %r", env.id, env.type, exc)
         return Applied({"ok": False, "reason": "bad payload"})
@@ -174,7 +184,10 @@ def _apply_isolated(
 
 def _touched_agents(session: Session) -> list[domain.Agent]:
     session.flush()
-    rows: list[AgentRow] = list(session.info.pop(_TOUCHED, {}).values())
+    # A new row whose savepoint rolled back is transient: it never reached the database.
+    rows: list[AgentRow] = [
+        row for row in session.info.pop(_TOUCHED, {}).values() if inspect(row).persistent
+    ]
     for row in rows:
         # A rolled-back savepoint expires what it touched; reload before reading.
         if inspect(row).expired_attributes:
