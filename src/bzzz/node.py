@@ -132,6 +132,7 @@ class Node:
         try:
             await self._build()
             await self.projector.load_directory()
+            await self.projector.restore()
             await self._run_background()
             await self._catch_up()
             stale = await self.agents.release_stale()
@@ -217,7 +218,6 @@ class Node:
             logger.error("background task %s failed", task.get_name(), exc_info=exc)
 
     async def _catch_up(self) -> None:
-        await self.projector.restore()
         last = await self.bus.last_sequence()
         if last:
             logger.info("catching up with the log to sequence %d", last)

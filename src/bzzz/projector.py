@@ -78,12 +78,13 @@ class Projector:
             self.directory.load(await Repository(session).all_agents())
 
     async def restore(self) -> None:
-        """Resume the applied sequence where this node's consumer left off (a restart)."""
-        self._applied_seq = max(self._applied_seq, await self._bus.acked_sequence(self.durable))
+        """Resume after the newest envelope the store has applied (a restart); 0 when new."""
+        async with self._db.session() as session:
+            self._applied_seq = max(self._applied_seq, await Repository(session).max_applied_seq())
 
     async def run(self) -> None:
-        """Consume the log until cancelled."""
-        await self._bus.consume(self.durable, self._apply_batch)
+        """Consume the log from just after what the store has applied, until cancelled."""
+        await self._bus.consume(self.durable, self._apply_batch, self._applied_seq + 1)
 
     async def wait_for_sequence(self, seq: int, within: float) -> None:
         """Wait until the log is applied up to ``seq`` (start-up catch-up, tests)."""

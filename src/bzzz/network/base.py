@@ -39,16 +39,13 @@ class Bus(Protocol):
         """Store one envelope; return its sequence once stored. Same ``msg_id`` = stored once."""
         ...
 
-    async def consume(self, durable: str, handler: BatchHandler) -> None:
-        """Deliver the log to ``handler`` in batches, resuming where ``durable`` left off.
+    async def consume(self, durable: str, handler: BatchHandler, start_seq: int = 1) -> None:
+        """Deliver the log to ``handler`` in batches, from ``start_seq`` on, in order.
 
-        A batch is acknowledged when the handler returns; if it raises, the batch is delivered
-        again. Runs until cancelled.
+        The node's store knows what it has applied, so it says where to start; ``durable`` names
+        this node's consumer on the server. A batch is acknowledged when the handler returns;
+        if it raises, the batch is delivered again. Runs until cancelled.
         """
-        ...
-
-    async def acked_sequence(self, durable: str) -> int:
-        """The sequence up to which ``durable`` has acknowledged (0 for a new consumer)."""
         ...
 
     async def last_sequence(self) -> int:

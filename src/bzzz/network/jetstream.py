@@ -151,9 +151,13 @@ class JetStreamBus:
                 continue
             return int(ack.seq)
 
-    async def consume(self, durable: str, handler: BatchHandler) -> None:
+    async def consume(self, durable: str, handler: BatchHandler, start_seq: int = 1) -> None:
         """Deliver batches from the node's durable push consumer; ack after the handler."""
         js = self._jetstream()
+        # A consumer left by an earlier run may hold deliveries it will only resend after
+        # ack_wait; the store knows exactly what was applied, so start afresh from there.
+        with contextlib.suppress(NotFoundError):
+            await js.delete_consumer(self.stream, durable)
         sub = await js.subscribe(
             f"bzzz.{self._network}.>",
             durable=durable,
@@ -161,7 +165,8 @@ class JetStreamBus:
             manual_ack=True,
             config=ConsumerConfig(
                 ack_policy=AckPolicy.EXPLICIT,
-                deliver_policy=DeliverPolicy.ALL,
+                deliver_policy=DeliverPolicy.BY_START_SEQUENCE,
+                opt_start_seq=max(1, start_seq),
                 max_ack_pending=20_000,
                 ack_wait=60.0,
             ),
@@ -191,14 +196,6 @@ class JetStreamBus:
     @staticmethod
     def _to_bus(msg: Msg) -> BusMessage:
         return BusMessage(subject=msg.subject, data=msg.data, seq=int(msg.metadata.sequence.stream))
-
-    async def acked_sequence(self, durable: str) -> int:
-        """The durable consumer's ack floor in stream sequence (0 when it does not exist)."""
-        try:
-            info = await self._jetstream().consumer_info(self.stream, durable)
-        except NotFoundError:
-            return 0
-        return int(info.ack_floor.stream_seq) if info.ack_floor else 0
 
     async def last_sequence(self) -> int:
         """The stream's last sequence."""

@@ -36,8 +36,9 @@ class InMemoryBus:
             self._changed.notify_all()
         return seq
 
-    async def consume(self, durable: str, handler: BatchHandler) -> None:
-        """Hand out batches from the durable's cursor, waiting for new messages."""
+    async def consume(self, durable: str, handler: BatchHandler, start_seq: int = 1) -> None:
+        """Hand out batches from ``start_seq``, waiting for new messages."""
+        self._cursors[durable] = max(0, start_seq - 1)
         while True:
             start = self._cursors.get(durable, 0)
             async with self._changed:
@@ -45,10 +46,6 @@ class InMemoryBus:
             batch = self._log[start : start + self._batch_size]
             await handler(batch)
             self._cursors[durable] = start + len(batch)
-
-    async def acked_sequence(self, durable: str) -> int:
-        """The durable's cursor (sequences start at 1, so the cursor is the last acked)."""
-        return self._cursors.get(durable, 0)
 
     async def last_sequence(self) -> int:
         """The newest sequence."""

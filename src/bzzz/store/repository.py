@@ -157,6 +157,11 @@ class Repository:
         )
         return {row.id: dict(row.outcome) for row in rows}
 
+    async def max_applied_seq(self) -> int:
+        """The log sequence of the newest applied envelope (0 when none)."""
+        value = (await self.session.execute(select(func.max(AppliedEnvelope.seq)))).scalar_one()
+        return int(value or 0)
+
     # --- agents ------------------------------------------------------------------------------
 
     async def agent(self, agent_id: str) -> domain.Agent | None:
