@@ -69,9 +69,10 @@ def error_result(error: BzzzError) -> CallToolResult:
 
 
 def ok_result(model: type[ToolResponse], data: dict[str, Any]) -> CallToolResult:
-    """A success result: structured content checked against the tool's output model."""
-    # Fields the service set stay, even when null (filter_address: null); unset error fields go.
-    payload = model.model_validate(data).model_dump(mode="json", exclude_unset=True)
+    """A success result: the service's JSON-ready answer, described by ``model``'s schema."""
+    # The services build exactly the documented fields from JSON types; validating a large
+    # answer (a lookup with 100 matches) against the lenient model again would only cost time.
+    payload = data
     return CallToolResult(
         content=[TextContent(type="text", text=json.dumps(payload, separators=(",", ":")))],
         structured_content=payload,
@@ -280,8 +281,17 @@ def build_server(node: Node) -> tuple[BzzzMCP, SessionRegistry]:
         subscriber = mine[0].id if len(mine) == 1 else None
         return await run(SubscribeOutput, node.subscriptions.subscribe(caller, params, subscriber))
 
+    _publish_schemas_only(server)
     _register_resources(server, node, sessions)
     return server, sessions
+
+
+def _publish_schemas_only(server: BzzzMCP) -> None:
+    # Keep each tool's outputSchema but skip the SDK's re-validation of every result: the
+    # SDK validates only when a tool has an output model ("a schema published without a
+    # model is advertised but not validated"), and ok_result builds the shape itself.
+    for tool in server._tool_manager.list_tools():
+        tool.fn_metadata.output_model = None
 
 
 def _register_resources(server: BzzzMCP, node: Node, sessions: SessionRegistry) -> None:
