@@ -135,7 +135,9 @@ class Projector:
 
     async def _apply_batch(self, messages: Sequence[BusMessage]) -> None:
         opened = self._open(messages)
-        ctx = BatchContext(self._node_id, self._limits, self._subscriptions)
+        ctx = BatchContext(
+            self._node_id, self._limits, self._subscriptions, self.directory.online_count
+        )
         try:
             result: BatchResult = await self._db.write(
                 lambda session: apply_batch(session, opened, ctx)

@@ -25,6 +25,7 @@ from bzzz.network.envelope import Envelope
 from bzzz.store.models import AgentRow, AppliedEnvelope, DeliveryRow, EventRow, SubscriptionRow
 from bzzz.store.projection import (
     APPLIERS,
+    ONLINE,
     SEEN,
     STAGED,
     Applied,
@@ -83,6 +84,7 @@ class BatchContext:
     node_id: str
     limits: ProjectionLimits
     subscriptions: list[domain.Subscription] | None
+    online_agents: int | None = None
 
 
 def apply_batch(
@@ -101,6 +103,7 @@ def apply_batch(
     session.info[_TRACK] = True
     session.info[STAGED] = {}
     session.info[SEEN] = {}
+    session.info[ONLINE] = None if isolate else ctx.online_agents
     result = BatchResult()
     ids = [env.id for env, _ in envelopes]
     # Plain Core on the session's connection: the ORM execute path costs far more per call.
@@ -180,6 +183,7 @@ def _apply_isolated(
         # A malformed payload from a signed peer must not wedge the log: record and skip.
         session.info[STAGED] = {}
         session.info[SEEN] = {}
+        session.info[ONLINE] = None
         counters["bad_payload"] += 1
         logger.warning("envelope %s (%s) has a bad payload: %r", env.id, env.type, exc)
         return Applied({"ok": False, "reason": "bad payload"})

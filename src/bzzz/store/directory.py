@@ -25,6 +25,7 @@ class AgentDirectory:
         self._by_role: defaultdict[str, set[str]] = defaultdict(set)
         self._by_project: defaultdict[str, set[str]] = defaultdict(set)
         self._by_session: defaultdict[tuple[str, str], set[str]] = defaultdict(set)
+        self._online = 0
 
     def __len__(self) -> int:
         return len(self._agents)
@@ -39,6 +40,8 @@ class AgentDirectory:
         old = self._agents.get(agent.id)
         if old is not None:
             self._unindex(old)
+            self._online -= old.online
+        self._online += agent.online
         self._agents[agent.id] = agent
         self._by_role[agent.role].add(agent.id)
         self._by_project[agent.project or _ANY].add(agent.id)
@@ -70,9 +73,10 @@ class AgentDirectory:
         """Online agents hosted by a node."""
         return [a for a in self._agents.values() if a.node_id == node_id and a.online]
 
-    def count_online(self) -> int:
-        """How many agents are online."""
-        return sum(1 for a in self._agents.values() if a.online)
+    @property
+    def online_count(self) -> int:
+        """How many agents are online (kept as agents change)."""
+        return self._online
 
     def _candidates(self, role: str | None, project: str | None) -> Iterable[str]:
         if role is not None and project is not None:

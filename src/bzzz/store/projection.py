@@ -183,6 +183,25 @@ def _activity(
 # --- agents ----------------------------------------------------------------------------------
 
 
+ONLINE = "bzzz_online_agents"
+
+
+def online_agents(session: Session) -> int:
+    """How many agents are online: the batch's running count, else counted in the database."""
+    known = session.info.get(ONLINE)
+    if known is None:
+        counted = session.execute(
+            select(func.count()).select_from(AgentRow).where(AgentRow.status != "offline")
+        )
+        known = session.info[ONLINE] = int(counted.scalar_one())
+    return int(known)
+
+
+def _count_online(session: Session, delta: int) -> None:
+    if session.info.get(ONLINE) is not None:
+        session.info[ONLINE] += delta
+
+
 def apply_agent_announced(session: Session, env: Envelope, limits: ProjectionLimits) -> Applied:
     """Create or update an agent unless a live agent of another session holds the id."""
     p = env.payload
@@ -194,11 +213,9 @@ def apply_agent_announced(session: Session, env: Envelope, limits: ProjectionLim
         return Applied({"ok": False, "reason": "exists", "holder_node": row.node_id})
     if not held:
         # The limit counts online agents: one coming back from offline needs room like a new one.
-        online = session.execute(
-            select(func.count()).select_from(AgentRow).where(AgentRow.status != "offline")
-        )
-        if int(online.scalar_one()) >= limits.max_agents:
+        if online_agents(session) >= limits.max_agents:
             return Applied({"ok": False, "reason": "max_agents"})
+        _count_online(session, 1)
     if row is None:
         row = AgentRow(
             id=p["agent_id"],
@@ -246,6 +263,7 @@ def apply_agent_offline(session: Session, env: Envelope, limits: ProjectionLimit
         if row.node_id != env.origin or row.session_id != p["session_id"]:
             continue
         row.status = AgentStatus.OFFLINE.value
+        _count_online(session, -1)
         row.last_activity = env.timestamp
         went.append(agent_id)
         _activity(
