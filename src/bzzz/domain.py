@@ -216,3 +216,27 @@ class Delivery:
     last_error: str | None
     created_at: datetime
     finished_at: datetime | None
+
+
+def expertise_fraction(agent: Agent, expertise: list[str]) -> float:
+    """The share of wanted expertise an agent has (capabilities, or inside its specialization)."""
+    if not expertise:
+        return 1.0
+    haystack = {c.lower() for c in agent.capabilities}
+    special = (agent.specialization or "").lower()
+    hits = sum(
+        1 for want in expertise if want.lower() in haystack or (special and want.lower() in special)
+    )
+    return hits / len(expertise)
+
+
+def score_agent(agent: Agent, expertise: list[str]) -> int:
+    """0-100: performance 40, expertise 25, availability 25, free capacity 10."""
+    load_free = 1 - min(agent.active_tasks, agent.max_tasks) / agent.max_tasks
+    value = (
+        40 * agent.performance
+        + 25 * expertise_fraction(agent, expertise)
+        + 25 * (1 if agent.available else 0)
+        + 10 * load_free
+    )
+    return max(0, min(100, round(value)))

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import heapq
 import logging
 from typing import Any
 
@@ -110,39 +109,6 @@ def thread_info(
     return info
 
 
-def _expertise_fraction(agent: domain.Agent, expertise: list[str]) -> float:
-    if not expertise:
-        return 1.0
-    haystack = [c.lower() for c in agent.capabilities]
-    special = (agent.specialization or "").lower()
-    hits = sum(
-        1 for want in expertise if want.lower() in haystack or (special and want.lower() in special)
-    )
-    return hits / len(expertise)
-
-
-def score_agent(agent: domain.Agent, expertise: list[str]) -> int:
-    """0-100: performance 40, expertise 25, availability 25, free capacity 10."""
-    load_free = 1 - min(agent.active_tasks, agent.max_tasks) / agent.max_tasks
-    value = (
-        40 * agent.performance
-        + 25 * _expertise_fraction(agent, expertise)
-        + 25 * (1 if agent.available else 0)
-        + 10 * load_free
-    )
-    return max(0, min(100, round(value)))
-
-
-def _passes(agent: domain.Agent, criteria: FilterCriteria) -> bool:
-    if criteria.availability and not agent.available:
-        return False
-    if criteria.performance_threshold is not None and agent.performance < (
-        criteria.performance_threshold
-    ):
-        return False
-    return _expertise_fraction(agent, criteria.expertise) == 1.0
-
-
 class AgentService:
     """Announcement, discovery and retrieval of agents."""
 
@@ -196,20 +162,16 @@ class AgentService:
         """Agents matching an address and filters, best first."""
         address = parse_address(params.semantic_address)
         criteria = params.filter_criteria or FilterCriteria()
-        candidates = self.directory.matching(
+        total, scored = self.directory.ranked(
             agent_id=address.agent,
             role=address.role,
             project=address.project,
             task=address.task,
-            online_only=bool(criteria.availability),
+            available_only=bool(criteria.availability),
+            min_performance=criteria.performance_threshold,
+            expertise=criteria.expertise,
+            limit=params.limit,
         )
-        passing = [
-            (score_agent(agent, criteria.expertise), agent)
-            for agent in candidates
-            if _passes(agent, criteria)
-        ]
-        total = len(passing)
-        scored = heapq.nsmallest(params.limit, passing, key=lambda pair: (-pair[0], pair[1].id))
         matches = [
             {
                 "id": agent.id,

@@ -26,6 +26,14 @@ class AgentDirectory:
         self._by_project: defaultdict[str, set[str]] = defaultdict(set)
         self._by_session: defaultdict[tuple[str, str], set[str]] = defaultdict(set)
         self._online = 0
+        # Per agent: its rank key (-score, id) as a lookup that every filter passes would give
+        # it (filters only exclude; expertise that passes is always complete), its lowercased
+        # capabilities and specialization. Lookups then rank thousands of matches in C.
+        self._keys: dict[str, tuple[int, str]] = {}
+        self._by_cap: defaultdict[str, set[str]] = defaultdict(set)
+        self._special: dict[str, str] = {}
+        self._available: set[str] = set()
+        self._by_score: defaultdict[int, set[str]] = defaultdict(set)
 
     def __len__(self) -> int:
         return len(self._agents)
@@ -42,12 +50,27 @@ class AgentDirectory:
             self._unindex(old)
             self._online -= old.online
         self._online += agent.online
+        score = domain.score_agent(agent, [])
+        self._keys[agent.id] = (-score, agent.id)
+        self._by_score[score].add(agent.id)
+        for cap in agent.capabilities:
+            self._by_cap[cap.lower()].add(agent.id)
+        if agent.specialization:
+            self._special[agent.id] = agent.specialization.lower()
+        if agent.available:
+            self._available.add(agent.id)
         self._agents[agent.id] = agent
         self._by_role[agent.role].add(agent.id)
         self._by_project[agent.project or _ANY].add(agent.id)
         self._by_session[(agent.node_id, agent.session_id)].add(agent.id)
 
     def _unindex(self, agent: domain.Agent) -> None:
+        old_score = -self._keys[agent.id][0]
+        self._by_score[old_score].discard(agent.id)
+        for cap in agent.capabilities:
+            self._by_cap[cap.lower()].discard(agent.id)
+        self._special.pop(agent.id, None)
+        self._available.discard(agent.id)
         self._by_role[agent.role].discard(agent.id)
         self._by_project[agent.project or _ANY].discard(agent.id)
         self._by_session[(agent.node_id, agent.session_id)].discard(agent.id)
@@ -116,6 +139,65 @@ class AgentDirectory:
                 continue
             found.append(agent)
         return found
+
+    def ranked(
+        self,
+        *,
+        agent_id: str | None,
+        role: str | None,
+        project: str | None,
+        task: str | None,
+        available_only: bool,
+        min_performance: float | None,
+        expertise: list[str],
+        limit: int,
+    ) -> tuple[int, list[tuple[int, domain.Agent]]]:
+        """(how many match, the best ``limit`` as (score, agent)), best first, ties by id."""
+        # Set algebra and C-level key lookups: a lookup over thousands of matches stays fast.
+        ids = self._id_set(agent_id, role, project)
+        if available_only:
+            ids = ids & self._available
+        if task is not None:
+            ids = {i for i in ids if self._agents[i].task in (None, task)}
+        if min_performance is not None:
+            ids = {i for i in ids if self._agents[i].performance >= min_performance}
+        for want in (w.lower() for w in expertise):
+            by_cap = self._by_cap.get(want, set())
+            ids = (ids & by_cap) | {i for i in ids - by_cap if want in self._special.get(i, "")}
+        return len(ids), [(score, self._agents[i]) for score, i in self._best(ids, limit)]
+
+    def _best(self, ids: set[str], limit: int) -> list[tuple[int, str]]:
+        if len(ids) <= 4 * limit:
+            return [(-k[0], k[1]) for k in sorted(self._keys[i] for i in ids)[:limit]]
+        # Many matches: walk the score buckets from the top; each step is a C-level
+        # intersection, and the walk stops as soon as ``limit`` are found.
+        best: list[tuple[int, str]] = []
+        for score in sorted(self._by_score, reverse=True):
+            hit = ids & self._by_score[score]
+            if hit:
+                best.extend((score, i) for i in sorted(hit)[: limit - len(best)])
+                if len(best) >= limit:
+                    break
+        return best
+
+    def _id_set(self, agent_id: str | None, role: str | None, project: str | None) -> set[str]:
+        if agent_id is not None:
+            agent = self._agents.get(agent_id)
+            if agent is None or (role is not None and agent.role != role):
+                return set()
+            if project is not None and agent.project not in (None, project):
+                return set()
+            return {agent_id}
+        empty: set[str] = set()
+        anywhere = self._by_project.get(_ANY, empty)
+        if role is not None:
+            by_role = self._by_role.get(role, empty)
+            if project is None:
+                return set(by_role)
+            return (by_role & self._by_project.get(project, empty)) | (by_role & anywhere)
+        if project is not None:
+            return self._by_project.get(project, empty) | anywhere
+        return set(self._agents)
 
     def completions(self, prefix: str, limit: int) -> list[str]:
         """Concrete addresses (without the scheme) of agents whose id starts with ``prefix``."""
