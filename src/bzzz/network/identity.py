@@ -5,7 +5,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from cryptography.exceptions import InvalidSignature
@@ -31,26 +31,20 @@ def node_id_for(public_key: bytes) -> str:
 
 @dataclass(frozen=True, slots=True)
 class NodeIdentity:
-    """The signing key of this node."""
+    """This node's signing key; its public forms are derived once, as every envelope uses them."""
 
     private_key: Ed25519PrivateKey
+    public_key: bytes = field(init=False)
+    public_key_b64: str = field(init=False)
+    node_id: str = field(init=False)
 
-    @property
-    def public_key(self) -> bytes:
-        """The raw public key."""
-        return self.private_key.public_key().public_bytes(
+    def __post_init__(self) -> None:
+        raw = self.private_key.public_key().public_bytes(
             serialization.Encoding.Raw, serialization.PublicFormat.Raw
         )
-
-    @property
-    def public_key_b64(self) -> str:
-        """The public key as unpadded URL-safe base64, as it travels in envelopes."""
-        return _b64(self.public_key)
-
-    @property
-    def node_id(self) -> str:
-        """This node's id."""
-        return node_id_for(self.public_key)
+        object.__setattr__(self, "public_key", raw)
+        object.__setattr__(self, "public_key_b64", _b64(raw))
+        object.__setattr__(self, "node_id", node_id_for(raw))
 
     def sign(self, data: bytes) -> str:
         """Sign bytes; the signature as unpadded URL-safe base64."""
