@@ -248,7 +248,7 @@ class ConversationService:
         participants = list(dict.fromkeys([creator.id, *params.participants]))
         async with self._db.session() as session:
             repo = Repository(session)
-            unknown = [p for p in participants if await repo.agent(p) is None]
+            unknown = [p for p in participants if self._agents.directory.get(p) is None]
             active = await repo.count_active_threads()
         if unknown:
             raise AgentNotFound(

@@ -48,7 +48,6 @@ from bzzz.schemas import (
     ThreadInput,
     validate_input,
 )
-from bzzz.store.repository import Repository
 
 logger = logging.getLogger(__name__)
 
@@ -356,8 +355,7 @@ def _register_resources(server: BzzzMCP, node: Node, sessions: SessionRegistry) 
     ) -> Completion | None:
         if not isinstance(ref, ResourceTemplateReference) or argument.name != "address":
             return None
-        async with node.db.session() as session:
-            values = await Repository(session).address_completions(argument.value, limit=100)
+        values = node.agents.directory.completions(argument.value, limit=100)
         return Completion(values=values, total=len(values), has_more=len(values) >= 100)
 
     async def on_events(matched: Any) -> None:

@@ -6,11 +6,10 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import func, or_, select, update
+from sqlalchemy import func, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from bzzz import domain
-from bzzz.address import agent_address
 from bzzz.domain import ACTIVE_TASK_STATUSES
 from bzzz.store.models import (
     ActivityRow,
@@ -146,17 +145,6 @@ class Repository:
 
     # --- idempotency -------------------------------------------------------------------------
 
-    async def applied(self, envelope_ids: Sequence[str]) -> dict[str, dict[str, Any]]:
-        """Outcomes of the given envelopes that were already applied."""
-        if not envelope_ids:
-            return {}
-        rows = await self.session.execute(
-            select(AppliedEnvelope.id, AppliedEnvelope.outcome).where(
-                AppliedEnvelope.id.in_(list(envelope_ids))
-            )
-        )
-        return {row.id: dict(row.outcome) for row in rows}
-
     async def max_applied_seq(self) -> int:
         """The log sequence of the newest applied envelope (0 when none)."""
         value = (await self.session.execute(select(func.max(AppliedEnvelope.seq)))).scalar_one()
@@ -169,78 +157,10 @@ class Repository:
         row = await self.session.get(AgentRow, agent_id)
         return agent_from_row(row) if row else None
 
-    async def agents_matching(
-        self,
-        *,
-        agent_id: str | None,
-        role: str | None,
-        project: str | None,
-        task: str | None,
-        online_only: bool = False,
-        limit: int | None = None,
-    ) -> list[domain.Agent]:
-        """Agents whose declared id/role/project/task fit; undeclared project/task fit any."""
-        query = select(AgentRow)
-        if agent_id is not None:
-            query = query.where(AgentRow.id == agent_id)
-        if role is not None:
-            query = query.where(AgentRow.role == role)
-        if project is not None:
-            query = query.where(or_(AgentRow.project == project, AgentRow.project.is_(None)))
-        if task is not None:
-            query = query.where(or_(AgentRow.task == task, AgentRow.task.is_(None)))
-        if online_only:
-            query = query.where(AgentRow.status != domain.AgentStatus.OFFLINE.value)
-        if limit is not None:
-            query = query.limit(limit)
-        rows = (await self.session.scalars(query)).all()
-        return [agent_from_row(row) for row in rows]
-
     async def all_agents(self) -> list[domain.Agent]:
         """Every agent (the directory's start-up load)."""
         rows = await self.session.scalars(select(AgentRow))
         return [agent_from_row(row) for row in rows]
-
-    async def agents_of_session(self, node_id: str, session_id: str) -> list[domain.Agent]:
-        """Online agents announced by one session of one node."""
-        rows = await self.session.scalars(
-            select(AgentRow).where(
-                AgentRow.node_id == node_id,
-                AgentRow.session_id == session_id,
-                AgentRow.status != domain.AgentStatus.OFFLINE.value,
-            )
-        )
-        return [agent_from_row(row) for row in rows]
-
-    async def online_agents_of_node(self, node_id: str) -> list[domain.Agent]:
-        """Online agents hosted by a node."""
-        rows = await self.session.scalars(
-            select(AgentRow).where(
-                AgentRow.node_id == node_id, AgentRow.status != domain.AgentStatus.OFFLINE.value
-            )
-        )
-        return [agent_from_row(row) for row in rows]
-
-    async def count_agents(self, online_only: bool = True) -> int:
-        """How many agents (online ones by default)."""
-        query = select(func.count()).select_from(AgentRow)
-        if online_only:
-            query = query.where(AgentRow.status != domain.AgentStatus.OFFLINE.value)
-        return int((await self.session.execute(query)).scalar_one())
-
-    async def address_completions(self, prefix: str, limit: int) -> list[str]:
-        """Concrete addresses (without the scheme) of agents whose id starts with ``prefix``."""
-        stem = prefix.removeprefix("bzzz://").split(":", 1)[0]
-        escaped = stem.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
-        rows = await self.session.scalars(
-            select(AgentRow)
-            .where(AgentRow.id.like(f"{escaped}%", escape="\\"))
-            .order_by(AgentRow.id)
-            .limit(limit)
-        )
-        return [
-            agent_address(r.id, r.role, r.project, r.task).removeprefix("bzzz://") for r in rows
-        ]
 
     async def activity(self, agent_id: str, limit: int) -> list[domain.Activity]:
         """An agent's recent activity, newest first."""
@@ -345,15 +265,6 @@ class Repository:
         return int((await self.session.execute(query)).scalar_one())
 
     # --- subscriptions, events, deliveries ---------------------------------------------------
-
-    async def subscriptions_of_node(self, node_id: str) -> list[domain.Subscription]:
-        """Active subscriptions owned by a node."""
-        rows = await self.session.scalars(
-            select(SubscriptionRow).where(
-                SubscriptionRow.node_id == node_id, SubscriptionRow.status == "active"
-            )
-        )
-        return [subscription_from_row(r) for r in rows]
 
     async def subscription(self, subscription_id: str) -> domain.Subscription | None:
         """One subscription."""
