@@ -172,22 +172,7 @@ class AgentService:
             expertise=criteria.expertise,
             limit=params.limit,
         )
-        matches = [
-            {
-                "id": agent.id,
-                "role": agent.role,
-                "capabilities": agent.capabilities,
-                "specialization": agent.specialization,
-                "status": agent.status,
-                "available": agent.available,
-                "performance": agent.performance,
-                "project": agent.project,
-                "task": agent.task,
-                "address": agent_address(agent.id, agent.role, agent.project, agent.task),
-                "score": score,
-            }
-            for score, agent in scored
-        ]
+        matches = [agent_info(agent) | {"score": score} for score, agent in scored]
         return {
             "success": True,
             "address": params.semantic_address,
