@@ -11,7 +11,7 @@ from typing import Any
 
 import anyio
 import pytest
-from mcp import MCPError
+from mcp import Client, MCPError
 from mcp_checks import ClientFactory, announce, assert_no_leak, call_ok
 from mcp_types import ResourceTemplateReference, ResourceUpdatedNotification
 
@@ -285,3 +285,18 @@ async def test_logging_set_level_is_accepted_and_applied(connect: ClientFactory)
         error = logging.getLogger("bzzz").level
 
     assert (debug, error) == (logging.DEBUG, logging.ERROR)
+
+
+async def test_a_2026_protocol_listener_hears_its_subscription_resource_change(
+    mcp_server: Any,
+) -> None:
+    server, _ = mcp_server
+    async with Client(server) as watcher, Client(server) as other:
+        sub = await call_ok(watcher, "bzzz_subscribe", {"event_types": ["agent_announcement"]})
+        uri = sub["resource_uri"]
+        async with watcher.listen(resource_subscriptions=[uri]) as stream:
+            await announce(other, "late-1")
+            with anyio.fail_after(WAIT):
+                event = await stream.__anext__()
+
+    assert str(event.uri) == uri

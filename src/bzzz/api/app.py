@@ -74,7 +74,10 @@ def _metrics(node: Node) -> str:
 
 def build_app(node: Node, server: BzzzMCP, host: str) -> Starlette:
     """The node's HTTP app (MCP session manager started by its lifespan)."""
-    mcp_app = server.streamable_http_app(streamable_http_path="/mcp", host=host)
+    # Plain JSON answers to POSTs: every tool answers at once (no progress to stream), and the
+    # SDK's client then keeps one connection instead of opening one per call; notifications
+    # (resources/updated) still travel on the session's GET stream.
+    mcp_app = server.streamable_http_app(streamable_http_path="/mcp", host=host, json_response=True)
 
     async def healthz(request: Request) -> Response:
         body: dict[str, Any] = node.status()

@@ -9,6 +9,7 @@ from typing import Annotated, Any
 from mcp.server.context import ServerRequestContext
 from mcp.server.mcpserver import Context, MCPServer, ResourceSecurity
 from mcp.server.mcpserver.exceptions import ResourceError, ToolError, UnexpectedToolError
+from mcp.server.subscriptions import InMemorySubscriptionBus, ResourceUpdated
 from mcp_types import (
     CallToolResult,
     Completion,
@@ -141,7 +142,15 @@ def _args(**kwargs: Any) -> dict[str, Any]:
 
 def build_server(node: Node) -> tuple[BzzzMCP, SessionRegistry]:
     """The MCP server of a node, and its session registry."""
-    server = BzzzMCP("bzzz", version="0.1.0", instructions=INSTRUCTIONS, log_level="WARNING")
+    # Our own bus, so that events arriving outside any request reach 2026-protocol listeners.
+    bus = InMemorySubscriptionBus()
+    server = BzzzMCP(
+        "bzzz",
+        version="0.1.0",
+        instructions=INSTRUCTIONS,
+        log_level="WARNING",
+        subscriptions=bus,
+    )
 
     async def session_ended(caller: Any) -> None:
         await node.agents.session_ended(caller)
@@ -281,7 +290,7 @@ def build_server(node: Node) -> tuple[BzzzMCP, SessionRegistry]:
         return await run(SubscribeOutput, node.subscriptions.subscribe(caller, params, subscriber))
 
     _publish_schemas_only(server)
-    _register_resources(server, node, sessions)
+    _register_resources(server, node, sessions, bus)
     return server, sessions
 
 
@@ -293,7 +302,9 @@ def _publish_schemas_only(server: BzzzMCP) -> None:
         tool.fn_metadata.output_model = None
 
 
-def _register_resources(server: BzzzMCP, node: Node, sessions: SessionRegistry) -> None:
+def _register_resources(
+    server: BzzzMCP, node: Node, sessions: SessionRegistry, bus: InMemorySubscriptionBus
+) -> None:
     @server.resource(
         "bzzz://{+address}",
         name="bzzz-address",
@@ -361,5 +372,7 @@ def _register_resources(server: BzzzMCP, node: Node, sessions: SessionRegistry) 
     async def on_events(matched: Any) -> None:
         uris = {subscription_uri(sub.id) for sub, _ in matched}
         await sessions.notify_updated(uris)
+        for uri in uris:
+            await bus.publish(ResourceUpdated(uri=uri))
 
     node.projector.add_listener(on_events)

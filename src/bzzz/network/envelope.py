@@ -9,7 +9,7 @@ from typing import Annotated, Any
 from pydantic import BaseModel, ConfigDict, StringConstraints, ValidationError
 from ulid import ULID
 
-from bzzz.network.identity import NodeIdentity, node_id_for, unb64, verify_signature
+from bzzz.network.identity import NodeIdentity, origin_of, verify_signature
 
 
 class Envelope(BaseModel):
@@ -84,10 +84,10 @@ def open_envelope(data: bytes, network: str) -> Envelope:
     if envelope.network != network:
         raise EnvelopeRejected("wrong_network")
     try:
-        key = unb64(envelope.origin_key)
+        origin, _ = origin_of(envelope.origin_key)
     except ValueError as exc:
         raise EnvelopeRejected("bad_key") from exc
-    if node_id_for(key) != envelope.origin:
+    if origin != envelope.origin:
         raise EnvelopeRejected("origin_mismatch")
     if not verify_signature(envelope.origin_key, envelope.sig, envelope.signing_bytes()):
         raise EnvelopeRejected("bad_signature")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import functools
 import hashlib
 import os
 from dataclasses import dataclass, field
@@ -77,10 +78,20 @@ class NodeIdentity:
         return cls(key)
 
 
+@functools.lru_cache(maxsize=4096)
+def origin_of(public_key_b64: str) -> tuple[str, Ed25519PublicKey]:
+    """The node id and key object of an origin key (cached: a network has few nodes).
+
+    Raises ValueError for a key that is not base64 of a 32-byte Ed25519 public key.
+    """
+    raw = unb64(public_key_b64)
+    return node_id_for(raw), Ed25519PublicKey.from_public_bytes(raw)
+
+
 def verify_signature(public_key_b64: str, signature_b64: str, data: bytes) -> bool:
     """True when ``signature_b64`` is a valid signature of ``data`` by that key."""
     try:
-        key = Ed25519PublicKey.from_public_bytes(unb64(public_key_b64))
+        _, key = origin_of(public_key_b64)
         key.verify(unb64(signature_b64), data)
     except (InvalidSignature, ValueError):
         return False

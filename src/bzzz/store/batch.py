@@ -28,6 +28,7 @@ from bzzz.store.projection import (
     ONLINE,
     SEEN,
     STAGED,
+    STAGED_MESSAGE_IDS,
     Applied,
     Outcome,
     ProjectionLimits,
@@ -104,6 +105,7 @@ def apply_batch(
     session.info[STAGED] = {}
     session.info[SEEN] = {}
     session.info[ONLINE] = None if isolate else ctx.online_agents
+    session.info[STAGED_MESSAGE_IDS] = set()
     result = BatchResult()
     ids = [env.id for env, _ in envelopes]
     # Plain Core on the session's connection: the ORM execute path costs far more per call.

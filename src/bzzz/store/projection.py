@@ -12,9 +12,9 @@ import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import Any, cast
 
-from sqlalchemy import func, select
+from sqlalchemy import Table, func, select
 from sqlalchemy.orm import Session
 
 from bzzz import domain
@@ -150,15 +150,18 @@ def _check_message(session: Session, p: dict[str, Any]) -> list[str]:
     if not isinstance(p["content"], dict):
         raise TypeError("content must be an object")
     recipients = _check_names(p["recipients"], "recipients")
-    staged = session.info.get(STAGED, {}).get(MessageRow, [])
-    if session.get(MessageRow, message_id) is not None or any(
-        row["id"] == message_id for row in staged
-    ):
+    staged = session.info.setdefault(STAGED_MESSAGE_IDS, set())
+    # Core, not session.get: no autoflush and no ORM load on the hottest path of the log.
+    messages = cast(Table, MessageRow.__table__)
+    stored = session.connection().execute(select(messages.c.id).where(messages.c.id == message_id))
+    if message_id in staged or stored.first() is not None:
         raise ValueError(f"message {message_id} exists already")
+    staged.add(message_id)
     return list(dict.fromkeys(recipients))
 
 
 STAGED = "bzzz_staged_rows"
+STAGED_MESSAGE_IDS = "bzzz_staged_message_ids"
 
 
 def stage(session: Session, model: type[Any], **values: Any) -> None:
