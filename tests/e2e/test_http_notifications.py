@@ -16,7 +16,7 @@ from .support import HttpNode, call, node_env
 pytestmark = [
     pytest.mark.integration,
     # Real hosts speak the 2025-11-25 protocol, where resources/subscribe is how it is done.
-    pytest.mark.filterwarnings("ignore:resources/subscribe is removed:DeprecationWarning"),
+    pytest.mark.filterwarnings("ignore::mcp.MCPDeprecationWarning"),
 ]
 
 
