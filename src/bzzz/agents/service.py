@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import logging
+from collections import OrderedDict
+from datetime import datetime
 from typing import Any
 
 from bzzz import domain
@@ -16,6 +18,8 @@ from bzzz.store.directory import AgentDirectory
 from bzzz.store.repository import Repository
 
 logger = logging.getLogger(__name__)
+
+INFO_CACHE_SIZE = 10_000
 
 
 def agent_info(agent: domain.Agent) -> dict[str, Any]:
@@ -118,6 +122,7 @@ class AgentService:
         self._db = db
         self._log = log
         self.directory = directory
+        self._infos: OrderedDict[str, tuple[domain.Agent, datetime, dict[str, Any]]] = OrderedDict()
         self._max_agents = max_agents
 
     async def announce(self, caller: Caller, params: AnnounceInput) -> dict[str, Any]:
@@ -158,6 +163,19 @@ class AgentService:
             details={"agent_id": agent_id},
         )
 
+    def _info(self, agent: domain.Agent) -> dict[str, Any]:
+        # Lookups show the same popular agents again and again; their JSON is kept while the
+        # directory's object for them (and its last activity) stays the same.
+        cached = self._infos.get(agent.id)
+        if cached is not None and cached[0] is agent and cached[1] == agent.last_activity:
+            self._infos.move_to_end(agent.id)
+            return cached[2]
+        info = agent_info(agent)
+        self._infos[agent.id] = (agent, agent.last_activity, info)
+        if len(self._infos) > INFO_CACHE_SIZE:
+            self._infos.popitem(last=False)
+        return info
+
     async def lookup(self, params: LookupInput) -> dict[str, Any]:
         """Agents matching an address and filters, best first."""
         address = parse_address(params.semantic_address)
@@ -172,7 +190,7 @@ class AgentService:
             expertise=criteria.expertise,
             limit=params.limit,
         )
-        matches = [agent_info(agent) | {"score": score} for score, agent in scored]
+        matches = [self._info(agent) | {"score": score} for score, agent in scored]
         return {
             "success": True,
             "address": params.semantic_address,

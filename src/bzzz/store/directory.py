@@ -163,7 +163,9 @@ class AgentDirectory:
             ids = {i for i in ids if self._agents[i].performance >= min_performance}
         for want in (w.lower() for w in expertise):
             by_cap = self._by_cap.get(want, set())
-            ids = (ids & by_cap) | {i for i in ids - by_cap if want in self._special.get(i, "")}
+            # Only agents with a specialization can match inside it: intersect first (in C).
+            rest = (ids - by_cap) & self._special.keys()
+            ids = (ids & by_cap) | {i for i in rest if want in self._special[i]}
         return len(ids), [(score, self._agents[i]) for score, i in self._best(ids, limit)]
 
     def _best(self, ids: set[str], limit: int) -> list[tuple[int, str]]:
