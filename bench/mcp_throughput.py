@@ -1,7 +1,10 @@
-"""MCP throughput: bzzz_post and bzzz_lookup on `bzzz serve` against a no-op tool on a bare MCPServer.
+"""MCP throughput: bzzz_post and bzzz_lookup on `bzzz serve` vs a no-op tool on a bare MCPServer.
 
 One run spawns both servers (a fresh `bzzz serve` with its embedded nats-server and SQLite in a
-temporary data directory, and bench/noop_server.py), each on a free loopback port. The clients
+temporary data directory, and bench/noop_server.py), each on a free loopback port. The no-op
+server takes bzzz's transport options: the run asks bzzz how it answers a POST (plain JSON or
+SSE) and starts the no-op server the same way (``--other-transport`` adds one on the other,
+for comparison). The clients
 are the official MCP client (``streamable_http_client`` + ``ClientSession``, legacy initialize
 handshake), one session per client. For every tool it measures 1 client, 8 clients as asyncio
 tasks in this process, and 8 clients as 8 processes: calls/s, p50, p99 and mean latency over
@@ -10,8 +13,8 @@ tasks in this process, and 8 clients as 8 processes: calls/s, p50, p99 and mean 
     .venv/bin/python bench/mcp_throughput.py [--calls 2000] [--profile]
 
 Prints a table and writes bench/results/mcp_throughput.json. ``--profile`` also samples the
-bzzz process with py-spy during its measured phases (figures from such a run are slower; the
-summaries land in bench/results/profile_*.txt).
+server processes with py-spy during the measured phases (figures from such a run are slower;
+the collapsed stacks and their summaries land in bench/results/profile_*.folded / .txt).
 """
 
 from __future__ import annotations
@@ -21,27 +24,36 @@ import asyncio
 import contextlib
 import json
 import os
-import platform
-import shutil
 import signal
 import socket
 import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import AsyncIterator, Iterator
-from dataclasses import asdict, dataclass, field
+from collections.abc import AsyncIterator
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 import httpx
-from mcp import ClientSession
+from mcp.client.session import ClientSession
 from mcp.client.streamable_http import streamable_http_client
 
-BENCH = Path(__file__).resolve().parent
+import profile_summary
+from benchutil import (
+    CpuWindow,
+    code_version,
+    cpu_seconds,
+    descendants,
+    machine,
+    percentile,
+    wait_for_quiet,
+)
+
+SCRIPT = Path(__file__).resolve()
+BENCH = SCRIPT.parent
 RESULTS = BENCH / "results"
 HOST = "127.0.0.1"
-CLK_TCK = os.sysconf("SC_CLK_TCK")
 POPULATION = 50  # agents announced before the lookups, half of them reviewers
 LOOKUP_ADDRESS = "bzzz://*:reviewer@*"
 OTHER_ROLES = ("developer", "architect", "tester")
@@ -55,7 +67,7 @@ CAPABILITIES = ("python", "go", "rust", "security", "testing", "docs", "sql", "f
 class Workload:
     """One tool on one server, and the arguments of each call."""
 
-    server: str  # "bzzz" or "noop"
+    server: str  # "bzzz", "noop" (bzzz's transport) or "noop-other" (the other transport)
     tool: str
     announce: bool  # bzzz clients announce their own agent first
 
@@ -75,6 +87,7 @@ class Workload:
 
 WORKLOADS = (
     Workload("noop", "noop", announce=False),
+    Workload("noop-other", "noop", announce=False),  # only with --other-transport
     Workload("bzzz", "bzzz_lookup", announce=True),
     Workload("bzzz", "bzzz_post", announce=True),
 )
@@ -111,15 +124,9 @@ class Figures:
     server_cpu_ms_per_call: float
     nats_cpu_pct: float | None
     client_cpu_pct: float
+    others_cpu_pct: float
+    busy_before_pct: float = 0.0
     first_error: str | None = None
-
-
-def percentile(sorted_values: list[float], pct: float) -> float:
-    """Nearest-rank percentile of an ascending list."""
-    if not sorted_values:
-        return float("nan")
-    rank = max(1, round(pct / 100 * len(sorted_values) + 0.5))
-    return sorted_values[min(rank, len(sorted_values)) - 1]
 
 
 # --- processes ---------------------------------------------------------------------------------
@@ -130,35 +137,6 @@ def free_port() -> int:
     with socket.socket() as sock:
         sock.bind((HOST, 0))
         return int(sock.getsockname()[1])
-
-
-def _children(pid: int) -> list[int]:
-    found: list[int] = []
-    with contextlib.suppress(OSError):
-        for task in Path(f"/proc/{pid}/task").iterdir():
-            text = (task / "children").read_text()
-            found.extend(int(child) for child in text.split())
-    return found
-
-
-def descendants(pid: int) -> list[int]:
-    """Every process below ``pid`` (Linux /proc)."""
-    result, todo = [], [pid]
-    while todo and len(result) < 1000:
-        kids = _children(todo.pop())
-        result.extend(kids)
-        todo.extend(kids)
-    return result
-
-
-def cpu_seconds(pids: list[int]) -> float:
-    """User + system CPU seconds of these processes (0 for ones that are gone)."""
-    total = 0
-    for pid in pids:
-        with contextlib.suppress(OSError):
-            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-            total += int(fields[11]) + int(fields[12])
-    return total / CLK_TCK
 
 
 class ServerProcess:
@@ -294,8 +272,35 @@ class Plan:
         return -(-self.calls // clients), max(5, self.warmup // clients)
 
 
+class Meter:
+    """CPU over the measured phase: the server, its nats-server, the clients, everything else."""
+
+    def __init__(self, server: ServerProcess) -> None:
+        self.server_pid = server.proc.pid
+        self.nats_pids = server.extra_pids()
+        self.cpu: dict[str, float] = {}
+
+    def start(self) -> None:
+        """The measured phase begins."""
+        self._server0 = cpu_seconds([self.server_pid])
+        self._nats0 = cpu_seconds(self.nats_pids)
+        self._window = CpuWindow([self.server_pid, *self.nats_pids, os.getpid()])
+        self._client0 = time.process_time()
+
+    def stop(self, worker_cpu: float | None = None) -> None:
+        """It ends; ``worker_cpu``: the client processes' CPU (None: clients are this process)."""
+        own = time.process_time() - self._client0
+        window = self._window.stop(extra_ours=worker_cpu or 0.0)
+        self.cpu = {
+            "server": cpu_seconds([self.server_pid]) - self._server0,
+            "nats": cpu_seconds(self.nats_pids) - self._nats0,
+            "clients": own if worker_cpu is None else worker_cpu,
+            "others": window["others"],
+        }
+
+
 async def run_tasks(
-    url: str, workload: Workload, clients: int, plan: Plan, tag: str
+    url: str, workload: Workload, clients: int, plan: Plan, tag: str, meter: Meter
 ) -> list[ClientRun]:
     """``clients`` sessions in this process, as asyncio tasks, started together after warm-up."""
     per_client, warm = plan.share(clients)
@@ -308,11 +313,13 @@ async def run_tasks(
             for i, session in enumerate(sessions):
                 tg.create_task(warm_up(session, workload, i, warm))
         deadline = time.monotonic() + plan.max_seconds
+        meter.start()
         async with asyncio.TaskGroup() as tg:
             tasks = [
                 tg.create_task(measure(session, workload, i, per_client, deadline))
                 for i, session in enumerate(sessions)
             ]
+        meter.stop()
         return [task.result() for task in tasks]
 
 
@@ -346,7 +353,7 @@ async def _read_line(proc: asyncio.subprocess.Process, within: float) -> bytes:
 
 
 async def run_processes(
-    url: str, workload: Workload, clients: int, plan: Plan, tag: str
+    url: str, workload: Workload, clients: int, plan: Plan, tag: str, meter: Meter
 ) -> list[ClientRun]:
     """``clients`` client processes, released together once all have warmed up."""
     per_client, warm = plan.share(clients)
@@ -364,7 +371,7 @@ async def run_processes(
         procs.append(
             await asyncio.create_subprocess_exec(
                 sys.executable,
-                str(Path(__file__).resolve()),
+                str(SCRIPT),
                 "--worker",
                 json.dumps(spec),
                 stdin=asyncio.subprocess.PIPE,
@@ -374,12 +381,15 @@ async def run_processes(
     try:
         for proc in procs:
             await _read_line(proc, 120)
+        meter.start()
         for proc in procs:
             assert proc.stdin is not None
             proc.stdin.write(b"go\n")
             await proc.stdin.drain()
         lines = [await _read_line(proc, plan.max_seconds + 60) for proc in procs]
-        return [ClientRun(**json.loads(line)) for line in lines]
+        runs = [ClientRun(**json.loads(line)) for line in lines]
+        meter.stop(worker_cpu=sum(run.cpu_seconds for run in runs))
+        return runs
     finally:
         for proc in procs:
             if proc.returncode is None:
@@ -395,39 +405,20 @@ async def run_processes(
 
 @dataclass(slots=True)
 class Servers:
-    """The two servers of the run, and py-spy when profiling."""
+    """The servers of the run by name, and how to measure."""
 
-    bzzz: ServerProcess
-    noop: ServerProcess
+    processes: dict[str, ServerProcess]
     profile: bool = False
+    quiet_wait: float = 0.0
 
     def of(self, workload: Workload) -> ServerProcess:
         """The server a workload talks to."""
-        return self.bzzz if workload.server == "bzzz" else self.noop
+        return self.processes[workload.server]
 
-
-@contextlib.contextmanager
-def py_spy(pid: int, name: str, enabled: bool) -> Iterator[None]:
-    """Sample ``pid`` with py-spy (collapsed stacks) while the block runs."""
-    exe = shutil.which("py-spy") or str(Path(sys.executable).parent / "py-spy")
-    if not enabled or not Path(exe).exists():
-        yield
-        return
-    out = RESULTS / f"profile_{name}.folded"
-    spy = subprocess.Popen(
-        [exe, "record", "--pid", str(pid), "--rate", "250", "--format", "raw", "-o", str(out)],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    time.sleep(1.0)  # let py-spy attach before the measured phase
-    try:
-        yield
-    finally:
-        spy.send_signal(signal.SIGINT)
-        try:
-            spy.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            spy.kill()
+    @property
+    def workloads(self) -> list[Workload]:
+        """The workloads whose server runs."""
+        return [w for w in WORKLOADS if w.server in self.processes]
 
 
 def summarize(
@@ -453,7 +444,8 @@ def summarize(
         server_cpu_pct=round(100 * cpu["server"] / seconds, 1),
         server_cpu_ms_per_call=round(1000 * cpu["server"] / max(calls, 1), 3),
         nats_cpu_pct=round(100 * cpu["nats"] / seconds, 1) if workload.server == "bzzz" else None,
-        client_cpu_pct=round(100 * sum(run.cpu_seconds for run in runs) / seconds, 1),
+        client_cpu_pct=round(100 * cpu["clients"] / seconds, 1),
+        others_cpu_pct=round(100 * cpu["others"] / seconds, 1),
         first_error=next((run.first_error for run in runs if run.first_error), None),
     )
 
@@ -463,20 +455,24 @@ async def run_config(
 ) -> Figures:
     """Measure one (workload, clients, mode), with the server's CPU over the same window."""
     server = servers.of(workload)
-    extra = server.extra_pids()
     tag = f"{mode[0]}{clients}-{workload.tool}-{int(time.time() * 1000) % 100000}"
     runner = run_tasks if mode == "tasks" else run_processes
-    cpu0 = cpu_seconds([server.proc.pid]), cpu_seconds(extra)
-    name = f"{workload.tool}_{clients}{mode[0]}"
-    with py_spy(server.proc.pid, name, servers.profile and workload.server == "bzzz"):
-        runs = await runner(server.url, workload, clients, plan, tag)
-    cpu1 = cpu_seconds([server.proc.pid]), cpu_seconds(extra)
-    # CPU spent during warm-up and session set-up is counted too; scale it to the measured share.
-    measured = sum(len(r.latencies_ms) for r in runs)
-    total = measured + plan.share(clients)[1] * clients
-    share = measured / total if total else 1.0
-    cpu = {"server": (cpu1[0] - cpu0[0]) * share, "nats": (cpu1[1] - cpu0[1]) * share}
-    return summarize(workload, clients, mode, runs, cpu)
+    meter = Meter(server)
+    busy = await asyncio.to_thread(wait_for_quiet, servers.quiet_wait) if servers.quiet_wait else 0
+    label = workload.server if workload.tool == "noop" else workload.tool
+    name = f"{label}_{clients}{mode[0]}"
+    with contextlib.ExitStack() as spies:
+        out = RESULTS / f"profile_{name}.folded"
+        spies.enter_context(
+            profile_summary.recording(server.proc.pid, out, enabled=servers.profile)
+        )
+        if mode == "tasks":  # the clients are this process: profile them too
+            out = RESULTS / f"profile_client_{name}.folded"
+            spies.enter_context(
+                profile_summary.recording(os.getpid(), out, enabled=servers.profile)
+            )
+        runs = await runner(server.url, workload, clients, plan, tag, meter)
+    return replace(summarize(workload, clients, mode, runs, meter.cpu), busy_before_pct=busy)
 
 
 # --- population and the whole run --------------------------------------------------------------
@@ -510,10 +506,10 @@ def configurations(modes: list[str]) -> list[tuple[int, str]]:
 async def run_all(servers: Servers, plan: Plan, modes: list[str]) -> list[Figures]:
     """Every configuration; servers alternate so drift hits both alike."""
     figures = []
-    async with mcp_session(servers.bzzz.url) as population:
+    async with mcp_session(servers.processes["bzzz"].url) as population:
         await populate(population)
         for clients, mode in configurations(modes):
-            for workload in WORKLOADS:
+            for workload in servers.workloads:
                 fig = await run_config(servers, workload, clients, mode, plan)
                 print_row(fig)
                 figures.append(fig)
@@ -523,8 +519,9 @@ async def run_all(servers: Servers, plan: Plan, modes: list[str]) -> list[Figure
 # --- report ------------------------------------------------------------------------------------
 
 HEADER = (
-    f"{'server':6} {'tool':12} {'clients':>9} {'calls':>6} {'err':>4} {'calls/s':>8} "
-    f"{'p50 ms':>7} {'p99 ms':>7} {'mean ms':>7} {'srv CPU':>7} {'nats':>5} {'cli CPU':>7}"
+    f"{'server':10} {'tool':12} {'clients':>9} {'calls':>6} {'err':>4} {'calls/s':>8} "
+    f"{'p50 ms':>7} {'p99 ms':>7} {'mean ms':>7} {'srv CPU':>7} {'nats':>5} {'cli CPU':>7} "
+    f"{'others':>6}"
 )
 
 
@@ -533,9 +530,10 @@ def print_row(fig: Figures) -> None:
     clients = f"{fig.clients} {'task' if fig.mode == 'tasks' else 'proc'}"
     nats = f"{fig.nats_cpu_pct:.0f}%" if fig.nats_cpu_pct is not None else "-"
     print(
-        f"{fig.server:6} {fig.tool:12} {clients:>9} {fig.calls:>6} {fig.errors:>4} "
+        f"{fig.server:10} {fig.tool:12} {clients:>9} {fig.calls:>6} {fig.errors:>4} "
         f"{fig.calls_per_s:>8.1f} {fig.p50_ms:>7.2f} {fig.p99_ms:>7.2f} {fig.mean_ms:>7.2f} "
-        f"{fig.server_cpu_pct:>6.0f}% {nats:>5} {fig.client_cpu_pct:>6.0f}%",
+        f"{fig.server_cpu_pct:>6.0f}% {nats:>5} {fig.client_cpu_pct:>6.0f}% "
+        f"{fig.others_cpu_pct:>5.0f}%",
         flush=True,
     )
     if fig.first_error:
@@ -565,26 +563,6 @@ def verdicts(figures: list[Figures]) -> list[dict[str, Any]]:
     return result
 
 
-def machine() -> dict[str, Any]:
-    """nproc, RAM, CPU model, Python."""
-    mem_kb = 0
-    model = platform.processor()
-    with contextlib.suppress(OSError):
-        for line in Path("/proc/meminfo").read_text().splitlines():
-            if line.startswith("MemTotal:"):
-                mem_kb = int(line.split()[1])
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                model = line.split(":", 1)[1].strip()
-                break
-    return {
-        "nproc": os.cpu_count(),
-        "ram_gb": round(mem_kb / 1024**2, 1),
-        "cpu": model,
-        "python": platform.python_version(),
-    }
-
-
 def print_verdicts(entries: list[dict[str, Any]]) -> None:
     """The targets, one line each."""
     print("\ntargets (bzzz rate >= 0.5 x no-op rate; p50 <= 5 ms for one client):")
@@ -596,14 +574,88 @@ def print_verdicts(entries: list[dict[str, Any]]) -> None:
         print(line)
 
 
+def probe_transport(url: str) -> str:
+    """How a server answers a POST: "json" (``json_response=True``) or "sse"."""
+    body = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "initialize",
+        "params": {
+            "protocolVersion": "2025-11-25",
+            "capabilities": {},
+            "clientInfo": {"name": "bench-probe", "version": "0"},
+        },
+    }
+    headers = {"Accept": "application/json, text/event-stream"}
+    with httpx.Client(timeout=10) as client:
+        response = client.post(url, json=body, headers=headers)
+        session = response.headers.get("mcp-session-id")
+        if session:
+            client.delete(url, headers={"mcp-session-id": session})
+    kind = response.headers.get("content-type", "")
+    return "sse" if kind.startswith("text/event-stream") else "json"
+
+
+def spawn_bzzz(data_dir: Path) -> ServerProcess:
+    """`bzzz serve` on a fresh data directory, healthy."""
+    bzzz = ServerProcess("bzzz", bzzz_command(), bzzz_env(data_dir), RESULTS / "bzzz.log")
+    healthy([bzzz])
+    return bzzz
+
+
+def spawn_noops(transport: str, *, other: bool) -> dict[str, ServerProcess]:
+    """The no-op server on bzzz's ``transport``, and (``other``) on the other one; healthy."""
+    argv = [sys.executable, str(BENCH / "noop_server.py")]
+    json_flag = ["--json-response"]
+    processes = {
+        "noop": ServerProcess(
+            "noop",
+            argv + (json_flag if transport == "json" else []),
+            dict(os.environ),
+            RESULTS / "noop.log",
+        ),
+    }
+    if other:
+        processes["noop-other"] = ServerProcess(
+            "noop-other",
+            argv + ([] if transport == "json" else json_flag),
+            dict(os.environ),
+            RESULTS / "noop-other.log",
+        )
+    healthy(list(processes.values()))
+    return processes
+
+
+def healthy(servers: list[ServerProcess]) -> None:
+    """Wait until every server is healthy; stop them all if one is not."""
+    try:
+        for server in servers:
+            server.wait_healthy()
+    except BaseException:
+        for server in servers:
+            server.stop()
+        raise
+
+
 def main() -> None:
-    """Spawn both servers, run every configuration, print and write the figures."""
+    """Spawn the servers, run every configuration, print and write the figures."""
     parser = argparse.ArgumentParser(description="MCP throughput: bzzz vs a no-op MCPServer")
     parser.add_argument("--calls", type=int, default=2000, help="measured calls per config")
     parser.add_argument("--warmup", type=int, default=200, help="warm-up calls per config")
     parser.add_argument("--max-seconds", type=float, default=120.0, help="bound per config")
     parser.add_argument("--modes", default="tasks,processes", help="8-client modes to run")
-    parser.add_argument("--profile", action="store_true", help="py-spy the bzzz process")
+    parser.add_argument("--profile", action="store_true", help="py-spy the server processes")
+    parser.add_argument(
+        "--quiet-wait",
+        type=float,
+        default=180.0,
+        help="before each config, wait up to this many seconds for the machine to be idle",
+    )
+    parser.add_argument(
+        "--other-transport",
+        action="store_true",
+        help="also measure the no-op server on the other transport (SSE vs plain JSON)",
+    )
     parser.add_argument("--output", default=str(RESULTS / "mcp_throughput.json"))
     parser.add_argument("--worker", help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -613,33 +665,27 @@ def main() -> None:
     plan = Plan(args.calls, args.warmup, args.max_seconds)
     RESULTS.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="bzzz-bench-") as tmp:
-        bzzz = ServerProcess(
-            "bzzz", bzzz_command(), bzzz_env(Path(tmp) / "data"), RESULTS / "bzzz.log"
-        )
-        noop = ServerProcess(
-            "noop",
-            [sys.executable, str(BENCH / "noop_server.py")],
-            dict(os.environ),
-            RESULTS / "noop.log",
-        )
+        processes = {"bzzz": spawn_bzzz(Path(tmp) / "data")}
         try:
-            bzzz.wait_healthy()
-            noop.wait_healthy()
+            transport = probe_transport(processes["bzzz"].url)
+            processes |= spawn_noops(transport, other=args.other_transport)
+            print(f"bzzz answers POSTs with {transport}; the no-op server does the same")
             print(HEADER)
-            figures = asyncio.run(
-                run_all(Servers(bzzz, noop, args.profile), plan, args.modes.split(","))
-            )
+            servers = Servers(processes, args.profile, args.quiet_wait)
+            figures = asyncio.run(run_all(servers, plan, args.modes.split(",")))
         finally:
-            bzzz.stop()
-            noop.stop()
+            for server in processes.values():
+                server.stop()
     entries = verdicts(figures)
     print_verdicts(entries)
     report = {
         "benchmark": "mcp_throughput",
         "machine": machine(),
+        "code": code_version(),
         "plan": asdict(plan),
         "population": POPULATION,
         "lookup_address": LOOKUP_ADDRESS,
+        "bzzz_transport": transport,
         "profiled": args.profile,
         "results": [asdict(f) for f in figures],
         "targets": entries,

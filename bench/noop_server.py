@@ -26,15 +26,17 @@ from starlette.routing import Mount, Route
 HOST = "127.0.0.1"
 
 
-def build_app() -> Starlette:
-    """The no-op MCP server mounted like bzzz's node app."""
+def build_app(json_response: bool = False) -> Starlette:
+    """The no-op MCP server mounted like bzzz's node app (``json_response``: an experiment)."""
     server = MCPServer("noop", version="0.1.0", log_level="WARNING")
 
     @server.tool(name="noop", description="Does nothing and answers at once.")
     async def noop(text: str = "") -> dict[str, Any]:
         return {"success": True, "echo_length": len(text)}
 
-    mcp_app = server.streamable_http_app(streamable_http_path="/mcp", host=HOST)
+    mcp_app = server.streamable_http_app(
+        streamable_http_path="/mcp", host=HOST, json_response=json_response
+    )
 
     async def healthz(request: Request) -> Response:
         return JSONResponse({"healthy": True})
@@ -53,10 +55,15 @@ def main() -> None:
     """Serve until SIGINT/SIGTERM (uvicorn handles both)."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--port", type=int, required=True)
+    parser.add_argument(
+        "--json-response",
+        action="store_true",
+        help="answer POSTs with plain JSON instead of SSE (bzzz uses SSE; for comparison only)",
+    )
     args = parser.parse_args()
     logging.basicConfig(level=logging.WARNING)
     config = uvicorn.Config(
-        build_app(),
+        build_app(json_response=args.json_response),
         host=HOST,
         port=args.port,
         log_level="warning",
