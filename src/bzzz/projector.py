@@ -80,7 +80,17 @@ class Projector:
     async def restore(self) -> None:
         """Resume after the newest envelope the store has applied (a restart); 0 when new."""
         async with self._db.session() as session:
-            self._applied_seq = max(self._applied_seq, await Repository(session).max_applied_seq())
+            stored = await Repository(session).max_applied_seq()
+        last = await self._bus.last_sequence()
+        if stored > last:
+            # The log was reset under a kept store: replay all of it (ids keep it idempotent).
+            logger.warning(
+                "the store has applied up to sequence %d but the log ends at %d; replaying the log",
+                stored,
+                last,
+            )
+            stored = 0
+        self._applied_seq = max(self._applied_seq, stored)
 
     async def run(self) -> None:
         """Consume the log from just after what the store has applied, until cancelled."""
