@@ -7,7 +7,8 @@ commit with the agent rows the commit touched, so it never runs ahead of the dat
 
 from __future__ import annotations
 
-from collections import defaultdict
+import bisect
+from collections import OrderedDict, defaultdict
 from collections.abc import Iterable
 from datetime import datetime
 
@@ -15,6 +16,8 @@ from bzzz import domain
 from bzzz.address import agent_address
 
 _ANY = ""
+SPECIAL_TERMS_KEPT = 256
+DENSE_SHARE = 50  # matches above 1/50 of all agents: walking the order beats sorting them
 
 
 class AgentDirectory:
@@ -33,7 +36,11 @@ class AgentDirectory:
         self._by_cap: defaultdict[str, set[str]] = defaultdict(set)
         self._special: dict[str, str] = {}
         self._available: set[str] = set()
-        self._by_score: defaultdict[int, set[str]] = defaultdict(set)
+        # Every agent's rank key, kept sorted: a lookup matching many agents walks it from the
+        # top and stops after ``limit`` hits instead of sorting all its matches.
+        self._order: list[tuple[int, str]] = []
+        # Which agents' specializations contain a wanted term (kept for recent terms).
+        self._special_hits: OrderedDict[str, set[str]] = OrderedDict()
 
     def __len__(self) -> int:
         return len(self._agents)
@@ -52,11 +59,14 @@ class AgentDirectory:
         self._online += agent.online
         score = domain.score_agent(agent, [])
         self._keys[agent.id] = (-score, agent.id)
-        self._by_score[score].add(agent.id)
+        bisect.insort(self._order, (-score, agent.id))
         for cap in agent.capabilities:
             self._by_cap[cap.lower()].add(agent.id)
         if agent.specialization:
-            self._special[agent.id] = agent.specialization.lower()
+            special = self._special[agent.id] = agent.specialization.lower()
+            for term, hits in self._special_hits.items():
+                if term in special:
+                    hits.add(agent.id)
         if agent.available:
             self._available.add(agent.id)
         self._agents[agent.id] = agent
@@ -65,11 +75,15 @@ class AgentDirectory:
         self._by_session[(agent.node_id, agent.session_id)].add(agent.id)
 
     def _unindex(self, agent: domain.Agent) -> None:
-        old_score = -self._keys[agent.id][0]
-        self._by_score[old_score].discard(agent.id)
+        key = self._keys[agent.id]
+        at = bisect.bisect_left(self._order, key)
+        if at < len(self._order) and self._order[at] == key:
+            del self._order[at]
         for cap in agent.capabilities:
             self._by_cap[cap.lower()].discard(agent.id)
-        self._special.pop(agent.id, None)
+        if self._special.pop(agent.id, None) is not None:
+            for hits in self._special_hits.values():
+                hits.discard(agent.id)
         self._available.discard(agent.id)
         self._by_role[agent.role].discard(agent.id)
         self._by_project[agent.project or _ANY].discard(agent.id)
@@ -163,21 +177,29 @@ class AgentDirectory:
             ids = {i for i in ids if self._agents[i].performance >= min_performance}
         for want in (w.lower() for w in expertise):
             by_cap = self._by_cap.get(want, set())
-            # Only agents with a specialization can match inside it: intersect first (in C).
-            rest = (ids - by_cap) & self._special.keys()
-            ids = (ids & by_cap) | {i for i in rest if want in self._special[i]}
+            ids = (ids & by_cap) | (ids & self._special_containing(want))
         return len(ids), [(score, self._agents[i]) for score, i in self._best(ids, limit)]
 
+    def _special_containing(self, term: str) -> set[str]:
+        hits = self._special_hits.get(term)
+        if hits is None:
+            hits = {i for i, special in self._special.items() if term in special}
+            self._special_hits[term] = hits
+            if len(self._special_hits) > SPECIAL_TERMS_KEPT:
+                self._special_hits.popitem(last=False)
+        else:
+            self._special_hits.move_to_end(term)
+        return hits
+
     def _best(self, ids: set[str], limit: int) -> list[tuple[int, str]]:
-        if len(ids) <= 4 * limit:
+        if len(ids) * DENSE_SHARE < len(self._agents):
+            # Few matches: sort just them.
             return [(-k[0], k[1]) for k in sorted(self._keys[i] for i in ids)[:limit]]
-        # Many matches: walk the score buckets from the top; each step is a C-level
-        # intersection, and the walk stops as soon as ``limit`` are found.
+        # Many matches: walk the global order from the top until ``limit`` of them are seen.
         best: list[tuple[int, str]] = []
-        for score in sorted(self._by_score, reverse=True):
-            hit = ids & self._by_score[score]
-            if hit:
-                best.extend((score, i) for i in sorted(hit)[: limit - len(best)])
+        for negated, agent_id in self._order:
+            if agent_id in ids:
+                best.append((-negated, agent_id))
                 if len(best) >= limit:
                     break
         return best
