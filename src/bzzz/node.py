@@ -251,6 +251,12 @@ class Node:
             logger.warning("could not announce shutdown to the network")
 
     async def _teardown(self) -> None:
+        if hasattr(self, "webhooks"):
+            self.webhooks.stop()
+            webhook_tasks = [t for t in self._tasks if t.get_name() == "bzzz-webhooks"]
+            # A round of deliveries ends within the HTTP timeout; past that, cancel.
+            if webhook_tasks:
+                await asyncio.wait(webhook_tasks, timeout=self.settings.webhooks.timeout + 1)
         for task in self._tasks:
             task.cancel()
         for task in self._tasks:

@@ -58,9 +58,15 @@ class WebhookDispatcher:
         self._node_secret = node_secret
         self._client = client
         self._wake = asyncio.Event()
+        self._stopping = False
         self.delivered = 0
         self.failed_attempts = 0
         self.dead = 0
+
+    def stop(self) -> None:
+        """Finish the current round and leave run() (cancelling mid-query upsets the pool)."""
+        self._stopping = True
+        self._wake.set()
 
     def wake(self) -> None:
         """Something was queued: look now."""
@@ -71,10 +77,11 @@ class WebhookDispatcher:
         owns = self._client is None
         client = self._client or httpx.AsyncClient(timeout=self._settings.timeout)
         try:
-            while True:
+            while not self._stopping:
                 self._wake.clear()
                 await self.deliver_due(client)
-                await self._wait()
+                if not self._stopping:
+                    await self._wait()
         finally:
             if owns:
                 await client.aclose()
