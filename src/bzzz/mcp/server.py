@@ -36,7 +36,6 @@ from bzzz.mcp.models import (
     PostOutput,
     SubscribeOutput,
     ThreadOutput,
-    ToolResponse,
 )
 from bzzz.mcp.sessions import SessionRegistry
 from bzzz.node import Node
@@ -68,8 +67,8 @@ def error_result(error: BzzzError) -> CallToolResult:
     )
 
 
-def ok_result(model: type[ToolResponse], data: dict[str, Any]) -> CallToolResult:
-    """A success result: the service's JSON-ready answer, described by ``model``'s schema."""
+def ok_result(data: dict[str, Any]) -> CallToolResult:
+    """A success result: the service's JSON-ready answer (the tool's output model describes it)."""
     # The services build exactly the documented fields from JSON types; validating a large
     # answer (a lookup with 100 matches) against the lenient model again would only cost time.
     payload = data
@@ -161,9 +160,9 @@ def build_server(node: Node) -> tuple[BzzzMCP, SessionRegistry]:
         request = ctx.request_context.request if ctx.request_context else None
         return sessions.caller(ctx.session, request)
 
-    async def run(model: type[ToolResponse], call: Any) -> CallToolResult:
+    async def run(call: Any) -> CallToolResult:
         try:
-            return ok_result(model, await call)
+            return ok_result(await call)
         except BzzzError as exc:
             return error_result(exc)
 
@@ -190,7 +189,7 @@ def build_server(node: Node) -> tuple[BzzzMCP, SessionRegistry]:
                 task=task,
             ),
         )
-        return await run(AnnounceOutput, node.agents.announce(caller_of(ctx), params))
+        return await run(node.agents.announce(caller_of(ctx), params))
 
     @server.tool(name="bzzz_lookup", description=text.LOOKUP)
     async def bzzz_lookup(
@@ -207,7 +206,7 @@ def build_server(node: Node) -> tuple[BzzzMCP, SessionRegistry]:
             LookupInput,
             _args(semantic_address=semantic_address, filter_criteria=filter_criteria, limit=limit),
         )
-        return await run(LookupOutput, node.agents.lookup(params))
+        return await run(node.agents.lookup(params))
 
     @server.tool(name="bzzz_get", description=text.GET)
     async def bzzz_get(
@@ -221,7 +220,7 @@ def build_server(node: Node) -> tuple[BzzzMCP, SessionRegistry]:
             GetInput,
             _args(address=address, include_metadata=include_metadata, max_history=max_history),
         )
-        return await run(GetOutput, node.agents.get(params))
+        return await run(node.agents.get(params))
 
     @server.tool(name="bzzz_post", description=text.POST)
     async def bzzz_post(
@@ -246,7 +245,7 @@ def build_server(node: Node) -> tuple[BzzzMCP, SessionRegistry]:
                 reply_to=reply_to,
             ),
         )
-        return await run(PostOutput, node.conversations.post(caller_of(ctx), params))
+        return await run(node.conversations.post(caller_of(ctx), params))
 
     @server.tool(name="bzzz_thread", description=text.THREAD)
     async def bzzz_thread(
@@ -267,7 +266,7 @@ def build_server(node: Node) -> tuple[BzzzMCP, SessionRegistry]:
                 agent_id=agent_id,
             ),
         )
-        return await run(ThreadOutput, node.conversations.thread(caller_of(ctx), params))
+        return await run(node.conversations.thread(caller_of(ctx), params))
 
     @server.tool(name="bzzz_subscribe", description=text.SUBSCRIBE)
     async def bzzz_subscribe(
@@ -287,7 +286,7 @@ def build_server(node: Node) -> tuple[BzzzMCP, SessionRegistry]:
         caller = caller_of(ctx)
         mine = await node.agents.agents_of(caller)
         subscriber = mine[0].id if len(mine) == 1 else None
-        return await run(SubscribeOutput, node.subscriptions.subscribe(caller, params, subscriber))
+        return await run(node.subscriptions.subscribe(caller, params, subscriber))
 
     _publish_schemas_only(server)
     _register_resources(server, node, sessions, bus)
