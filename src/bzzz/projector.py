@@ -17,7 +17,7 @@ from bzzz import domain
 from bzzz.errors import NetworkError
 from bzzz.network.base import Bus, BusMessage
 from bzzz.network.envelope import Envelope, EnvelopeRejected, open_envelope
-from bzzz.store.batch import BatchContext, BatchResult, apply_batch, subscription_matches
+from bzzz.store.batch import BatchContext, BatchResult, apply_batch
 from bzzz.store.database import Database, StoreError
 from bzzz.store.directory import AgentDirectory
 from bzzz.store.projection import Outcome, ProjectionLimits
@@ -26,8 +26,6 @@ from bzzz.store.repository import Repository
 logger = logging.getLogger(__name__)
 
 EventListener = Callable[[Sequence[tuple[domain.Subscription, domain.Event]]], Awaitable[None]]
-
-__all__ = ["EventListener", "Projector", "subscription_matches"]
 
 
 class Projector:

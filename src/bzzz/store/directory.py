@@ -115,17 +115,6 @@ class AgentDirectory:
         """How many agents are online (kept as agents change)."""
         return self._online
 
-    def _candidates(self, role: str | None, project: str | None) -> Iterable[str]:
-        if role is not None and project is not None:
-            by_role = self._by_role.get(role, set())
-            in_project = self._by_project.get(project, set()) | self._by_project.get(_ANY, set())
-            return by_role & in_project if len(by_role) > len(in_project) else by_role
-        if role is not None:
-            return self._by_role.get(role, set())
-        if project is not None:
-            return self._by_project.get(project, set()) | self._by_project.get(_ANY, set())
-        return self._agents.keys()
-
     def matching(
         self,
         *,
@@ -136,23 +125,12 @@ class AgentDirectory:
         online_only: bool = False,
     ) -> list[domain.Agent]:
         """Agents whose declared id/role/project/task fit; undeclared project/task fit any."""
-        if agent_id is not None:
-            one = self._agents.get(agent_id)
-            candidates: Iterable[domain.Agent] = [one] if one is not None else []
-        else:
-            candidates = (self._agents[i] for i in self._candidates(role, project))
-        found = []
-        for agent in candidates:
-            if role is not None and agent.role != role:
-                continue
-            if project is not None and agent.project not in (None, project):
-                continue
-            if task is not None and agent.task not in (None, task):
-                continue
-            if online_only and not agent.online:
-                continue
-            found.append(agent)
-        return found
+        agents = (self._agents[i] for i in self._id_set(agent_id, role, project))
+        return [
+            a
+            for a in agents
+            if (task is None or a.task in (None, task)) and (not online_only or a.online)
+        ]
 
     def ranked(
         self,
