@@ -16,7 +16,15 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SecretStr,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+)
 
 from bzzz.errors import ConfigError
 
@@ -31,6 +39,9 @@ ENV_ALIASES: dict[str, tuple[str, str]] = {
     "BZZZ_AUTH_TOKENS": ("node", "auth_tokens"),
     "BZZZ_NATS_URL": ("bzzz", "nats_url"),
     "BZZZ_NETWORK_ID": ("bzzz", "network_id"),
+    "BZZZ_TRUSTED_NODES": ("bzzz", "trusted_nodes"),
+    "BZZZ_FEDERATED_NETWORKS": ("bzzz", "federated_networks"),
+    "BZZZ_HEARTBEAT_INTERVAL": ("bzzz", "heartbeat_interval"),
     "BZZZ_OPENAI_API_KEY": ("openai", "api_key"),
     "BZZZ_OPENAI_BASE_URL": ("openai", "base_url"),
     "BZZZ_DEFAULT_MODEL": ("openai", "default_model"),
@@ -75,12 +86,33 @@ class BzzzSettings(_Section):
     publish_timeout: float = Field(10.0, gt=0)
     max_file_store: int = Field(1 << 30, gt=0)
     max_memory_store: int = Field(64 << 20, gt=0)
+    heartbeat_interval: float = Field(5.0, gt=0, le=3600, description="seconds between heartbeats")
+    heartbeat_misses: int = Field(
+        3, ge=1, le=100, description="missed heartbeats before a peer is offline"
+    )
+    trusted_nodes: list[str] = Field(
+        default_factory=list,
+        description="public keys (or node ids) allowed on the network; empty = any signed node",
+    )
+    federated_networks: list[str] = Field(
+        default_factory=list, description="other network ids whose agents lookups also search"
+    )
 
-    @field_validator("nats_url", mode="before")
+    @field_validator("nats_url", "trusted_nodes", "federated_networks", mode="before")
     @classmethod
-    def _split_urls(cls, value: object) -> object:
+    def _split_lists(cls, value: object) -> object:
         if isinstance(value, str):
             return [part.strip() for part in value.split(",") if part.strip()]
+        return value
+
+    @field_validator("federated_networks")
+    @classmethod
+    def _check_networks(cls, value: list[str], info: ValidationInfo) -> list[str]:
+        for network in value:
+            if not re.fullmatch(r"[A-Za-z0-9_-]{1,64}", network):
+                raise ValueError(f"{network!r} is not a network id")
+            if network == info.data.get("network_id"):
+                raise ValueError(f"{network!r} is this node's own network")
         return value
 
     @field_validator("nats_url")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 from bzzz.network.envelope import seal
@@ -31,8 +32,23 @@ class EventLog:
         """The origin node of every envelope sealed here."""
         return self.identity.node_id
 
-    async def emit(self, type_: str, kind: str, key: str, payload: dict[str, Any]) -> Outcome:
-        """Publish one change on ``bzzz.<network>.<kind>.<key>`` and return its outcome."""
+    async def emit(
+        self,
+        type_: str,
+        kind: str,
+        key: str,
+        payload: dict[str, Any],
+        *,
+        envelope_id: str | None = None,
+        now: datetime | None = None,
+    ) -> Outcome:
+        """Publish one change on ``bzzz.<network>.<kind>.<key>`` and return its outcome.
+
+        ``envelope_id`` (with ``now``) lets several nodes that witness one fact publish the
+        same envelope id, so the log keeps it once.
+        """
         subject = f"bzzz.{self.network}.{kind}.{key}"
-        envelope = seal(self.identity, self.network, type_, subject, payload)
+        envelope = seal(
+            self.identity, self.network, type_, subject, payload, now=now, envelope_id=envelope_id
+        )
         return await self.projector.submit(envelope)

@@ -7,6 +7,7 @@ import fcntl
 import logging
 import os
 import secrets
+from collections.abc import Coroutine
 from enum import StrEnum
 from pathlib import Path
 from types import TracebackType
@@ -23,6 +24,7 @@ from bzzz.network.base import Bus
 from bzzz.network.embedded import EmbeddedNats
 from bzzz.network.identity import NodeIdentity
 from bzzz.network.jetstream import JetStreamBus
+from bzzz.peers.service import PeerService, PeerSettings
 from bzzz.projector import Projector
 from bzzz.store.database import Database
 from bzzz.store.projection import ProjectionLimits
@@ -78,9 +80,16 @@ class Node:
     """A BZZZ node: identity, event log, store, projector, services and background work."""
 
     def __init__(
-        self, settings: Settings, *, bus: Bus | None = None, catch_up_timeout: float = 600.0
+        self,
+        settings: Settings,
+        *,
+        bus: Bus | None = None,
+        catch_up_timeout: float = 600.0,
+        address: str | None = None,
     ) -> None:
         self.settings = settings
+        # What peers see as this node's address: the configured URL, else what serves it.
+        self.address = settings.bzzz.node_url or address or "local"
         self.state = NodeState.NEW
         self._bus_override = bus
         self._catch_up_timeout = catch_up_timeout
@@ -100,6 +109,7 @@ class Node:
     conversations: ConversationService
     subscriptions: SubscriptionService
     webhooks: WebhookDispatcher
+    peers: PeerService
     node_dir: Path
 
     @property
@@ -139,6 +149,8 @@ class Node:
             if stale:
                 logger.info("took %d agents of a previous run offline", stale)
             await self.log.emit("node.status", "node", self.node_id, {"status": "online"})
+            await self.peers.beat()
+            self._spawn("peers", self.peers.run())
         except BaseException:
             self.state = NodeState.FAILED
             await self._teardown()
@@ -165,8 +177,14 @@ class Node:
             max_active_threads=self.settings.conversation.max_active_threads,
             max_agents=self.settings.agents.max_agents,
         )
+        trusted = self._trusted()
         self.projector = Projector(
-            self.db, self.bus, network=self.network, node_id=self.node_id, limits=limits
+            self.db,
+            self.bus,
+            network=self.network,
+            node_id=self.node_id,
+            limits=limits,
+            trusted=trusted,
         )
         self.log = EventLog(self.identity, self.network, self.projector)
         self.agents = AgentService(
@@ -180,6 +198,44 @@ class Node:
         )
         self.webhooks = WebhookDispatcher(self.db, self.settings.webhooks, node_secret)
         self.projector.add_listener(self._wake_webhooks)
+        self.peers = PeerService(
+            self.bus,
+            self.log,
+            self.identity,
+            self.network,
+            PeerSettings(
+                interval=self.settings.bzzz.heartbeat_interval,
+                misses=self.settings.bzzz.heartbeat_misses,
+                trusted=trusted,
+            ),
+            address=self.address,
+            describe=self._describe,
+        )
+
+    def _trusted(self) -> frozenset[str] | None:
+        """The network's allow-list of origins (keys or node ids), or None: any signed node.
+
+        This node is not added to it: a node left off the network's list must find its own
+        changes refused, as every other node refuses them, rather than diverge from them.
+        """
+        listed = frozenset(self.settings.bzzz.trusted_nodes)
+        if not listed:
+            return None
+        if not {self.identity.public_key_b64, self.identity.node_id} & listed:
+            logger.error(
+                "this node (%s, key %s) is not in BZZZ_TRUSTED_NODES: the network refuses "
+                "its changes",
+                self.identity.node_id,
+                self.identity.public_key_b64,
+            )
+        return listed
+
+    def _describe(self) -> tuple[str, list[str]]:
+        """This node's status and capabilities for its heartbeat: busy when all its agents are."""
+        hosted = self.projector.directory.online_of_node(self.node_id)
+        busy = bool(hosted) and all(agent.status == "busy" for agent in hosted)
+        roles = sorted({agent.role for agent in hosted})
+        return ("busy" if busy else "online"), ["mcp", *roles]
 
     async def _make_bus(self, data_dir: Path) -> Bus:
         urls = self.settings.bzzz.nats_url
@@ -203,10 +259,13 @@ class Node:
             self.webhooks.wake()
 
     async def _run_background(self) -> None:
-        for name, coro in (("projector", self.projector.run()), ("webhooks", self.webhooks.run())):
-            task = asyncio.create_task(coro, name=f"bzzz-{name}")
-            task.add_done_callback(self._background_done)
-            self._tasks.append(task)
+        self._spawn("projector", self.projector.run())
+        self._spawn("webhooks", self.webhooks.run())
+
+    def _spawn(self, name: str, coro: Coroutine[Any, Any, None]) -> None:
+        task = asyncio.create_task(coro, name=f"bzzz-{name}")
+        task.add_done_callback(self._background_done)
+        self._tasks.append(task)
 
     def _background_done(self, task: asyncio.Task[None]) -> None:
         if task.cancelled():
@@ -242,11 +301,17 @@ class Node:
             await self._teardown()
             self.state = NodeState.STOPPED
 
+    async def crash(self) -> None:
+        """Stop without a word to the network, as a killed process would (fault drills, tests)."""
+        await self._teardown()
+        self.state = NodeState.STOPPED
+
     async def _say_goodbye(self) -> None:
         try:
             async with asyncio.timeout(5):
                 await self.agents.release_stale("node stopped")
                 await self.log.emit("node.status", "node", self.node_id, {"status": "offline"})
+                await self.peers.goodbye()
         except (BzzzError, TimeoutError):
             logger.warning("could not announce shutdown to the network")
 

@@ -40,6 +40,7 @@ class Projector:
         node_id: str,
         limits: ProjectionLimits,
         apply_timeout: float = 15.0,
+        trusted: frozenset[str] | None = None,
     ) -> None:
         self._db = db
         self._bus = bus
@@ -47,6 +48,7 @@ class Projector:
         self._node_id = node_id
         self._limits = limits
         self._apply_timeout = apply_timeout
+        self._trusted = trusted
         self._waiting: dict[str, asyncio.Future[Outcome]] = {}
         self._subscriptions: list[domain.Subscription] | None = None
         self._listeners: list[EventListener] = []
@@ -99,6 +101,11 @@ class Projector:
         async with asyncio.timeout(within), self._progress:
             await self._progress.wait_for(lambda: self._applied_seq >= seq)
 
+    async def wait_until(self, predicate: Callable[[], bool], within: float) -> None:
+        """Wait until ``predicate`` holds after some batch applied (tests, start-up)."""
+        async with asyncio.timeout(within), self._progress:
+            await self._progress.wait_for(predicate)
+
     async def submit(self, envelope: Envelope) -> Outcome:
         """Publish an envelope and return its outcome once this node has applied it."""
         future: asyncio.Future[Outcome] = asyncio.get_running_loop().create_future()
@@ -122,7 +129,7 @@ class Projector:
         opened = []
         for msg in messages:
             try:
-                opened.append((open_envelope(msg.data, self._network), msg.seq))
+                opened.append((open_envelope(msg.data, self._network, self._trusted), msg.seq))
             except EnvelopeRejected as exc:
                 self.rejected[exc.reason] += 1
                 logger.warning("rejected envelope at seq %d: %s", msg.seq, exc.reason)

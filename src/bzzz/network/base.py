@@ -22,6 +22,8 @@ class BusMessage:
 
 
 BatchHandler = Callable[[Sequence[BusMessage]], Awaitable[None]]
+# A peer board change: (node id, its newest heartbeat) or (node id, None) when it was removed.
+PeerHandler = Callable[[str, bytes | None], Awaitable[None]]
 
 
 class Bus(Protocol):
@@ -50,4 +52,25 @@ class Bus(Protocol):
 
     async def last_sequence(self) -> int:
         """The sequence of the newest stored envelope (0 when empty)."""
+        ...
+
+    # The peer board: each node's newest heartbeat, kept apart from the log (it is not history).
+
+    async def put_peer(self, node_id: str, data: bytes) -> None:
+        """Replace this node's entry on the network's peer board."""
+        ...
+
+    async def remove_peer(self, node_id: str) -> None:
+        """Take a node's entry off the board (a clean goodbye)."""
+        ...
+
+    async def watch_peers(self, handler: PeerHandler) -> None:
+        """Hand every current entry, then every change, to ``handler``. Runs until cancelled."""
+        ...
+
+    # Other networks (federation): read their agents, post to them.
+
+    async def follow(self, network: str, kinds: Sequence[str], handler: BatchHandler) -> None:
+        """Deliver another network's log, only subjects of ``kinds``, from its start. Runs until
+        cancelled; nothing is acknowledged (a follower keeps no position on that network)."""
         ...

@@ -52,10 +52,11 @@ def seal(
     payload: dict[str, Any],
     *,
     now: datetime | None = None,
+    envelope_id: str | None = None,
 ) -> Envelope:
-    """Build and sign an envelope originating at this node."""
+    """Build and sign an envelope originating at this node (a fresh ULID unless given)."""
     unsigned = Envelope(
-        id=str(ULID()),
+        id=envelope_id or str(ULID()),
         network=network,
         origin=identity.node_id,
         origin_key=identity.public_key_b64,
@@ -75,8 +76,12 @@ class EnvelopeRejected(Exception):
         self.reason = reason
 
 
-def open_envelope(data: bytes, network: str) -> Envelope:
-    """Parse and verify wire bytes; raise EnvelopeRejected when they are not a valid envelope."""
+def open_envelope(data: bytes, network: str, trusted: frozenset[str] | None = None) -> Envelope:
+    """Parse and verify wire bytes; raise EnvelopeRejected when they are not a valid envelope.
+
+    ``trusted`` (public keys or node ids), when given, is the network's allow-list: an origin
+    outside it is refused even with a valid signature.
+    """
     try:
         envelope = Envelope.model_validate_json(data)
     except ValidationError as exc:
@@ -91,4 +96,6 @@ def open_envelope(data: bytes, network: str) -> Envelope:
         raise EnvelopeRejected("origin_mismatch")
     if not verify_signature(envelope.origin_key, envelope.sig, envelope.signing_bytes()):
         raise EnvelopeRejected("bad_signature")
+    if trusted is not None and not ({envelope.origin_key, envelope.origin} & trusted):
+        raise EnvelopeRejected("untrusted")
     return envelope

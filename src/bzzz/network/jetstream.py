@@ -11,21 +11,28 @@ from typing import Any
 import nats
 from nats.aio.client import Client as NatsClient
 from nats.aio.msg import Msg
-from nats.errors import ConnectionClosedError, NoRespondersError, NoServersError
+from nats.errors import (
+    BadSubscriptionError,
+    ConnectionClosedError,
+    NoRespondersError,
+    NoServersError,
+)
 from nats.errors import TimeoutError as NatsTimeoutError
 from nats.js import JetStreamContext
 from nats.js.api import (
     AckPolicy,
     ConsumerConfig,
     DeliverPolicy,
+    KeyValueConfig,
     RetentionPolicy,
     StorageType,
     StreamConfig,
 )
-from nats.js.errors import NotFoundError, ServiceUnavailableError
+from nats.js.errors import BucketNotFoundError, NotFoundError, ServiceUnavailableError
+from nats.js.kv import KeyValue
 
 from bzzz.errors import NetworkError
-from bzzz.network.base import BatchHandler, BusMessage
+from bzzz.network.base import BatchHandler, BusMessage, PeerHandler
 
 logger = logging.getLogger(__name__)
 
@@ -41,6 +48,17 @@ _RETRYABLE = (
 def stream_name(network: str) -> str:
     """The JetStream stream that holds a network's log."""
     return "BZZZ_" + network.replace("-", "_").upper()
+
+
+def peer_bucket(network: str) -> str:
+    """The JetStream key-value bucket that holds a network's peer board."""
+    return f"bzzz_peers_{network}"
+
+
+# A watch that hears nothing this long is rebuilt (its ephemeral consumer may have been lost
+# with a server); a node's own heartbeats keep a healthy watch busy.
+PEER_WATCH_IDLE = 30.0
+PEER_ENTRY_MAX_AGE = 7 * 86_400.0
 
 
 class JetStreamBus:
@@ -64,6 +82,7 @@ class JetStreamBus:
         self._name = name
         self._nc: NatsClient | None = None
         self._js: JetStreamContext | None = None
+        self._kv: KeyValue | None = None
         self._closing = False
         self.stream = stream_name(network)
 
@@ -112,15 +131,25 @@ class JetStreamBus:
             duplicate_window=120.0,
         )
         try:
-            await js.stream_info(self.stream)
+            info = await js.stream_info(self.stream)
         except NotFoundError:
             await js.add_stream(config)
             logger.info("created stream %s (replicas=%d)", self.stream, self._replicas)
+            return
+        if list(info.config.subjects or []) != config.subjects:
+            # Network ids that differ only by case or -/_ map to one stream name: refuse to
+            # share it rather than read or write another network's log.
+            raise NetworkError(
+                f"network id {self._network!r} collides with the stream {self.stream} "
+                f"of another network ({', '.join(info.config.subjects or [])}); "
+                "choose another network id",
+                details={"stream": self.stream},
+            )
 
     async def close(self) -> None:
         """Drain nothing, just close: unacked messages are redelivered to the durable later."""
         self._closing = True
-        nc, self._nc, self._js = self._nc, None, None
+        nc, self._nc, self._js, self._kv = self._nc, None, None, None
         if nc is not None and not nc.is_closed:
             await nc.close()
 
@@ -201,6 +230,89 @@ class JetStreamBus:
         """The stream's last sequence."""
         info = await self._jetstream().stream_info(self.stream)
         return int(info.state.last_seq)
+
+    # --- the peer board ----------------------------------------------------------------------
+
+    async def _peers(self) -> KeyValue:
+        if self._kv is None:
+            js = self._jetstream()
+            bucket = peer_bucket(self._network)
+            try:
+                self._kv = await js.key_value(bucket)
+            except BucketNotFoundError:
+                self._kv = await js.create_key_value(
+                    KeyValueConfig(
+                        bucket=bucket,
+                        history=1,
+                        ttl=PEER_ENTRY_MAX_AGE,
+                        storage=StorageType.FILE,
+                        replicas=self._replicas,
+                    )
+                )
+        return self._kv
+
+    async def put_peer(self, node_id: str, data: bytes) -> None:
+        """Replace this node's heartbeat on the board."""
+        try:
+            await (await self._peers()).put(node_id, data)
+        except _RETRYABLE as exc:
+            raise NetworkError("the peer board did not take the heartbeat") from exc
+
+    async def remove_peer(self, node_id: str) -> None:
+        """Delete a node's heartbeat from the board."""
+        try:
+            await (await self._peers()).delete(node_id)
+        except _RETRYABLE as exc:
+            raise NetworkError("the peer board did not take the goodbye") from exc
+
+    async def watch_peers(self, handler: PeerHandler) -> None:
+        """Every board entry, then every change, until cancelled (rebuilt when it goes quiet)."""
+        while True:
+            try:
+                watcher = await (await self._peers()).watchall()
+            except _RETRYABLE:
+                await asyncio.sleep(1.0)  # the server is away; the connection reconnects
+                continue
+            try:
+                await self._pump_peers(watcher, handler)
+            finally:
+                with contextlib.suppress(*_RETRYABLE, BadSubscriptionError):
+                    await watcher.stop()  # type: ignore[no-untyped-call]  # nats-py: untyped
+
+    @staticmethod
+    async def _pump_peers(watcher: KeyValue.KeyWatcher, handler: PeerHandler) -> None:
+        while True:
+            try:
+                entry = await watcher.updates(timeout=PEER_WATCH_IDLE)  # type: ignore[no-untyped-call]
+            except NatsTimeoutError:
+                logger.info("the peer board went quiet; watching it afresh")
+                return
+            if entry is None:  # the end of the current entries
+                continue
+            gone = entry.operation in ("DEL", "PURGE") or entry.value is None
+            await handler(entry.key, None if gone else entry.value)
+
+    # --- other networks --------------------------------------------------------------------
+
+    async def follow(self, network: str, kinds: Sequence[str], handler: BatchHandler) -> None:
+        """Read another network's subjects of ``kinds`` from its start (an ordered consumer)."""
+        js = self._jetstream()
+        filters = [f"bzzz.{network}.{kind}.>" for kind in kinds]
+        sub = await js.subscribe(
+            filters[0],
+            stream=stream_name(network),
+            ordered_consumer=True,
+            config=ConsumerConfig(deliver_policy=DeliverPolicy.ALL, filter_subjects=filters),
+            pending_msgs_limit=100_000,
+        )
+        try:
+            while True:
+                first = await sub.next_msg(timeout=None)
+                batch = [first, *self._drain(sub)]
+                await handler([self._to_bus(msg) for msg in batch])
+        finally:
+            with contextlib.suppress(ConnectionClosedError, NatsTimeoutError):
+                await sub.unsubscribe()
 
     async def _on_error(self, exc: Exception) -> None:
         logger.warning("NATS: %s", exc)

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Sequence
 
-from bzzz.network.base import BatchHandler, BusMessage
+from bzzz.network.base import BatchHandler, BusMessage, PeerHandler
 
 
 class InMemoryBus:
@@ -16,6 +17,8 @@ class InMemoryBus:
         self._cursors: dict[str, int] = {}
         self._changed = asyncio.Condition()
         self._batch_size = batch_size
+        self._peers: dict[str, bytes] = {}
+        self._peer_watchers: list[asyncio.Queue[tuple[str, bytes | None]]] = []
         self.closed = False
 
     async def start(self) -> None:
@@ -50,3 +53,32 @@ class InMemoryBus:
     async def last_sequence(self) -> int:
         """The newest sequence."""
         return len(self._log)
+
+    async def put_peer(self, node_id: str, data: bytes) -> None:
+        """Replace a node's board entry and tell the watchers."""
+        self._peers[node_id] = data
+        for queue in self._peer_watchers:
+            queue.put_nowait((node_id, data))
+
+    async def remove_peer(self, node_id: str) -> None:
+        """Remove a node's entry and tell the watchers."""
+        if self._peers.pop(node_id, None) is not None:
+            for queue in self._peer_watchers:
+                queue.put_nowait((node_id, None))
+
+    async def watch_peers(self, handler: PeerHandler) -> None:
+        """Current entries, then changes, until cancelled."""
+        queue: asyncio.Queue[tuple[str, bytes | None]] = asyncio.Queue()
+        self._peer_watchers.append(queue)
+        try:
+            for node_id, data in list(self._peers.items()):
+                await handler(node_id, data)
+            while True:
+                node_id, entry = await queue.get()
+                await handler(node_id, entry)
+        finally:
+            self._peer_watchers.remove(queue)
+
+    async def follow(self, network: str, kinds: Sequence[str], handler: BatchHandler) -> None:
+        """One in-memory bus holds one network: following another finds nothing, forever."""
+        await asyncio.Event().wait()

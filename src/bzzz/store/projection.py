@@ -602,6 +602,50 @@ def apply_node_status(session: Session, env: Envelope, limits: ProjectionLimits)
     return Applied({"ok": True}, [_event(env, "network_status", f"bzzz://{env.origin}", data)])
 
 
+def apply_node_lost(session: Session, env: Envelope, limits: ProjectionLimits) -> Applied:
+    """A peer saw a node miss its heartbeats: its agents go offline, a network_status event.
+
+    Only agents last active before the loss was noticed go: a node that came back and
+    announced its agents again keeps them.
+    """
+    p = env.payload
+    lost = _text(p["node_id"], ID_LENGTH, "node_id")
+    detected = datetime.fromisoformat(_text(p["detected_at"], 64, "detected_at"))
+    rows = session.scalars(
+        select(AgentRow)
+        .where(AgentRow.node_id == lost, AgentRow.status != AgentStatus.OFFLINE.value)
+        .order_by(AgentRow.id)
+    ).all()
+    reason = "its node stopped sending heartbeats"
+    events = [
+        _event(
+            env,
+            "network_status",
+            f"bzzz://{lost}",
+            {"node_id": lost, "status": "offline", "reason": "missed heartbeats",
+             "last_seen": p.get("last_seen"), "reported_by": env.origin},
+        )
+    ]  # fmt: skip
+    went = []
+    for row in rows:
+        if row.last_activity > detected:
+            continue
+        row.status = AgentStatus.OFFLINE.value
+        _count_online(session, -1)
+        went.append(row.id)
+        _activity(session, row.id, "offline", reason, env.id, env.timestamp)
+        events.append(
+            _event(
+                env,
+                "agent_announcement",
+                _address_of(row),
+                {"action": "offline", "agent": _agent_json(row), "reason": reason},
+                len(events),
+            )
+        )
+    return Applied({"ok": True, "offline": went}, events)
+
+
 def _strict_json(applier: Applier) -> Applier:
     """Refuse payloads that are not strict JSON (NaN, Infinity) before ``applier`` sees them.
 
@@ -627,6 +671,7 @@ _APPLIERS: dict[str, Applier] = {
     "thread.summarized": apply_thread_summarized,
     "subscription.created": apply_subscription_created,
     "node.status": apply_node_status,
+    "node.lost": apply_node_lost,
 }
 
 APPLIERS: dict[str, Applier] = {kind: _strict_json(fn) for kind, fn in _APPLIERS.items()}

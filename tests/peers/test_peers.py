@@ -1,0 +1,149 @@
+"""Peers: heartbeats on the board, lost peers taken offline with their agents, everywhere."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+
+from bzzz.config import Settings, load_settings
+from bzzz.eventlog import Caller
+from bzzz.network.envelope import seal
+from bzzz.network.identity import NodeIdentity
+from bzzz.network.memory import InMemoryBus
+from bzzz.node import Node
+from bzzz.peers.service import lost_envelope_id
+from bzzz.schemas import AnnounceInput, SubscribeInput
+
+
+def _settings(tmp_path: Path, name: str, **bzzz: object) -> Settings:
+    return load_settings(
+        environ={},
+        overrides={
+            "node": {"data_dir": str(tmp_path / name)},
+            "bzzz": {"heartbeat_interval": 0.05, "heartbeat_misses": 3, **bzzz},
+        },
+    )
+
+
+@pytest.fixture
+async def pair(tmp_path: Path) -> AsyncIterator[tuple[Node, Node]]:
+    """Two nodes of one network (one shared in-memory log and board)."""
+    bus = InMemoryBus()
+    async with (
+        Node(_settings(tmp_path, "a"), bus=bus, address="http://a:1/mcp") as a,
+        Node(_settings(tmp_path, "b"), bus=bus, address="http://b:1/mcp") as b,
+    ):
+        yield a, b
+
+
+async def _announce(node: Node, agent_id: str, session: str = "s1") -> None:
+    params = AnnounceInput(agent_id=agent_id, role="reviewer", capabilities=["python"])
+    await node.agents.announce(Caller(session), params)
+
+
+async def test_each_node_sees_every_peer_online_with_the_seed_shape(
+    pair: tuple[Node, Node],
+) -> None:
+    a, b = pair
+    await _announce(b, "rev-1")
+    await a.peers.wait_for(lambda peers: b.node_id in peers and a.node_id in peers, 5)
+    await a.peers.wait_for(lambda peers: "reviewer" in peers[b.node_id].capabilities, 5)
+    seen = {p.id: p.to_json() for p in a.peers.peers()}
+    assert set(seen) == {a.node_id, b.node_id}
+    assert seen[b.node_id]["address"] == "http://b:1/mcp"
+    assert seen[b.node_id]["status"] == "online"
+    assert seen[b.node_id]["lastSeen"].endswith("Z")
+    assert seen[b.node_id]["capabilities"] == ["mcp", "reviewer"]
+
+
+async def test_a_silent_node_turns_offline_with_its_agents_and_subscribers_hear_it(
+    pair: tuple[Node, Node],
+) -> None:
+    a, b = pair
+    await _announce(b, "rev-1")
+    await _announce(a, "arch-1")
+    sub = await a.subscriptions.subscribe(
+        Caller("s1"), SubscribeInput(event_types=["network_status", "agent_announcement"])
+    )
+    await a.peers.wait_for(lambda peers: b.node_id in peers, 5)
+    # B dies without a goodbye: its heartbeats stop, nothing else is said.
+    await b.crash()
+    directory = a.projector.directory
+    await a.projector.wait_until(lambda: directory.get("rev-1").status == "offline", 10)  # type: ignore[union-attr]
+    assert directory.get("arch-1").status != "offline"  # type: ignore[union-attr]
+    assert a.peers.peer(b.node_id) is not None
+    assert a.peers.peer(b.node_id).status == "offline"  # type: ignore[union-attr]
+    events = (await a.subscriptions.events(sub["subscription_id"]))["events"]
+    lost = [
+        e
+        for e in events
+        if e["event_type"] == "network_status" and e["data"]["status"] == "offline"
+    ]
+    assert [e["data"]["node_id"] for e in lost] == [b.node_id]
+    assert lost[0]["data"]["reason"] == "missed heartbeats"
+    offline = [e for e in events if e["event_type"] == "agent_announcement"]
+    assert [e["data"]["agent"]["id"] for e in offline if e["data"]["action"] == "offline"] == [
+        "rev-1"
+    ]
+
+
+async def test_a_clean_stop_says_offline_on_the_board(pair: tuple[Node, Node]) -> None:
+    a, b = pair
+    await a.peers.wait_for(lambda peers: b.node_id in peers, 5)
+    await b.stop()
+    await a.peers.wait_for(lambda peers: peers[b.node_id].status == "offline", 5)
+    assert a.peers.peer(b.node_id).status == "offline"  # type: ignore[union-attr]
+
+
+async def test_witnesses_of_one_loss_publish_one_envelope_id() -> None:
+    at = datetime(2026, 1, 1, tzinfo=UTC)
+    first = lost_envelope_id("node-x", "boot1", 7, at)
+    assert first == lost_envelope_id("node-x", "boot1", 7, at)
+    assert first != lost_envelope_id("node-x", "boot2", 7, at)
+    assert first != lost_envelope_id("node-x", "boot1", 8, at + timedelta(seconds=1))
+
+
+async def test_forged_and_foreign_heartbeats_are_dropped_and_counted(
+    pair: tuple[Node, Node],
+) -> None:
+    a, b = pair
+    bus = a.bus
+    stranger = NodeIdentity.generate()
+    payload = {"address": "x", "capabilities": [], "status": "online", "boot": "b", "beat": 1}
+    # Signed by a stranger but filed under B's id: an impostor.
+    impostor = seal(stranger, a.network, "node.heartbeat", "bzzz.main.node.x", payload)
+    await bus.put_peer(b.node_id, impostor.to_bytes())
+    # Another network's heartbeat.
+    foreign = seal(stranger, "other", "node.heartbeat", "bzzz.other.node.x", payload)
+    await bus.put_peer(stranger.node_id, foreign.to_bytes())
+    # Tampered: a valid heartbeat with its status changed after signing.
+    honest = seal(stranger, a.network, "node.heartbeat", "bzzz.main.node.x", payload)
+    tampered = honest.model_copy(update={"payload": {**payload, "status": "busy"}})
+    await bus.put_peer(stranger.node_id, tampered.to_bytes())
+    await a.peers.wait_for(lambda _: sum(a.peers.rejected.values()) >= 3, 5)
+    assert a.peers.rejected == {"origin_mismatch": 1, "wrong_network": 1, "bad_signature": 1}
+    assert stranger.node_id not in {p.id for p in a.peers.peers()}
+    assert a.peers.peer(b.node_id).address == "http://b:1/mcp"  # type: ignore[union-attr]
+
+
+async def test_an_allow_list_keeps_unknown_nodes_off_the_board_and_out_of_the_log(
+    tmp_path: Path,
+) -> None:
+    bus = InMemoryBus()
+    trusted_identity = NodeIdentity.load_or_create(tmp_path / "a")
+    allow = [trusted_identity.public_key_b64]
+    async with (
+        Node(_settings(tmp_path, "a", trusted_nodes=allow), bus=bus) as a,
+        Node(_settings(tmp_path, "b"), bus=bus) as b,
+    ):
+        await b.peers.wait_for(lambda peers: a.node_id in peers, 5)
+        await _announce(b, "sneaky")
+        await a.projector.wait_for_sequence(await bus.last_sequence(), 5)
+        assert a.projector.rejected["untrusted"] >= 1
+        assert a.projector.directory.get("sneaky") is None
+        assert b.projector.directory.get("sneaky") is not None
+        await a.peers.wait_for(lambda _: a.peers.rejected["untrusted"] >= 1, 5)
+        assert b.node_id not in {p.id for p in a.peers.peers()}
