@@ -38,6 +38,8 @@ def _parser() -> argparse.ArgumentParser:
         "--status", choices=["pending", "delivered", "dead"], help="only this status"
     )
     webhooks.add_argument("--limit", type=int, default=50, help="newest N (default 50)")
+    sub.add_parser("peers", help="the nodes of the network and whether they are alive")
+    sub.add_parser("identity", help="this node's id and public key (for BZZZ_TRUSTED_NODES)")
     config = sub.add_parser("config", help="settings")
     config_sub = config.add_subparsers(dest="config_command", required=True)
     config_sub.add_parser("show", help="print the effective settings, secrets masked")
@@ -108,7 +110,7 @@ async def _serve_stdio(settings: Settings) -> None:
     from bzzz.mcp.server import build_server
     from bzzz.node import Node
 
-    async with Node(settings) as node:
+    async with Node(settings, address="stdio") as node:
         server, _ = build_server(node)
         lines = await _stdin_lines()
         if lines is None:
@@ -133,7 +135,8 @@ async def _serve_http(settings: Settings) -> None:
     from bzzz.mcp.server import build_server
     from bzzz.node import Node
 
-    async with Node(settings) as node:
+    address = f"http://{settings.node.http_host}:{settings.node.http_port}/mcp"
+    async with Node(settings, address=address) as node:
         server, _ = build_server(node)
         app = build_app(node, server, settings.node.http_host)
         config = uvicorn.Config(
@@ -208,6 +211,67 @@ def _webhooks(args: argparse.Namespace, settings: Settings) -> int:
     return 0
 
 
+async def _board(settings: Settings) -> list[Any]:
+    from bzzz.domain import utcnow
+    from bzzz.errors import NetworkError
+    from bzzz.network.embedded import running_url
+    from bzzz.network.jetstream import JetStreamBus
+    from bzzz.peers.service import PeerSettings, board_view
+
+    data_dir = settings.node.data_dir.expanduser()
+    urls = settings.bzzz.nats_url or [url for url in [running_url(data_dir)] if url]
+    if not urls:
+        raise NetworkError(f"no node has run on {data_dir} and BZZZ_NATS_URL is not set")
+    bus = JetStreamBus(urls, settings.bzzz.network_id, publish_timeout=5.0, create=False)
+    try:
+        await bus.start()
+        entries = await bus.peer_entries()
+    except NetworkError:
+        raise
+    except Exception as exc:
+        # Whatever NATS says (no server, no bucket yet), the user needs one line.
+        raise NetworkError(f"cannot read the peer board at {', '.join(urls)}: {exc!r}") from exc
+    finally:
+        await bus.close()
+    peer_settings = PeerSettings(
+        interval=settings.bzzz.heartbeat_interval,
+        misses=settings.bzzz.heartbeat_misses,
+        trusted=frozenset(settings.bzzz.trusted_nodes) or None,
+    )
+    return board_view(entries, settings.bzzz.network_id, peer_settings, utcnow())
+
+
+def _peers(settings: Settings) -> int:
+    from rich.console import Console
+    from rich.table import Table
+
+    peers = asyncio.run(_board(settings))
+    table = Table(title=f"peers of network {settings.bzzz.network_id}")
+    for column in ("id", "status", "address", "capabilities", "last seen"):
+        table.add_column(column)
+    for peer in peers:
+        shown = peer.to_json()
+        table.add_row(
+            shown["id"],
+            shown["status"],
+            shown["address"],
+            ", ".join(shown["capabilities"]),
+            shown["lastSeen"],
+        )
+    Console(width=200 if not sys.stdout.isatty() else None).print(table)
+    return 0
+
+
+def _identity(settings: Settings) -> int:
+    from bzzz.network.identity import NodeIdentity
+
+    data_dir = settings.node.data_dir.expanduser()
+    data_dir.mkdir(parents=True, exist_ok=True)
+    identity = NodeIdentity.load_or_create(data_dir)
+    sys.stdout.write(f"node_id    {identity.node_id}\npublic_key {identity.public_key_b64}\n")
+    return 0
+
+
 def _config_show(settings: Settings) -> int:
     from rich.console import Console
     from rich.syntax import Syntax
@@ -230,6 +294,10 @@ def main(argv: list[str] | None = None) -> int:
             return _serve(args, settings)
         if args.command == "webhooks":
             return _webhooks(args, settings)
+        if args.command == "peers":
+            return _peers(settings)
+        if args.command == "identity":
+            return _identity(settings)
         return _config_show(settings)
     except BzzzError as exc:
         print(f"bzzz: {exc.message}", file=sys.stderr)

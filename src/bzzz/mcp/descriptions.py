@@ -46,3 +46,6 @@ subscribe to it (resources/subscribe) to be notified of new events."""
 
 RESOURCE = """What is at a bzzz:// address (same as bzzz_get), or a subscription's events at
 bzzz://subscriptions/<subscription_id>."""
+
+PEERS = """The nodes of this network (the API reference's NetworkPeer: id, address, capabilities,
+lastSeen, status online/offline/busy). A node that misses its heartbeats is offline."""

@@ -322,6 +322,15 @@ def _register_resources(
             raise ResourceError(f"{exc.code}: {exc.message}") from exc
         return json.dumps(data)
 
+    @server.resource(
+        "bzzz://peers",
+        name="bzzz-peers",
+        mime_type="application/json",
+        description=text.PEERS,
+    )
+    async def read_peers() -> str:
+        return json.dumps({"peers": [peer.to_json() for peer in node.peers.peers()]})
+
     lowlevel = server._lowlevel_server
 
     async def on_subscribe(

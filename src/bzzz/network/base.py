@@ -60,8 +60,8 @@ class Bus(Protocol):
         """Replace this node's entry on the network's peer board."""
         ...
 
-    async def remove_peer(self, node_id: str) -> None:
-        """Take a node's entry off the board (a clean goodbye)."""
+    async def peer_entries(self) -> dict[str, bytes]:
+        """The board as it is now: node id -> newest heartbeat."""
         ...
 
     async def watch_peers(self, handler: PeerHandler) -> None:

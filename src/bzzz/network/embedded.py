@@ -139,6 +139,11 @@ async def _can_connect(url: str) -> bool:
     return True
 
 
+def running_url(data_dir: Path) -> str | None:
+    """The URL of the embedded server a node on ``data_dir`` published, if any."""
+    return _read_text(Path(data_dir) / "nats" / "server.url")
+
+
 class EmbeddedNats:
     """A private nats-server with JetStream in the node's data directory, or a join of the one another local process started there."""  # noqa: E501
 

@@ -73,6 +73,7 @@ class JetStreamBus:
         publish_timeout: float = 10.0,
         batch_size: int = 512,
         name: str = "bzzz",
+        create: bool = True,
     ) -> None:
         self._servers = list(servers)
         self._network = network
@@ -80,6 +81,7 @@ class JetStreamBus:
         self._publish_timeout = publish_timeout
         self._batch_size = batch_size
         self._name = name
+        self._create = create
         self._nc: NatsClient | None = None
         self._js: JetStreamContext | None = None
         self._kv: KeyValue | None = None
@@ -118,7 +120,8 @@ class JetStreamBus:
                 details={"servers": self._servers},
             ) from exc
         self._js = self._nc.jetstream(timeout=self._publish_timeout)
-        await self._ensure_stream()
+        if self._create:
+            await self._ensure_stream()
 
     async def _ensure_stream(self) -> None:
         js = self._jetstream()
@@ -258,12 +261,21 @@ class JetStreamBus:
         except _RETRYABLE as exc:
             raise NetworkError("the peer board did not take the heartbeat") from exc
 
-    async def remove_peer(self, node_id: str) -> None:
-        """Delete a node's heartbeat from the board."""
+    async def peer_entries(self) -> dict[str, bytes]:
+        """The board as it is now: node id -> newest heartbeat."""
+        kv = await self._peers()
+        watcher = await kv.watchall(ignore_deletes=True)
+        entries: dict[str, bytes] = {}
         try:
-            await (await self._peers()).delete(node_id)
-        except _RETRYABLE as exc:
-            raise NetworkError("the peer board did not take the goodbye") from exc
+            while True:
+                entry = await watcher.updates(timeout=self._publish_timeout)  # type: ignore[no-untyped-call]
+                if entry is None:  # the end of the current entries
+                    return entries
+                if entry.value is not None:
+                    entries[entry.key] = entry.value
+        finally:
+            with contextlib.suppress(*_RETRYABLE, BadSubscriptionError):
+                await watcher.stop()  # type: ignore[no-untyped-call]  # nats-py: untyped
 
     async def watch_peers(self, handler: PeerHandler) -> None:
         """Every board entry, then every change, until cancelled (rebuilt when it goes quiet)."""

@@ -60,11 +60,9 @@ class InMemoryBus:
         for queue in self._peer_watchers:
             queue.put_nowait((node_id, data))
 
-    async def remove_peer(self, node_id: str) -> None:
-        """Remove a node's entry and tell the watchers."""
-        if self._peers.pop(node_id, None) is not None:
-            for queue in self._peer_watchers:
-                queue.put_nowait((node_id, None))
+    async def peer_entries(self) -> dict[str, bytes]:
+        """The board as it is now."""
+        return dict(self._peers)
 
     async def watch_peers(self, handler: PeerHandler) -> None:
         """Current entries, then changes, until cancelled."""

@@ -16,7 +16,7 @@ import logging
 import secrets
 from collections import Counter
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -75,6 +75,40 @@ def peer_from_heartbeat(envelope: Envelope, now: datetime) -> NetworkPeer:
         beat=int(p.get("beat", 0)),
         public_key=envelope.origin_key,
     )
+
+
+def read_heartbeat(
+    node_id: str, data: bytes, network: str, trusted: frozenset[str] | None, now: datetime
+) -> NetworkPeer:
+    """Verify a board entry filed under ``node_id``; raise EnvelopeRejected if it is not one."""
+    envelope = open_envelope(data, network, trusted)
+    if envelope.type != "node.heartbeat" or envelope.origin != node_id:
+        raise EnvelopeRejected("origin_mismatch")
+    try:
+        return peer_from_heartbeat(envelope, now)
+    except (TypeError, ValueError) as exc:
+        raise EnvelopeRejected("malformed") from exc
+
+
+def board_view(
+    entries: dict[str, bytes], network: str, settings: PeerSettings, now: datetime
+) -> list[NetworkPeer]:
+    """The peers a board holds, as of ``now`` (what ``bzzz peers`` prints); forgeries skipped."""
+    peers = []
+    for node_id, data in sorted(entries.items()):
+        try:
+            peer = read_heartbeat(node_id, data, network, settings.trusted, now)
+        except EnvelopeRejected as exc:
+            logger.warning("skipped the board entry of %s: %s", node_id, exc.reason)
+            continue
+        peers.append(_as_of(peer, now, settings.deadline))
+    return peers
+
+
+def _as_of(peer: NetworkPeer, now: datetime, deadline: timedelta) -> NetworkPeer:
+    if peer.status != "offline" and now - peer.last_seen > deadline:
+        return replace(peer, status="offline")
+    return peer
 
 
 def lost_envelope_id(node_id: str, boot: str, beat: int, last_seen: datetime) -> str:
@@ -149,12 +183,7 @@ class PeerService:
         return self._as_of(peer, self._clock()) if peer is not None else None
 
     def _as_of(self, peer: NetworkPeer, now: datetime) -> NetworkPeer:
-        if peer.status != "offline" and now - peer.last_seen > self._settings.deadline:
-            return NetworkPeer(
-                peer.id, peer.address, peer.capabilities, peer.last_seen, "offline",
-                peer.boot, peer.beat, peer.public_key,
-            )  # fmt: skip
-        return peer
+        return _as_of(peer, now, self._settings.deadline)
 
     # --- running ------------------------------------------------------------------------------
 
@@ -264,14 +293,11 @@ class PeerService:
 
     def _read(self, node_id: str, data: bytes) -> NetworkPeer | None:
         try:
-            envelope = open_envelope(data, self._network, self._settings.trusted)
-            if envelope.type != "node.heartbeat" or envelope.origin != node_id:
-                raise EnvelopeRejected("origin_mismatch")
-            return peer_from_heartbeat(envelope, self._clock())
+            return read_heartbeat(
+                node_id, data, self._network, self._settings.trusted, self._clock()
+            )
         except EnvelopeRejected as exc:
             self._reject(exc.reason, node_id)
-        except (TypeError, ValueError):
-            self._reject("malformed", node_id)
         return None
 
     def _reject(self, reason: str, node_id: str) -> None:
