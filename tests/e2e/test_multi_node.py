@@ -11,8 +11,13 @@ from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
 
+import nats
 import pytest
 from mcp import ClientSession
+from nats.js import JetStreamContext
+
+from bzzz.network.envelope import seal
+from bzzz.network.identity import NodeIdentity
 
 from .support import (
     HttpNode,
@@ -335,3 +340,50 @@ async def test_nodes_of_another_network_share_nothing(make_node: NodeFactory) ->
         assert [m["id"] for m in theirs["matches"]] == ["there"]
         peers = await _resource(sm, "bzzz://peers")
         assert [p["id"] for p in peers["peers"]] == [(await main.health())["node_id"]]
+
+
+async def test_forged_tampered_and_replayed_envelopes_on_the_stream_change_nothing(
+    make_node: NodeFactory, nats_url: str
+) -> None:
+    node = make_node("target")
+    await node.start()
+    async with http_session(node.mcp_url) as session:
+        await call(session, "bzzz_announce", {"agent_id": "honest", "role": "reviewer"})
+        nc = await nats.connect(nats_url)
+        try:
+            js = nc.jetstream(timeout=10)
+            real = await _first_envelope(js, "bzzz.main.agent.honest")
+            stranger = NodeIdentity.generate()
+            forged = seal(stranger, "main", "agent.announced", "bzzz.main.agent.evil",
+                          {**real["payload"], "agent_id": "evil"})  # fmt: skip
+            forged_as_node = forged.model_copy(update={"origin": real["origin"]})
+            tampered = {**real, "payload": {**real["payload"], "role": "admin"}}
+            injected = [
+                ("bzzz.main.agent.evil", forged_as_node.to_bytes()),
+                ("bzzz.main.agent.honest", json.dumps(tampered).encode()),
+                ("bzzz.main.agent.honest", json.dumps(real).encode()),
+            ]
+            for n, (subject, data) in enumerate(injected):
+                await js.publish(subject, data, headers={"Nats-Msg-Id": f"attack-{n}"})
+        finally:
+            await nc.close()
+        rejected = await eventually(
+            lambda: node.health(),
+            lambda got: sum(got["projector"]["rejected"].values()) >= 3,
+        )
+        counts = rejected["projector"]["rejected"]
+        assert counts["origin_mismatch"] == 1
+        assert counts["bad_signature"] == 1
+        assert counts["replayed"] == 1
+        found = await call(session, "bzzz_lookup", {"semantic_address": "bzzz://*"})
+        assert [(m["id"], m["role"]) for m in found["matches"]] == [("honest", "reviewer")]
+
+
+async def _first_envelope(js: JetStreamContext, subject: str) -> dict[str, Any]:
+    sub = await js.subscribe(subject, ordered_consumer=True)
+    try:
+        msg = await sub.next_msg(timeout=10)
+        envelope: dict[str, Any] = json.loads(msg.data)
+        return envelope
+    finally:
+        await sub.unsubscribe()

@@ -17,6 +17,7 @@ from nats.errors import (
     NoRespondersError,
     NoServersError,
 )
+from nats.errors import Error as NatsError
 from nats.errors import TimeoutError as NatsTimeoutError
 from nats.js import JetStreamContext
 from nats.js.api import (
@@ -28,7 +29,12 @@ from nats.js.api import (
     StorageType,
     StreamConfig,
 )
-from nats.js.errors import BucketNotFoundError, NotFoundError, ServiceUnavailableError
+from nats.js.errors import (
+    BucketNotFoundError,
+    NoStreamResponseError,
+    NotFoundError,
+    ServiceUnavailableError,
+)
 from nats.js.kv import KeyValue
 
 from bzzz.errors import NetworkError
@@ -40,6 +46,7 @@ _RETRYABLE = (
     asyncio.TimeoutError,
     NatsTimeoutError,
     NoRespondersError,
+    NoStreamResponseError,
     ServiceUnavailableError,
     ConnectionClosedError,
 )
@@ -181,6 +188,10 @@ class JetStreamBus:
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, 1.0)
                 continue
+            except NatsError as exc:
+                raise NetworkError(
+                    f"the network refused the message ({exc}); it was not posted"
+                ) from exc
             return int(ack.seq)
 
     async def consume(self, durable: str, handler: BatchHandler, start_seq: int = 1) -> None:

@@ -1,0 +1,160 @@
+"""A node on a 3-server NATS cluster with R3 streams: servers die, acknowledged posts do not."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import sqlite3
+from collections import Counter
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import nats
+import pytest
+from mcp import ClientSession
+
+from bzzz.network.jetstream import stream_name
+
+from .cluster import NatsCluster
+from .support import HttpNode, call, call_error, eventually, http_session, kill_orphans, node_env
+
+pytestmark = pytest.mark.integration
+
+TOTAL = 1_500
+KILL_AFTER = 300
+
+
+@pytest.fixture
+async def cluster(tmp_path: Path) -> AsyncIterator[NatsCluster]:
+    """Three routed JetStream servers on loopback."""
+    running = NatsCluster(tmp_path / "cluster")
+    try:
+        await running.start()
+        yield running
+    finally:
+        await running.close()
+
+
+@pytest.fixture
+async def node(
+    tmp_path: Path, clean_env: dict[str, str], cluster: NatsCluster
+) -> AsyncIterator[HttpNode]:
+    """A bzzz node that keeps its log in R3 streams on the cluster."""
+    data_dir = tmp_path / "node"
+    env = node_env(
+        clean_env,
+        data_dir,
+        BZZZ_NATS_URL=",".join(cluster.urls),
+        BZZZ_BZZZ__STREAM_REPLICAS="3",
+        BZZZ_BZZZ__PUBLISH_TIMEOUT="4",
+    )
+    running = HttpNode(data_dir=data_dir, env=env, log_dir=tmp_path / "logs")
+    try:
+        await running.start(within=40)
+        yield running
+    finally:
+        await running.kill()
+        kill_orphans(data_dir)
+
+
+async def _stored_message_ids(urls: list[str]) -> Counter[str]:
+    """How often each message id was stored in the network's stream (read with nats-py)."""
+    nc = await nats.connect(urls)
+    try:
+        js = nc.jetstream(timeout=10)
+        sub = await js.subscribe(
+            "bzzz.main.msg.>", stream=stream_name("main"), ordered_consumer=True
+        )
+        seen: Counter[str] = Counter()
+        while True:
+            msg = await sub.next_msg(timeout=10)
+            envelope = json.loads(msg.data)
+            seen[envelope["payload"]["message_id"]] += 1
+            if msg.metadata.num_pending == 0:
+                return seen
+    finally:
+        await nc.close()
+
+
+def _inbox(db_path: Path) -> list[str]:
+    with contextlib.closing(sqlite3.connect(f"file:{db_path}?mode=ro", uri=True)) as db:
+        return [str(row[0]) for row in db.execute("SELECT message_id FROM inbox")]
+
+
+async def test_killing_the_stream_leader_under_load_loses_and_duplicates_nothing(
+    cluster: NatsCluster, node: HttpNode
+) -> None:
+    async with http_session(node.mcp_url) as session:
+        await call(session, "bzzz_announce", {"agent_id": "sink", "role": "sink"})
+        acked: list[str] = []
+        refused: list[str] = []
+        numbers = iter(range(TOTAL))
+        killed = asyncio.Event()
+
+        async def worker() -> None:
+            for n in numbers:
+                if n == KILL_AFTER:
+                    leader = await cluster.leader_of(stream_name("main"))
+                    await cluster.kill(leader)
+                    killed.set()
+                result = await session.call_tool(
+                    "bzzz_post",
+                    {"target_address": "bzzz://sink", "message_type": "data",
+                     "content": {"n": n}},
+                )  # fmt: skip
+                body = result.structured_content or {}
+                if result.is_error:
+                    # Allowed only as an honest NETWORK_ERROR, never a false success.
+                    assert body.get("code") == "NETWORK_ERROR", body
+                    refused.append(str(n))
+                else:
+                    acked.append(body["message_id"])
+
+        await asyncio.gather(*(worker() for _ in range(8)))
+        assert killed.is_set()
+    stored = await _stored_message_ids([s.url for s in cluster.servers if s.running])
+    assert all(count == 1 for count in stored.values()), "a message was stored twice"
+    assert set(acked) <= set(stored), "an acknowledged post is missing from the stream"
+    inbox = await eventually(
+        lambda: asyncio.to_thread(_inbox, node.data_dir / "bzzz.db"),
+        lambda got: set(acked) <= set(got),
+        within=30,
+    )
+    assert len(inbox) == len(set(inbox))
+    assert len(acked) + len(refused) == TOTAL
+
+
+async def test_without_a_quorum_a_post_fails_with_network_error_then_recovers(
+    cluster: NatsCluster, node: HttpNode
+) -> None:
+    async with http_session(node.mcp_url) as session:
+        await call(session, "bzzz_announce", {"agent_id": "sink", "role": "sink"})
+        first, second, _third = cluster.servers
+        await cluster.kill(first)
+        await cluster.kill(second)
+        refused = await call_error(
+            session,
+            "bzzz_post",
+            {"target_address": "bzzz://sink", "message_type": "data", "content": {"n": 1}},
+        )
+        assert refused["code"] == "NETWORK_ERROR"
+        assert "not posted" in refused["error"]
+        await cluster.start_server(first)
+        await cluster.start_server(second)
+        await cluster.wait_ready(within=40)
+        posted = await _post_when_ready(session)
+        assert posted["delivery_results"]["recipients"] == ["sink"]
+
+
+async def _post_when_ready(session: ClientSession) -> dict[str, object]:
+    async def attempt() -> dict[str, object] | None:
+        result = await session.call_tool(
+            "bzzz_post",
+            {"target_address": "bzzz://sink", "message_type": "data", "content": {"n": 2}},
+        )
+        return None if result.is_error else dict(result.structured_content or {})
+
+    got = await eventually(attempt, lambda body: body is not None, within=40)
+    assert got is not None
+    return got
