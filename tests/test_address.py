@@ -219,7 +219,9 @@ def test_format_spells_out_every_part(text: str, canonical: str) -> None:
         ("bzzz://a@p:t:x", "project:task part 'p:t:x' contains more than one ':'"),
         ("bzzz://a//inbox", "path '//inbox' contains an empty segment"),
         ("bzzz://a/x//y", "path '/x//y' contains an empty segment"),
-        ("bzzz://a/x?y", "path '/x?y' contains invalid characters"),
+        ("bzzz://a/x?y", "semantic address query 'y' is not understood"),
+        ("bzzz://a?network=a.b", "network 'a.b' is not a network id"),
+        ("bzzz://a?network=", "semantic address query 'network=' is not understood"),
         ("bzzz://a/x:y", "path '/x:y' contains invalid characters"),
         ("bzzz://a/in box", "path '/in box' contains invalid characters"),
         ("bzzz://a/x/../y", "path '/x/../y' contains the segment '..'"),
@@ -418,3 +420,13 @@ def test_covers_never_lets_a_named_part_match_an_unknown_one(
             (pattern.task, other.task),
         ):
             assert mine is None or mine == theirs
+
+
+def test_an_address_on_another_network_keeps_its_network_through_format_and_parse() -> None:
+    address = parse_address("bzzz://rev-1:reviewer@shop:api/inbox?network=research")
+    assert address.network == "research"
+    assert address.path == "/inbox"
+    assert format_address(address) == "bzzz://rev-1:reviewer@shop:api/inbox?network=research"
+    assert parse_address(format_address(address)) == address
+    assert address.to_dict("x")["network"] == "research"
+    assert "network" not in parse_address("bzzz://rev-1").to_dict("x")

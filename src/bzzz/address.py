@@ -1,5 +1,8 @@
 """Semantic addresses ``bzzz://agent:role@project:task/path``: parse, format, match.
 
+An address may name another network (federation): ``bzzz://agent:role@project:task?network=<id>``;
+without it an address is on the caller's own network.
+
 Every part is optional. ``*``, an empty part or an omitted part means "any" and is held as
 ``None``. The canonical form spells every part out (``*`` for any), so two addresses that mean
 the same thing format to the same text, and ``parse_address(format_address(a)) == a``.
@@ -23,6 +26,7 @@ MAX_PATH_LENGTH = 512
 
 _PART_RE = re.compile(r"[A-Za-z0-9._-]+")
 _SEGMENT_RE = re.compile(r"[A-Za-z0-9._~-]+")
+_NETWORK_RE = re.compile(r"[A-Za-z0-9_-]{1,64}")
 _PART_ALLOWED = "letters, digits, '-', '_', '.'"
 _SEGMENT_ALLOWED = "letters, digits, '-', '_', '.', '~'"
 _PART_NAMES = ("agent", "role", "project", "task")
@@ -39,11 +43,13 @@ class Address:
     project: str | None = None
     task: str | None = None
     path: str | None = None
+    network: str | None = None
 
     def __post_init__(self) -> None:
         for name in _PART_NAMES:
             object.__setattr__(self, name, _check_part(name, getattr(self, name)))
         object.__setattr__(self, "path", _check_path(self.path))
+        object.__setattr__(self, "network", _check_network(self.network))
         canonical = format_address(self)
         if len(canonical) > MAX_ADDRESS_LENGTH:
             raise InvalidParameters(
@@ -76,7 +82,7 @@ class Address:
 
     def to_dict(self, raw: str) -> dict[str, str | None]:
         """The API reference's ``parsed_address`` object, with ``raw`` as given by the caller."""
-        return {
+        shown: dict[str, str | None] = {
             "agent": self.agent,
             "role": self.role,
             "project": self.project,
@@ -84,6 +90,9 @@ class Address:
             "path": self.path,
             "raw": raw,
         }
+        if self.network:
+            shown["network"] = self.network
+        return shown
 
     def with_path(self, path: str | None) -> Address:
         """A copy of this address with its path replaced (validated like a parsed path)."""
@@ -111,7 +120,9 @@ def parse_address(text: object) -> Address:
         raise InvalidParameters(
             f"semantic address must start with {SCHEME!r}", details={"address": _clip(stripped)}
         )
-    authority, slash, path = stripped[len(SCHEME) :].partition("/")
+    rest, _, query = stripped[len(SCHEME) :].partition("?")
+    network = _network_of(query, stripped) if query or "?" in stripped else None
+    authority, slash, path = rest.partition("/")
     if authority.count("@") > 1:
         raise InvalidParameters(
             f"semantic address part {_clip(authority)!r} contains more than one '@'",
@@ -120,15 +131,39 @@ def parse_address(text: object) -> Address:
     left, _, right = authority.partition("@")
     agent, role = _split_pair(left, "agent:role")
     project, task = _split_pair(right, "project:task")
-    return Address(agent, role, project, task, (slash + path) or None)
+    return Address(agent, role, project, task, (slash + path) or None, network)
 
 
 def format_address(address: Address) -> str:
     """The canonical text of an address: every part spelt out, ``*`` for any."""
+    network = f"?network={address.network}" if address.network else ""
     return (
         f"{SCHEME}{address.agent or WILDCARD}:{address.role or WILDCARD}"
         f"@{address.project or WILDCARD}:{address.task or WILDCARD}{address.path or ''}"
+        f"{network}"
     )
+
+
+def _network_of(query: str, address: str) -> str:
+    key, equals, value = query.partition("=")
+    if key != "network" or not equals or not value:
+        raise InvalidParameters(
+            f"semantic address query {_clip(query)!r} is not understood; the only one is "
+            "'?network=<network id>'",
+            details={"address": _clip(address), "part": "network"},
+        )
+    return value
+
+
+def _check_network(value: object) -> str | None:
+    if value is None:
+        return None
+    if not isinstance(value, str) or not _NETWORK_RE.fullmatch(value):
+        raise InvalidParameters(
+            f"network {_clip(str(value))!r} is not a network id (1-64 letters, digits, '-', '_')",
+            details={"part": "network", "value": _clip(str(value))},
+        )
+    return value
 
 
 def agent_address(agent_id: str, role: str, project: str | None, task: str | None) -> str:

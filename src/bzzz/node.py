@@ -20,6 +20,7 @@ from bzzz.errors import BzzzError, NetworkError
 from bzzz.eventlog import EventLog
 from bzzz.events.service import SubscriptionService
 from bzzz.events.webhooks import WebhookDispatcher
+from bzzz.federation.service import FederationService
 from bzzz.network.base import Bus
 from bzzz.network.embedded import EmbeddedNats
 from bzzz.network.identity import NodeIdentity
@@ -110,6 +111,7 @@ class Node:
     subscriptions: SubscriptionService
     webhooks: WebhookDispatcher
     peers: PeerService
+    federation: FederationService | None = None
     node_dir: Path
 
     @property
@@ -144,6 +146,7 @@ class Node:
             await self.projector.load_directory()
             await self.projector.restore()
             await self._run_background()
+            await self._federate()
             await self._catch_up()
             stale = await self.agents.release_stale()
             if stale:
@@ -254,6 +257,18 @@ class Node:
             name=f"bzzz-slot{self.slot}",
         )
 
+    async def _federate(self) -> None:
+        """Follow the federated networks' agents (their stores are rebuilt at every start)."""
+        networks = self.settings.bzzz.federated_networks
+        if not networks:
+            return
+        self.federation = FederationService(
+            self.bus, self.identity, networks, self.node_dir / "federation"
+        )
+        await self.federation.start()
+        self.agents.federation = self.federation
+        self._spawn("federation", self.federation.run())
+
     async def _wake_webhooks(self, matched: Any) -> None:
         if any(sub.callback_webhook for sub, _ in matched):
             self.webhooks.wake()
@@ -333,6 +348,8 @@ class Node:
                 # Already logged by _background_done; closing must go on.
                 logger.debug("background task ended with an error", exc_info=True)
         self._tasks.clear()
+        if self.federation is not None:
+            await self.federation.close()
         if hasattr(self, "bus"):
             await self.bus.close()
         if self._embedded is not None:

@@ -23,6 +23,7 @@ from .support import (
     HttpNode,
     bzzz_executable,
     call,
+    call_error,
     eventually,
     http_session,
     kill_orphans,
@@ -387,3 +388,59 @@ async def _first_envelope(js: JetStreamContext, subject: str) -> dict[str, Any]:
         return envelope
     finally:
         await sub.unsubscribe()
+
+
+async def test_a_federated_network_is_searched_and_its_agents_reached_by_address(
+    make_node: NodeFactory,
+) -> None:
+    home = make_node("home", BZZZ_FEDERATED_NETWORKS="research")
+    lab = make_node("lab", BZZZ_NETWORK_ID="research")
+    await asyncio.gather(home.start(), lab.start())
+    async with http_session(home.mcp_url) as sh, http_session(lab.mcp_url) as sl:
+        await call(sh, "bzzz_announce", {"agent_id": "arch-home", "role": "architect"})
+        await call(sl, "bzzz_announce", {"agent_id": "rev-lab", "role": "reviewer"})
+        found = await eventually(
+            lambda: call(sh, "bzzz_lookup", {"semantic_address": "bzzz://*:reviewer@*"}),
+            lambda got: got["count"] == 1,
+        )
+        match = found["matches"][0]
+        assert (match["id"], match["network"]) == ("rev-lab", "research")
+        assert match["address"] == "bzzz://rev-lab:reviewer@*:*?network=research"
+        only_there = await call(
+            sh, "bzzz_lookup", {"semantic_address": "bzzz://*?network=research"}
+        )
+        assert [m["id"] for m in only_there["matches"]] == ["rev-lab"]
+        only_home = await call(sh, "bzzz_lookup", {"semantic_address": "bzzz://*?network=main"})
+        assert [m["id"] for m in only_home["matches"]] == ["arch-home"]
+
+        posted = await call(
+            sh,
+            "bzzz_post",
+            {"target_address": match["address"], "message_type": "question",
+             "content": {"text": "can you review our parser?"}},
+        )  # fmt: skip
+        assert posted["network"] == "research"
+        assert posted["delivery_results"]["recipients"] == ["rev-lab"]
+        inbox = await eventually(
+            lambda: call(sl, "bzzz_get", {"address": "bzzz://rev-lab/inbox"}),
+            lambda got: len(got["content"]["messages"]) == 1,
+        )
+        message = inbox["content"]["messages"][0]
+        assert message["sender"] == "arch-home@main"
+        assert message["content"] == {"text": "can you review our parser?"}
+
+        # The lab's own network knows nothing of home's agents.
+        theirs = await call(sl, "bzzz_lookup", {"semantic_address": "bzzz://*"})
+        assert [m["id"] for m in theirs["matches"]] == ["rev-lab"]
+        unknown = await call_error(
+            sh, "bzzz_lookup", {"semantic_address": "bzzz://*?network=elsewhere"}
+        )
+        assert unknown["code"] == "INVALID_PARAMETERS"
+        assert "not federated" in unknown["error"]
+        refused = await call_error(
+            sh,
+            "bzzz_post",
+            {"target_address": match["address"], "message_type": "task_assignment",
+             "content": {"type": "code_review"}},
+        )  # fmt: skip
+        assert refused["code"] == "INVALID_PARAMETERS"

@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 from collections import OrderedDict
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from bzzz import domain
 from bzzz.address import Address, agent_address, parse_address
@@ -16,6 +16,9 @@ from bzzz.schemas import AnnounceInput, FilterCriteria, GetInput, LookupInput
 from bzzz.store.database import Database
 from bzzz.store.directory import AgentDirectory
 from bzzz.store.repository import Repository
+
+if TYPE_CHECKING:
+    from bzzz.federation.service import FederationService
 
 logger = logging.getLogger(__name__)
 
@@ -124,6 +127,8 @@ class AgentService:
         self.directory = directory
         self._infos: OrderedDict[str, tuple[domain.Agent, datetime, dict[str, Any]]] = OrderedDict()
         self._max_agents = max_agents
+        # Set by the node when it federates with other networks.
+        self.federation: FederationService | None = None
 
     async def announce(self, caller: Caller, params: AnnounceInput) -> dict[str, Any]:
         """Put an agent on the network as this session's; refuse an id a live session holds."""
@@ -177,20 +182,28 @@ class AgentService:
         return info
 
     async def lookup(self, params: LookupInput) -> dict[str, Any]:
-        """Agents matching an address and filters, best first."""
+        """Agents matching an address and filters, best first (federated networks too)."""
         address = parse_address(params.semantic_address)
         criteria = params.filter_criteria or FilterCriteria()
-        total, scored = self.directory.ranked(
-            agent_id=address.agent,
-            role=address.role,
-            project=address.project,
-            task=address.task,
-            available_only=bool(criteria.availability),
-            min_performance=criteria.performance_threshold,
-            expertise=criteria.expertise,
-            limit=params.limit,
-        )
-        matches = [self._info(agent) | {"score": score} for score, agent in scored]
+        total = 0
+        found: list[tuple[float, dict[str, Any]]] = []
+        searched = self._directories(address.network)
+        for network, directory in searched:
+            count, scored = directory.ranked(
+                agent_id=address.agent,
+                role=address.role,
+                project=address.project,
+                task=address.task,
+                available_only=bool(criteria.availability),
+                min_performance=criteria.performance_threshold,
+                expertise=criteria.expertise,
+                limit=params.limit,
+            )
+            total += count
+            found.extend((score, self._match(agent, score, network)) for score, agent in scored)
+        if len(searched) > 1:
+            found.sort(key=lambda pair: -pair[0])  # stable: ties keep each network's order
+        matches = [match for _, match in found[: params.limit]]
         return {
             "success": True,
             "address": params.semantic_address,
@@ -200,6 +213,30 @@ class AgentService:
             "total_matches": total,
             "query_time": iso(domain.utcnow()),
         }
+
+    def _directories(self, network: str | None) -> list[tuple[str | None, AgentDirectory]]:
+        """Where a lookup searches: this network (None) and the federated ones it names."""
+        own: list[tuple[str | None, AgentDirectory]] = [(None, self.directory)]
+        if network == self._log.network:
+            return own
+        if network is not None:
+            if self.federation is None:
+                raise InvalidParameters(
+                    f"network '{network}' is not federated with this node",
+                    details={"network": network, "federated_networks": []},
+                )
+            return [(network, self.federation.directory(network))]
+        if self.federation is None:
+            return own
+        return own + list(self.federation.directories().items())
+
+    def _match(self, agent: domain.Agent, score: float, network: str | None) -> dict[str, Any]:
+        if network is None:
+            return self._info(agent) | {"score": score}
+        # Another network's agent: its address says where it lives, for bzzz_post.
+        remote = agent_info(agent)
+        remote["address"] = f"{remote['address']}?network={network}"
+        return remote | {"score": score, "network": network}
 
     async def get(self, params: GetInput) -> dict[str, Any]:
         """The content at an address: an agent, its inbox, its tasks, or a thread."""

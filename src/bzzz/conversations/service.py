@@ -16,6 +16,7 @@ from bzzz.errors import AgentNotFound, InvalidParameters, ThreadNotFound
 from bzzz.eventlog import Caller, EventLog
 from bzzz.schemas import PostInput, ThreadInput
 from bzzz.store.database import Database
+from bzzz.store.directory import AgentDirectory
 from bzzz.store.repository import Repository
 
 THREAD_POST_TYPES = THREAD_MESSAGE_TYPES + TASK_UPDATE_TYPES + ("task_assignment",)
@@ -61,6 +62,8 @@ class ConversationService:
         """Deliver a message to an address or a thread; tasks are created or updated."""
         started = time.perf_counter()
         address = parse_address(params.target_address)
+        if address.network is not None and address.network != self._log.network:
+            return await self._post_federated(caller, params, address, started)
         sender = await self.sender_of(caller, params.agent_id)
         if params.thread_id:
             async with self._db.session() as session:
@@ -92,6 +95,50 @@ class ConversationService:
                 f"message refused: {outcome['reason']}", details={"reason": outcome["reason"]}
             )
         return self._post_result(params, message_id, recipients, outcome, started)
+
+    async def _post_federated(
+        self, caller: Caller, params: PostInput, address: Address, started: float
+    ) -> dict[str, Any]:
+        """Store a message in a federated network's log, for its nodes to deliver."""
+        assert address.network is not None
+        if params.thread_id or params.message_type in (*TASK_UPDATE_TYPES, "task_assignment"):
+            raise InvalidParameters(
+                "threads and tasks stay within one network; post a message to the other "
+                "network's agent instead",
+                details={"network": address.network, "message_type": params.message_type},
+            )
+        federation = self._agents.federation
+        if federation is None:
+            raise InvalidParameters(
+                f"network '{address.network}' is not federated with this node",
+                details={"network": address.network, "federated_networks": []},
+            )
+        sender = await self.sender_of(caller, params.agent_id)
+        recipients = self._address_recipients(
+            address, sender, federation.directory(address.network)
+        )
+        # Seen from the other network, the sender lives here: agent@network ('@' cannot
+        # occur in an agent id, so it never names one of theirs).
+        origin = f"{sender.id}@{self._log.network}"
+        message_id = f"msg-{ULID()}"
+        payload = {
+            "message_id": message_id,
+            "sender": origin[:128],
+            "target_address": params.target_address,
+            "message_type": params.message_type,
+            "content": params.content,
+            "priority": params.priority,
+            "thread_id": None,
+            "reply_to": params.reply_to,
+            "recipients": recipients,
+            "task_id": None,
+        }
+        if recipients:
+            await federation.post(address.network, sender.id, payload)
+        outcome = {"ok": True, "delivered": recipients}
+        result = self._post_result(params, message_id, recipients, outcome, started)
+        result["network"] = address.network
+        return result
 
     @staticmethod
     def _post_result(
@@ -155,8 +202,10 @@ class ConversationService:
             )
         return [a for a in thread.active_participants if a != sender.id]
 
-    def _address_recipients(self, address: Address, sender: domain.Agent) -> list[str]:
-        directory = self._agents.directory
+    def _address_recipients(
+        self, address: Address, sender: domain.Agent, directory: AgentDirectory | None = None
+    ) -> list[str]:
+        directory = directory or self._agents.directory
         if address.agent is not None:
             agent = directory.get(address.agent)
             if agent is None or not address.matches(

@@ -66,6 +66,7 @@ def peer_bucket(network: str) -> str:
 # with a server); a node's own heartbeats keep a healthy watch busy.
 PEER_WATCH_IDLE = 30.0
 PEER_ENTRY_MAX_AGE = 7 * 86_400.0
+FOLLOW_RETRY = 2.0
 
 
 class JetStreamBus:
@@ -321,13 +322,22 @@ class JetStreamBus:
         """Read another network's subjects of ``kinds`` from its start (an ordered consumer)."""
         js = self._jetstream()
         filters = [f"bzzz.{network}.{kind}.>" for kind in kinds]
-        sub = await js.subscribe(
-            filters[0],
-            stream=stream_name(network),
-            ordered_consumer=True,
-            config=ConsumerConfig(deliver_policy=DeliverPolicy.ALL, filter_subjects=filters),
-            pending_msgs_limit=100_000,
-        )
+        while True:
+            try:
+                sub = await js.subscribe(
+                    filters[0],
+                    stream=stream_name(network),
+                    ordered_consumer=True,
+                    config=ConsumerConfig(
+                        deliver_policy=DeliverPolicy.ALL, filter_subjects=filters
+                    ),
+                    pending_msgs_limit=100_000,
+                )
+                break
+            except (NotFoundError, *_RETRYABLE):
+                # That network has no log yet (no node of it has started) or NATS is away.
+                logger.info("network %s has no log to follow yet; waiting", network)
+                await asyncio.sleep(FOLLOW_RETRY)
         try:
             while True:
                 first = await sub.next_msg(timeout=None)
