@@ -52,6 +52,7 @@ class Projector:
         self._waiting: dict[str, asyncio.Future[Outcome]] = {}
         self._subscriptions: list[domain.Subscription] | None = None
         self._listeners: list[EventListener] = []
+        self._applied_listeners: list[Callable[[Sequence[Envelope]], None]] = []
         self._applied_seq = 0
         self._progress = asyncio.Condition()
         self.directory = AgentDirectory()
@@ -71,6 +72,10 @@ class Projector:
     def add_listener(self, listener: EventListener) -> None:
         """Call ``listener`` after each commit with the (subscription, event) pairs it matched."""
         self._listeners.append(listener)
+
+    def add_applied_listener(self, listener: Callable[[Sequence[Envelope]], None]) -> None:
+        """Call ``listener`` after each commit with the envelopes it applied (metrics, benches)."""
+        self._applied_listeners.append(listener)
 
     async def load_directory(self) -> None:
         """Fill the agent directory from the store (before consuming the log)."""
@@ -170,6 +175,8 @@ class Projector:
             self.directory.put(agent)
         self.directory.touch(result.seen)
         self.applied_count += len(opened)
+        for applied in self._applied_listeners:
+            applied([env for env, _ in opened])
         await self._advance(messages[-1].seq if messages else 0)
         for env_id, outcome in result.outcomes.items():
             future = self._waiting.get(env_id)
