@@ -13,7 +13,13 @@ from types import TracebackType
 from typing import IO, Any
 
 from bzzz.agents.service import AgentService
+from bzzz.clock import Clock, SystemClock
 from bzzz.config import Settings
+from bzzz.conversations.actions import EscalationActions
+from bzzz.conversations.consensus import ConsensusService
+from bzzz.conversations.escalation import EscalationService
+from bzzz.conversations.hooks import ExtractiveInsights
+from bzzz.conversations.monitor import ThreadMonitor
 from bzzz.conversations.service import ConversationService
 from bzzz.errors import BzzzError, NetworkError
 from bzzz.eventlog import EventLog
@@ -78,9 +84,16 @@ class Node:
     """A BZZZ node: identity, event log, store, projector, services and background work."""
 
     def __init__(
-        self, settings: Settings, *, bus: Bus | None = None, catch_up_timeout: float = 600.0
+        self,
+        settings: Settings,
+        *,
+        bus: Bus | None = None,
+        catch_up_timeout: float = 600.0,
+        clock: Clock | None = None,
     ) -> None:
         self.settings = settings
+        # Time as thread rules, idle timeouts and retries see it (tests move it by hand).
+        self.clock: Clock = clock or SystemClock()
         self.state = NodeState.NEW
         self._bus_override = bus
         self._catch_up_timeout = catch_up_timeout
@@ -100,6 +113,9 @@ class Node:
     conversations: ConversationService
     subscriptions: SubscriptionService
     webhooks: WebhookDispatcher
+    escalations: EscalationService
+    consensus: ConsensusService
+    monitor: ThreadMonitor
     node_dir: Path
 
     @property
@@ -173,13 +189,53 @@ class Node:
             self.db, self.log, self.projector.directory, self.settings.agents.max_agents
         )
         self.conversations = ConversationService(
-            self.db, self.log, self.agents, self.settings.conversation.max_active_threads
+            self.db,
+            self.log,
+            self.agents,
+            self.settings.conversation.max_active_threads,
+            clock=self.clock,
+            idle_timeout=self.settings.conversation.default_timeout,
         )
         self.subscriptions = SubscriptionService(
             self.db, self.log, node_secret, allow_private=self.settings.webhooks.allow_private
         )
         self.webhooks = WebhookDispatcher(self.db, self.settings.webhooks, node_secret)
         self.projector.add_listener(self._wake_webhooks)
+        self._build_thread_services(node_secret)
+
+    def _build_thread_services(self, node_secret: bytes) -> None:
+        """Escalation rules, consensus and SLURP, and the monitor that sweeps threads."""
+        wakeup = asyncio.Event()
+        directory = self.projector.directory
+        actions = EscalationActions(
+            self.db, self.log, directory, self.settings.escalation, node_secret
+        )
+        self.escalations = EscalationService(
+            self.db,
+            self.log,
+            self.clock,
+            self.settings.conversation.escalation_rules,
+            self.settings.escalation,
+            actions,
+            wakeup,
+        )
+        self.consensus = ConsensusService(
+            self.db,
+            self.log,
+            directory,
+            self.clock,
+            self.settings.slurp,
+            ExtractiveInsights(),
+            wakeup,
+        )
+        self.conversations.observers.extend([self.consensus, self.escalations])
+        self.monitor = ThreadMonitor(
+            self.conversations.lifecycle,
+            self.escalations,
+            self.consensus,
+            self.settings.escalation.monitor_interval,
+            wakeup,
+        )
 
     async def _make_bus(self, data_dir: Path) -> Bus:
         urls = self.settings.bzzz.nats_url
@@ -203,7 +259,11 @@ class Node:
             self.webhooks.wake()
 
     async def _run_background(self) -> None:
-        for name, coro in (("projector", self.projector.run()), ("webhooks", self.webhooks.run())):
+        for name, coro in (
+            ("projector", self.projector.run()),
+            ("webhooks", self.webhooks.run()),
+            ("monitor", self.monitor.run()),
+        ):
             task = asyncio.create_task(coro, name=f"bzzz-{name}")
             task.add_done_callback(self._background_done)
             self._tasks.append(task)
@@ -251,12 +311,15 @@ class Node:
             logger.warning("could not announce shutdown to the network")
 
     async def _teardown(self) -> None:
+        if hasattr(self, "monitor"):
+            self.monitor.stop()
         if hasattr(self, "webhooks"):
             self.webhooks.stop()
-            webhook_tasks = [t for t in self._tasks if t.get_name() == "bzzz-webhooks"]
+            names = ("bzzz-webhooks", "bzzz-monitor")
+            rounds = [t for t in self._tasks if t.get_name() in names]
             # A round of deliveries ends within the HTTP timeout; past that, cancel.
-            if webhook_tasks:
-                await asyncio.wait(webhook_tasks, timeout=self.settings.webhooks.timeout + 1)
+            if rounds:
+                await asyncio.wait(rounds, timeout=self.settings.webhooks.timeout + 1)
         for task in self._tasks:
             task.cancel()
         for task in self._tasks:
