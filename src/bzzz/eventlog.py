@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from bzzz.clock import Clock, SystemClock
 from bzzz.network.envelope import seal
 from bzzz.network.identity import NodeIdentity
 from bzzz.projector import Projector
@@ -21,10 +22,18 @@ class Caller:
 class EventLog:
     """Seals envelopes with the node's key and waits for the projection's outcome."""
 
-    def __init__(self, identity: NodeIdentity, network: str, projector: Projector) -> None:
+    def __init__(
+        self,
+        identity: NodeIdentity,
+        network: str,
+        projector: Projector,
+        clock: Clock | None = None,
+    ) -> None:
         self.identity = identity
         self.network = network
         self.projector = projector
+        # Envelopes are stamped by the node's clock, so time-based rules see one time line.
+        self.clock: Clock = clock or SystemClock()
 
     @property
     def node_id(self) -> str:
@@ -34,5 +43,5 @@ class EventLog:
     async def emit(self, type_: str, kind: str, key: str, payload: dict[str, Any]) -> Outcome:
         """Publish one change on ``bzzz.<network>.<kind>.<key>`` and return its outcome."""
         subject = f"bzzz.{self.network}.{kind}.{key}"
-        envelope = seal(self.identity, self.network, type_, subject, payload)
+        envelope = seal(self.identity, self.network, type_, subject, payload, now=self.clock.now())
         return await self.projector.submit(envelope)

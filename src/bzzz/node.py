@@ -184,7 +184,7 @@ class Node:
         self.projector = Projector(
             self.db, self.bus, network=self.network, node_id=self.node_id, limits=limits
         )
-        self.log = EventLog(self.identity, self.network, self.projector)
+        self.log = EventLog(self.identity, self.network, self.projector, self.clock)
         self.agents = AgentService(
             self.db, self.log, self.projector.directory, self.settings.agents.max_agents
         )
