@@ -439,7 +439,7 @@ class ConversationService:
                 task = await Repository(session).task(params.task_id)
             if task is None:
                 raise InvalidParameters(
-                    f"no task '{params.task_id}'", details={"task_id": params.task_id}
+                    f"task_id '{params.task_id}' names no task", details={"task_id": params.task_id}
                 )
         plan = self._review.plan(creator, params.roles, task, params.topic, params.criteria)
         payload = plan["payload"]

@@ -202,10 +202,10 @@ def _thread_effects(session: Session, env: Envelope, outcome: Outcome) -> list[d
         source=p.get("stance_source", "agent"),
         at=env.timestamp,
     )
+    decision = _apply_stance(thread, env)
     if p["stance"] != "agree":
         return []
     thread.last_progress_at = env.timestamp
-    decision = _apply_stance(thread, env)
     consensus = _consensus(session, thread, decision, env) if decision else None
     if consensus is None:
         return []
