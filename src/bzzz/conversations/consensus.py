@@ -92,7 +92,8 @@ class ConsensusService:
         self._directory = directory
         self._clock = clock
         self._settings = settings
-        self._insights = insights
+        # Replaceable: a hosted model can draw the insights instead (see hooks.py).
+        self.insights = insights
         self._lock = asyncio.Lock()
         self.wakeup = wakeup or asyncio.Event()
 
@@ -112,7 +113,7 @@ class ConsensusService:
         event = build_slurp_event(
             thread,
             len(messages),
-            await self._insights.insights(thread, messages),
+            await self.insights.insights(thread, messages),
             _participants(thread, self._directory),
             network=self._log.network,
             node_id=self._log.node_id,

@@ -161,16 +161,29 @@ class EscalationService:
             return
         await self.check_thread(thread_id)
 
+    def _needs(self) -> tuple[bool, bool]:
+        """(disagreements, tasks): facts no rule looks at are not read."""
+        kinds = {c.type for r in self.rules for c in r.conditions}
+        return bool(kinds & {"disagreement_count", "no_resolution"}), "error_rate" in kinds
+
     async def check_thread(self, thread_id: str) -> list[str]:
         """Evaluate the rules for one thread; return the ids of escalations fired."""
+        if not self.rules:
+            return []
         async with self._db.session() as session:
-            facts = await Repository(session).thread_facts(thread_id)
+            disagreements, tasks = self._needs()
+            facts = await Repository(session).thread_facts(
+                thread_id, disagreements=disagreements, tasks=tasks
+            )
         return await self._fire_all(facts)
 
     async def check_all(self) -> list[str]:
         """Evaluate the rules for every active or escalated thread."""
+        if not self.rules:
+            return []
         async with self._db.session() as session:
-            facts = await Repository(session).thread_facts()
+            disagreements, tasks = self._needs()
+            facts = await Repository(session).thread_facts(disagreements=disagreements, tasks=tasks)
         return await self._fire_all(facts)
 
     async def _fire_all(self, facts: list[domain.ThreadFacts]) -> list[str]:

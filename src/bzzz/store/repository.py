@@ -313,8 +313,13 @@ class Repository:
         )
         return list(rows)
 
-    async def thread_facts(self, thread_id: str | None = None) -> list[domain.ThreadFacts]:
-        """What the escalation rules need, for one thread or every watched thread."""
+    async def thread_facts(
+        self, thread_id: str | None = None, *, disagreements: bool = True, tasks: bool = True
+    ) -> list[domain.ThreadFacts]:
+        """What the escalation rules need, for one thread or every watched thread.
+
+        ``disagreements`` / ``tasks`` False skip what no rule looks at (one query each).
+        """
         query = select(
             ThreadRow.id,
             ThreadRow.status,
@@ -337,8 +342,10 @@ class Repository:
             for r in await self.session.execute(query)
         }
         if facts:
-            await self._add_disagreements(facts, thread_id)
-            await self._add_tasks(facts, thread_id)
+            if disagreements:
+                await self._add_disagreements(facts, thread_id)
+            if tasks:
+                await self._add_tasks(facts, thread_id)
             await self._add_open_rules(facts, thread_id)
         return list(facts.values())
 
