@@ -19,6 +19,7 @@ from .conftest import (
     events_of,
     open_thread,
     rule,
+    say,
     thread_view,
     watch,
 )
@@ -219,3 +220,26 @@ async def test_create_decision_thread_opens_a_linked_thread_with_the_named_parti
     assert decision["metadata"]["parent_thread_id"] == thread_id
     assert decision["shared_context"]["parent_thread_id"] == thread_id
     assert decision["topic"] == "Decision: API design"
+
+
+async def test_a_consensus_in_the_decision_thread_resolves_the_escalation_that_opened_it(
+    make_node: NodeFactory, clock: ManualClock
+) -> None:
+    actions = [{"type": "create_decision_thread", "participants": ["senior_architect"]}]
+    async with make_node([rule("split", STUCK, actions)]) as node:
+        await announce(node, "sa", "senior_architect")
+        thread_id = await escalate(node, clock)
+        await node.escalations.run_actions()
+        [action] = await actions_of(node, thread_id)
+        decision_thread = action["result"]["thread_id"]
+        decided = await say(node, "sa", decision_thread, "Use NATS.", kind="decision")
+        for agent in ("arch", "dev"):
+            await say(
+                node, agent, decision_thread, "Yes.", reply_to=decided["message_id"], stance="agree"
+            )
+        parent = await thread_view(node, thread_id)
+
+    assert parent["status"] == "active"
+    [escalation] = parent["escalation_history"]
+    assert escalation["resolved"] is True
+    assert escalation["resolution"] == f"decided in {decision_thread}: Use NATS."

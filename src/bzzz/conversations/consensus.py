@@ -128,7 +128,28 @@ class ConsensusService:
         if not outcome["ok"]:
             return None
         self.wakeup.set()
+        await self._resolve_parent(thread)
         return event
+
+    async def _resolve_parent(self, thread: domain.Thread) -> None:
+        """A decision thread's consensus resolves the escalation that opened it."""
+        parent = thread.metadata.get("parent_thread_id")
+        if thread.metadata.get("kind") != "decision" or not isinstance(parent, str):
+            return
+        decisions = "; ".join((thread.consensus or {}).get("decisions", []))
+        outcome = await self._log.emit(
+            "thread.status",
+            "thread",
+            parent,
+            {
+                "thread_id": parent,
+                "agent_id": thread.id[:128],
+                "action": "resolve",
+                "reason": f"decided in {thread.id}: {decisions}"[:4000],
+            },
+        )
+        if not outcome["ok"]:
+            logger.info("parent thread %s not resolved: %s", parent, outcome.get("reason"))
 
     async def events(self, status: str | None = None, limit: int = 100) -> list[domain.SlurpEvent]:
         """SLURP events on this node, newest first."""
