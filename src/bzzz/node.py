@@ -7,6 +7,7 @@ import fcntl
 import logging
 import os
 import secrets
+from collections.abc import Coroutine
 from enum import StrEnum
 from pathlib import Path
 from types import TracebackType
@@ -151,6 +152,9 @@ class Node:
             await self.projector.restore()
             await self._run_background()
             await self._catch_up()
+            # Only once caught up: a sweep over a half-applied log would take threads that are
+            # busy further on for idle ones, and close them.
+            self._start_task("monitor", self.monitor.run())
             stale = await self.agents.release_stale()
             if stale:
                 logger.info("took %d agents of a previous run offline", stale)
@@ -259,14 +263,13 @@ class Node:
             self.webhooks.wake()
 
     async def _run_background(self) -> None:
-        for name, coro in (
-            ("projector", self.projector.run()),
-            ("webhooks", self.webhooks.run()),
-            ("monitor", self.monitor.run()),
-        ):
-            task = asyncio.create_task(coro, name=f"bzzz-{name}")
-            task.add_done_callback(self._background_done)
-            self._tasks.append(task)
+        for name, coro in (("projector", self.projector.run()), ("webhooks", self.webhooks.run())):
+            self._start_task(name, coro)
+
+    def _start_task(self, name: str, coro: Coroutine[Any, Any, None]) -> None:
+        task = asyncio.create_task(coro, name=f"bzzz-{name}")
+        task.add_done_callback(self._background_done)
+        self._tasks.append(task)
 
     def _background_done(self, task: asyncio.Task[None]) -> None:
         if task.cancelled():
