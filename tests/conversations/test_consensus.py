@@ -166,3 +166,22 @@ async def test_the_thread_shows_replies_stances_reactions_and_the_decision_log(
     )
     assert view["decision_log"][0]["text"] == "Ship Friday."
     assert reply["stance"] == {"stance": "disagree", "source": "agent", "on": decision}
+
+
+async def test_a_consensus_whose_slurp_event_was_not_generated_gets_it_at_the_next_sweep(
+    make_node: NodeFactory,
+) -> None:
+    async with make_node() as node:
+        thread_id = await trio(node)
+        # As if the node had stopped between the consensus and the SLURP event.
+        node.conversations.observers.remove(node.consensus)
+        await agree_on_postgres(node, thread_id)
+        missing = await node.consensus.events()
+        await node.monitor.sweep()
+        generated = await node.consensus.events()
+        await node.monitor.sweep()
+        once = await node.consensus.events()
+
+    assert missing == []
+    assert [e.thread_id for e in generated] == [thread_id]
+    assert len(once) == 1

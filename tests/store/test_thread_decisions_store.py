@@ -50,7 +50,7 @@ async def test_a_thread_escalates_resolves_and_reaches_consensus_on_both_databas
     )
     second = await post(node, "arch", thread_id, "Use NATS.", kind="decision")
     await post(node, "dev", thread_id, "Yes.", reply_to=second, stance="agree")
-    await node.monitor.follow_up()
+    report = await node.monitor.sweep()  # every sweep query, on both databases
     got = await node.agents.get(GetInput(address=f"bzzz://arch/threads/{thread_id}"))
     [slurp] = await node.consensus.events()
 
@@ -66,3 +66,4 @@ async def test_a_thread_escalates_resolves_and_reaches_consensus_on_both_databas
         "agreed",
     ]
     assert (slurp.thread_id, slurp.status) == (thread_id, "stored")
+    assert (report.closed, report.fired) == (0, 0)

@@ -131,6 +131,16 @@ class ConsensusService:
         await self._resolve_parent(thread)
         return event
 
+    async def generate_missing(self) -> int:
+        """Generate the SLURP events a consensus is still owed (its node stopped in between)."""
+        async with self._db.session() as session:
+            owed = await Repository(session).consensus_without_slurp()
+        generated = 0
+        for thread_id in owed:
+            if await self.generate(thread_id) is not None:
+                generated += 1
+        return generated
+
     async def _resolve_parent(self, thread: domain.Thread) -> None:
         """A decision thread's consensus resolves the escalation that opened it."""
         parent = thread.metadata.get("parent_thread_id")

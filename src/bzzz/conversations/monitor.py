@@ -1,7 +1,8 @@
 """The thread monitor: a periodic sweep owned by the node's lifecycle.
 
-Each sweep closes idle threads, evaluates the escalation rules on every watched thread, carries
-out due escalation actions (retries included) and submits due SLURP events. Between sweeps it
+Each sweep closes idle threads, evaluates the escalation rules on every watched thread, generates
+SLURP events a consensus is still owed, carries out due escalation actions (retries included)
+and submits due SLURP events. Between sweeps it
 sleeps ``escalation.monitor_interval`` seconds, or less when a new escalation or consensus wakes
 it (then only actions and SLURP submissions run).
 """
@@ -56,6 +57,7 @@ class ThreadMonitor:
         started = time.perf_counter()
         closed = await self._lifecycle.close_idle()
         fired = await self._escalations.check_all()
+        await self._consensus.generate_missing()
         actions, slurp = await self.follow_up()
         self.sweeps += 1
         return SweepReport(len(closed), len(fired), actions, slurp, time.perf_counter() - started)

@@ -422,6 +422,20 @@ class Repository:
         )
         return [slurp_from_row(r) for r in rows]
 
+    async def consensus_without_slurp(self, limit: int = 100) -> list[str]:
+        """Threads with a consensus but no SLURP event (its origin stopped in between)."""
+        has_event = select(SlurpEventRow.thread_id)
+        rows = await self.session.scalars(
+            select(ThreadRow.id)
+            .where(
+                ThreadRow.status == "completed",
+                ThreadRow.consensus.is_not(None),
+                ThreadRow.id.not_in(has_event),
+            )
+            .limit(limit)
+        )
+        return list(rows)
+
     async def due_slurp_events(
         self, origin: str, now: datetime, limit: int = 64
     ) -> list[domain.SlurpEvent]:
