@@ -361,4 +361,12 @@ class Node:
             }
             if hasattr(self, "webhooks")
             else None,
+            "threads": {
+                "monitor_sweeps": self.monitor.sweeps,
+                "escalations_fired": self.escalations.fired,
+                "escalation_actions_done": self.escalations.actions_done,
+                "escalation_action_failures": self.escalations.action_failures,
+            }
+            if hasattr(self, "monitor")
+            else None,
         }

@@ -7,6 +7,7 @@ from typing import Any
 
 from pydantic import SecretStr
 
+from bzzz.api.app import _metrics
 from bzzz.cli import main
 from bzzz.clock import ManualClock
 from bzzz.events.webhooks import verify_signature
@@ -93,6 +94,7 @@ async def test_a_human_channel_that_is_down_is_retried_until_it_answers(
             clock.advance(20)
             await node.escalations.run_actions()
             [third] = await actions_of(node, thread_id)
+            metrics = _metrics(node)
 
     assert (first["status"], first["attempts"], first["code"]) == ("failed", 1, "ESCALATION_FAILED")
     assert "HTTP 503" in first["error"]
@@ -100,6 +102,9 @@ async def test_a_human_channel_that_is_down_is_retried_until_it_answers(
     assert (second["status"], second["attempts"]) == ("failed", 2)
     assert (third["status"], third["attempts"], third["code"]) == ("done", 3, None)
     assert [r.status for r in human.requests] == [503, 503, 200]
+    assert 'bzzz_escalation_actions_total{outcome="failed_attempt"} 2' in metrics
+    assert 'bzzz_escalation_actions_total{outcome="done"} 1' in metrics
+    assert "bzzz_thread_escalations_total 1" in metrics
 
 
 async def test_without_a_human_channel_the_notification_is_listed_by_bzzz_escalations(

@@ -154,6 +154,8 @@ class EscalationService:
         self._lock = asyncio.Lock()
         self.wakeup = wakeup or asyncio.Event()
         self.fired = 0
+        self.actions_done = 0
+        self.action_failures = 0
 
     async def on_thread_message(self, thread_id: str, outcome: dict[str, Any]) -> None:
         """Check the rules of a thread that just got a message."""
@@ -258,8 +260,10 @@ class EscalationService:
         try:
             result = await self._actions.perform(escalation, action)
             state |= {"status": "done", "result": result, "code": None, "error": None}
+            self.actions_done += 1
         except BzzzError as exc:
             # Recorded on the escalation and retried with backoff: never silently dropped.
+            self.action_failures += 1
             retry = self._clock.now() + timedelta(seconds=self._backoff(attempts))
             state |= {
                 "status": "failed",
