@@ -55,10 +55,13 @@ async def test_thread_duration_fires_once_the_thread_is_old_enough(
         clock.advance(2)
         after = await node.monitor.sweep()
         view = await thread_view(node, thread_id)
+        listing = await node.agents.get(_get("bzzz://dev/threads"))
         events = await events_of(node, sub)
 
     assert (before.fired, after.fired) == (0, 1)
     assert view["status"] == "escalated"
+    [listed] = listing["content"]["threads"]
+    assert listed["escalation_history"] == view["escalation_history"]
     [escalation] = view["escalation_history"]
     assert escalation["rule"] == "old"
     assert escalation["threadId"] == thread_id

@@ -485,12 +485,20 @@ class Repository:
                 .limit(limit)
             )
         ).all()
+        escalations: dict[str, list[EscalationRow]] = {}
+        found = await self.session.scalars(
+            select(EscalationRow)
+            .where(EscalationRow.thread_id.in_([row.id for row in rows]))
+            .order_by(EscalationRow.triggered_at, EscalationRow.id)
+        )
+        for escalation in found:
+            escalations.setdefault(escalation.thread_id, []).append(escalation)
         result = []
         for row in rows:
             parts = await self.session.scalars(
                 select(ParticipantRow).where(ParticipantRow.thread_id == row.id)
             )
-            result.append(thread_from_row(row, parts.all()))
+            result.append(thread_from_row(row, parts.all(), escalations.get(row.id, [])))
         return result
 
     async def count_active_threads(self) -> int:
