@@ -185,3 +185,42 @@ async def test_a_consensus_whose_slurp_event_was_not_generated_gets_it_at_the_ne
     assert missing == []
     assert [e.thread_id for e in generated] == [thread_id]
     assert len(once) == 1
+
+
+class KeywordModel:
+    """A stand-in for a hosted model: 'no' disagrees, 'yes' agrees."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, str]] = []
+
+    async def classify(self, text: str, target: str) -> str | None:
+        self.calls.append((text, target))
+        lowered = text.lower()
+        if lowered.startswith("no"):
+            return "disagree"
+        return "agree" if lowered.startswith("yes") else None
+
+
+async def test_with_a_model_configured_a_reply_without_a_declared_stance_is_classified(
+    make_node: NodeFactory,
+) -> None:
+    async with make_node() as node:
+        model = KeywordModel()
+        node.conversations.classifier = model
+        thread_id = await trio(node)
+        decision = (await say(node, "arch", thread_id, "Use Redis.", kind="decision"))["message_id"]
+        await say(node, "dev", thread_id, "No, it loses data.", reply_to=decision)
+        await say(node, "rev", thread_id, "Maybe later.", reply_to=decision)
+        await say(node, "rev", thread_id, "No reply_to: never classified.")
+        declared = await say(node, "rev", thread_id, "No!", reply_to=decision, stance="agree")
+        view = await thread_view(node, thread_id)
+
+    [(text, target), _maybe] = model.calls
+    assert (text, target) == ("No, it loses data.", "Use Redis.")
+    reactions = {m["id"]: m for m in view["messages"]}[decision]["reactions"]
+    assert [(r["agent_id"], r["stance"], r["source"]) for r in reactions] == [
+        ("dev", "disagree", "model"),
+        ("rev", "agree", "agent"),
+    ]
+    assert declared["stance"]["source"] == "agent"
+    assert view["decision_log"][0]["disagreed"] == ["dev"]
