@@ -10,6 +10,12 @@ import pytest
 from bzzz.config import Settings, load_settings
 from bzzz.errors import ConfigError
 
+STALLED = {
+    "name": "stalled",
+    "conditions": [{"type": "no_progress", "threshold": True, "timeframe": 600}],
+    "actions": [{"type": "notify_human"}],
+}
+
 
 def write_toml(tmp_path: Path, text: str) -> Path:
     path = tmp_path / "bzzz.toml"
@@ -121,7 +127,7 @@ def test_section_and_key_environment_names_reach_every_setting() -> None:
             "BZZZ_CONVERSATION__MAX_ACTIVE_THREADS": "3",
             "BZZZ_WEBHOOKS__INITIAL_BACKOFF": "0.5",
             "BZZZ_BZZZ__PUBSUB_TOPICS": json.dumps(["bzzz/coordination/v1"]),
-            "BZZZ_CONVERSATION__ESCALATION_RULES": json.dumps([{"name": "stalled"}]),
+            "BZZZ_CONVERSATION__ESCALATION_RULES": json.dumps([STALLED]),
         }
     )
 
@@ -129,7 +135,9 @@ def test_section_and_key_environment_names_reach_every_setting() -> None:
     assert settings.conversation.max_active_threads == 3
     assert settings.webhooks.initial_backoff == 0.5
     assert settings.bzzz.pubsub_topics == ["bzzz/coordination/v1"]
-    assert settings.conversation.escalation_rules == [{"name": "stalled"}]
+    [rule] = settings.conversation.escalation_rules
+    assert rule.name == "stalled"
+    assert rule.conditions[0].type == "no_progress"
 
 
 def test_the_environment_beats_the_file(tmp_path: Path) -> None:

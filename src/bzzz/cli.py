@@ -40,6 +40,14 @@ def _parser() -> argparse.ArgumentParser:
     webhooks.add_argument("--limit", type=int, default=50, help="newest N (default 50)")
     sub.add_parser("peers", help="the nodes of the network and whether they are alive")
     sub.add_parser("identity", help="this node's id and public key (for BZZZ_TRUSTED_NODES)")
+    escalations = sub.add_parser("escalations", help="thread escalations and their actions")
+    escalations.add_argument("--open", action="store_true", help="only unresolved ones")
+    escalations.add_argument("--limit", type=int, default=50, help="newest N (default 50)")
+    slurp = sub.add_parser("slurp", help="SLURP context events from consensus")
+    slurp.add_argument(
+        "--status", choices=["pending", "submitted", "failed", "stored"], help="only this status"
+    )
+    slurp.add_argument("--limit", type=int, default=50, help="newest N (default 50)")
     config = sub.add_parser("config", help="settings")
     config_sub = config.add_subparsers(dest="config_command", required=True)
     config_sub.add_parser("show", help="print the effective settings, secrets masked")
@@ -272,6 +280,79 @@ def _identity(settings: Settings) -> int:
     return 0
 
 
+async def _read(settings: Settings, query: Any) -> list[Any]:
+    from bzzz.store.database import Database
+    from bzzz.store.repository import Repository
+
+    db = Database(settings.database_url())
+    try:
+        await db.open()
+        async with db.session() as session:
+            result: list[Any] = await query(Repository(session))
+            return result
+    finally:
+        await db.close()
+
+
+def _action_cell(action: dict[str, Any]) -> str:
+    cell = f"{action.get('type')}: {action.get('status')}"
+    if action.get("attempts"):
+        cell += f" ({action['attempts']}x)"
+    if action.get("status") == "failed":
+        cell += f" {action.get('code')} {action.get('error')}"
+    return cell
+
+
+def _escalations(args: argparse.Namespace, settings: Settings) -> int:
+    from rich.console import Console
+    from rich.table import Table
+
+    from bzzz.domain import iso
+
+    rows = asyncio.run(
+        _read(settings, lambda repo: repo.escalations(open_only=args.open, limit=args.limit))
+    )
+    table = Table(title=f"escalations ({'open' if args.open else 'all'})")
+    for column in ("id", "thread", "rule", "triggered", "reason", "actions", "resolved"):
+        table.add_column(column)
+    for e in rows:
+        table.add_row(
+            e.id,
+            e.thread_id,
+            e.rule,
+            iso(e.triggered_at) or "",
+            e.reason,
+            "\n".join(_action_cell(a) for a in e.actions),
+            (e.resolution or "yes") if e.resolved else "no",
+        )
+    Console().print(table)
+    return 0
+
+
+def _slurp(args: argparse.Namespace, settings: Settings) -> int:
+    from rich.console import Console
+    from rich.table import Table
+
+    from bzzz.domain import iso
+
+    rows = asyncio.run(_read(settings, lambda repo: repo.slurp_events(args.status, args.limit)))
+    table = Table(title=f"SLURP context events ({args.status or 'all'})")
+    for column in ("id", "thread", "status", "attempts", "created", "topic", "last error"):
+        table.add_column(column)
+    for ev in rows:
+        table.add_row(
+            ev.id,
+            ev.thread_id,
+            ev.status,
+            str(ev.attempts),
+            iso(ev.created_at) or "",
+            str(ev.event.get("context", {}).get("topic", "")),
+            ev.last_error or "",
+        )
+    Console().print(table)
+    return 0
+
+
 def _config_show(settings: Settings) -> int:
     from rich.console import Console
     from rich.syntax import Syntax
@@ -298,6 +379,10 @@ def main(argv: list[str] | None = None) -> int:
             return _peers(settings)
         if args.command == "identity":
             return _identity(settings)
+        if args.command == "escalations":
+            return _escalations(args, settings)
+        if args.command == "slurp":
+            return _slurp(args, settings)
         return _config_show(settings)
     except BzzzError as exc:
         print(f"bzzz: {exc.message}", file=sys.stderr)

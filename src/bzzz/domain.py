@@ -16,7 +16,13 @@ EVENT_TYPES = (
     "thread_created",
     "thread_escalated",
     "network_status",
+    "thread_status",
+    "thread_consensus",
+    "human_notification",
+    "slurp_context",
 )
+THREAD_STATUSES = ("active", "paused", "completed", "escalated")
+STANCES = ("agree", "disagree")
 RESERVED_AGENT_IDS = frozenset({"subscriptions", "peers", "costs", "network", "node"})
 
 
@@ -148,11 +154,90 @@ class Thread:
     metadata: dict[str, Any]
     escalation_history: list[Any]
     participants: list[Participant] = field(default_factory=list)
+    shared_context: dict[str, Any] = field(default_factory=dict)
+    decision_log: list[dict[str, Any]] = field(default_factory=list)
+    consensus: dict[str, Any] | None = None
 
     @property
     def active_participants(self) -> list[str]:
         """Ids of the agents currently in the thread."""
         return [p.agent_id for p in self.participants if p.active]
+
+
+@dataclass(slots=True)
+class Reaction:
+    """A stance one thread message takes on an earlier one."""
+
+    message_id: str
+    target_id: str
+    agent_id: str
+    stance: str
+    source: str
+    at: datetime
+
+
+@dataclass(slots=True)
+class Escalation:
+    """A fired escalation rule (the seed's EscalationEvent) and the state of its actions."""
+
+    id: str
+    thread_id: str
+    rule: str
+    priority: int
+    reason: str
+    triggered_at: datetime
+    origin: str
+    actions: list[dict[str, Any]]
+    resolved: bool
+    resolution: str | None
+    resolved_at: datetime | None
+
+    def to_json(self) -> dict[str, Any]:
+        """The seed's EscalationEvent (camelCase) plus the action states."""
+        return {
+            "id": self.id,
+            "threadId": self.thread_id,
+            "rule": self.rule,
+            "priority": self.priority,
+            "reason": self.reason,
+            "triggeredAt": iso(self.triggered_at),
+            "actions": self.actions,
+            "resolved": self.resolved,
+            "resolution": self.resolution,
+            "resolvedAt": iso(self.resolved_at),
+            "origin": self.origin,
+        }
+
+
+@dataclass(slots=True)
+class ThreadFacts:
+    """What the escalation rules look at for one thread (windows start at ``epoch_at``)."""
+
+    thread_id: str
+    status: str
+    created_at: datetime
+    last_activity: datetime
+    last_progress_at: datetime
+    epoch_at: datetime
+    disagreements: list[datetime] = field(default_factory=list)
+    tasks: list[tuple[datetime, bool]] = field(default_factory=list)  # (ended, failed)
+    open_rules: set[str] = field(default_factory=set)
+
+
+@dataclass(slots=True)
+class SlurpEvent:
+    """A SLURP context event generated from a thread's consensus, and its submission state."""
+
+    id: str
+    thread_id: str
+    origin: str
+    event: dict[str, Any]
+    status: str
+    attempts: int
+    next_attempt_at: datetime
+    last_error: str | None
+    created_at: datetime
+    submitted_at: datetime | None
 
 
 @dataclass(slots=True)

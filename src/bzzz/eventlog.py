@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from bzzz.clock import Clock, SystemClock
 from bzzz.network.envelope import seal
 from bzzz.network.identity import NodeIdentity
 from bzzz.projector import Projector
@@ -22,10 +23,18 @@ class Caller:
 class EventLog:
     """Seals envelopes with the node's key and waits for the projection's outcome."""
 
-    def __init__(self, identity: NodeIdentity, network: str, projector: Projector) -> None:
+    def __init__(
+        self,
+        identity: NodeIdentity,
+        network: str,
+        projector: Projector,
+        clock: Clock | None = None,
+    ) -> None:
         self.identity = identity
         self.network = network
         self.projector = projector
+        # Envelopes are stamped by the node's clock, so time-based rules see one time line.
+        self.clock: Clock = clock or SystemClock()
 
     @property
     def node_id(self) -> str:
@@ -49,6 +58,12 @@ class EventLog:
         """
         subject = f"bzzz.{self.network}.{kind}.{key}"
         envelope = seal(
-            self.identity, self.network, type_, subject, payload, now=now, envelope_id=envelope_id
+            self.identity,
+            self.network,
+            type_,
+            subject,
+            payload,
+            now=now or self.clock.now(),
+            envelope_id=envelope_id,
         )
         return await self.projector.submit(envelope)

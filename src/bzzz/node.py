@@ -14,7 +14,13 @@ from types import TracebackType
 from typing import IO, Any
 
 from bzzz.agents.service import AgentService
+from bzzz.clock import Clock, SystemClock
 from bzzz.config import Settings
+from bzzz.conversations.actions import EscalationActions
+from bzzz.conversations.consensus import ConsensusService
+from bzzz.conversations.escalation import EscalationService
+from bzzz.conversations.hooks import ExtractiveInsights
+from bzzz.conversations.monitor import ThreadMonitor
 from bzzz.conversations.service import ConversationService
 from bzzz.errors import BzzzError, NetworkError
 from bzzz.eventlog import EventLog
@@ -87,10 +93,13 @@ class Node:
         bus: Bus | None = None,
         catch_up_timeout: float = 600.0,
         address: str | None = None,
+        clock: Clock | None = None,
     ) -> None:
         self.settings = settings
         # What peers see as this node's address: the configured URL, else what serves it.
         self.address = settings.bzzz.node_url or address or "local"
+        # Time as thread rules, idle timeouts and retries see it (tests move it by hand).
+        self.clock: Clock = clock or SystemClock()
         self.state = NodeState.NEW
         self._bus_override = bus
         self._catch_up_timeout = catch_up_timeout
@@ -112,6 +121,9 @@ class Node:
     webhooks: WebhookDispatcher
     peers: PeerService
     federation: FederationService | None = None
+    escalations: EscalationService
+    consensus: ConsensusService
+    monitor: ThreadMonitor
     node_dir: Path
 
     @property
@@ -148,6 +160,9 @@ class Node:
             await self._run_background()
             await self._federate()
             await self._catch_up()
+            # Only once caught up: a sweep over a half-applied log would take threads that are
+            # busy further on for idle ones, and close them.
+            self._spawn("monitor", self.monitor.run())
             stale = await self.agents.release_stale()
             if stale:
                 logger.info("took %d agents of a previous run offline", stale)
@@ -189,12 +204,17 @@ class Node:
             limits=limits,
             trusted=trusted,
         )
-        self.log = EventLog(self.identity, self.network, self.projector)
+        self.log = EventLog(self.identity, self.network, self.projector, self.clock)
         self.agents = AgentService(
             self.db, self.log, self.projector.directory, self.settings.agents.max_agents
         )
         self.conversations = ConversationService(
-            self.db, self.log, self.agents, self.settings.conversation.max_active_threads
+            self.db,
+            self.log,
+            self.agents,
+            self.settings.conversation.max_active_threads,
+            clock=self.clock,
+            idle_timeout=self.settings.conversation.default_timeout,
         )
         self.subscriptions = SubscriptionService(
             self.db, self.log, node_secret, allow_private=self.settings.webhooks.allow_private
@@ -213,6 +233,41 @@ class Node:
             ),
             address=self.address,
             describe=self._describe,
+        )
+        self._build_thread_services(node_secret)
+
+    def _build_thread_services(self, node_secret: bytes) -> None:
+        """Escalation rules, consensus and SLURP, and the monitor that sweeps threads."""
+        wakeup = asyncio.Event()
+        directory = self.projector.directory
+        actions = EscalationActions(
+            self.db, self.log, directory, self.settings.escalation, node_secret
+        )
+        self.escalations = EscalationService(
+            self.db,
+            self.log,
+            self.clock,
+            self.settings.conversation.escalation_rules,
+            self.settings.escalation,
+            actions,
+            wakeup,
+        )
+        self.consensus = ConsensusService(
+            self.db,
+            self.log,
+            directory,
+            self.clock,
+            self.settings.slurp,
+            ExtractiveInsights(),
+            wakeup,
+        )
+        self.conversations.observers.extend([self.consensus, self.escalations])
+        self.monitor = ThreadMonitor(
+            self.conversations.lifecycle,
+            self.escalations,
+            self.consensus,
+            self.settings.escalation.monitor_interval,
+            wakeup,
         )
 
     def _trusted(self) -> frozenset[str] | None:
@@ -330,13 +385,17 @@ class Node:
         except (BzzzError, TimeoutError):
             logger.warning("could not announce shutdown to the network")
 
-    async def _teardown(self) -> None:
+    async def _stop_tasks(self) -> None:
+        """Let rounds of deliveries finish (bounded), then cancel and await every task."""
+        if hasattr(self, "monitor"):
+            self.monitor.stop()
         if hasattr(self, "webhooks"):
             self.webhooks.stop()
-            webhook_tasks = [t for t in self._tasks if t.get_name() == "bzzz-webhooks"]
+            names = ("bzzz-webhooks", "bzzz-monitor")
+            rounds = [t for t in self._tasks if t.get_name() in names]
             # A round of deliveries ends within the HTTP timeout; past that, cancel.
-            if webhook_tasks:
-                await asyncio.wait(webhook_tasks, timeout=self.settings.webhooks.timeout + 1)
+            if rounds:
+                await asyncio.wait(rounds, timeout=self.settings.webhooks.timeout + 1)
         for task in self._tasks:
             task.cancel()
         for task in self._tasks:
@@ -348,6 +407,9 @@ class Node:
                 # Already logged by _background_done; closing must go on.
                 logger.debug("background task ended with an error", exc_info=True)
         self._tasks.clear()
+
+    async def _teardown(self) -> None:
+        await self._stop_tasks()
         if self.federation is not None:
             await self.federation.close()
         if hasattr(self, "bus"):
@@ -376,5 +438,13 @@ class Node:
                 "dead": self.webhooks.dead,
             }
             if hasattr(self, "webhooks")
+            else None,
+            "threads": {
+                "monitor_sweeps": self.monitor.sweeps,
+                "escalations_fired": self.escalations.fired,
+                "escalation_actions_done": self.escalations.actions_done,
+                "escalation_action_failures": self.escalations.action_failures,
+            }
+            if hasattr(self, "monitor")
             else None,
         }

@@ -88,6 +88,7 @@ class PostInput(_Input):
     thread_id: Identifier | None = None
     agent_id: Identifier | None = None
     reply_to: MintedId | None = None
+    stance: Literal["agree", "disagree"] | None = None
 
     @field_validator("content")
     @classmethod
@@ -104,7 +105,18 @@ class PostInput(_Input):
 class ThreadInput(_Input):
     """bzzz_thread parameters."""
 
-    action: Literal["create", "join", "leave", "list", "summarize"]
+    action: Literal[
+        "create",
+        "join",
+        "leave",
+        "list",
+        "summarize",
+        "pause",
+        "resume",
+        "resolve",
+        "close",
+        "review",
+    ]
     thread_id: Identifier | None = None
     participants: list[Identifier] | None = Field(None, max_length=100)
     topic: (
@@ -112,6 +124,15 @@ class ThreadInput(_Input):
         | None
     ) = None
     agent_id: Identifier | None = None
+    reason: (
+        Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=2000)]
+        | None
+    ) = None
+    roles: list[Identifier] | None = Field(None, min_length=1, max_length=10)
+    task_id: MintedId | None = None
+    criteria: list[Annotated[str, StringConstraints(min_length=1, max_length=256)]] | None = Field(
+        None, min_length=1, max_length=20
+    )
 
 
 class SubscribeInput(_Input):

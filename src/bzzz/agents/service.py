@@ -82,9 +82,12 @@ def message_info(message: domain.Message) -> dict[str, Any]:
 
 
 def thread_info(
-    thread: domain.Thread, messages: list[domain.Message] | None = None
+    thread: domain.Thread,
+    messages: list[domain.Message] | None = None,
+    reactions: list[domain.Reaction] | None = None,
 ) -> dict[str, Any]:
-    """A thread as the tools show it (the reference's ConversationThread)."""
+    """A thread as the tools show it (the reference's ConversationThread, with the design's
+    shared context, decision log and consensus)."""
     info: dict[str, Any] = {
         "id": thread.id,
         "topic": thread.topic,
@@ -98,22 +101,39 @@ def thread_info(
         "summary": thread.summary,
         "metadata": thread.metadata,
         "escalation_history": thread.escalation_history,
+        "shared_context": thread.shared_context,
+        "decision_log": thread.decision_log,
+        "consensus": thread.consensus,
     }
     if messages is not None:
-        info["messages"] = [
-            {
-                "id": m.id,
-                "threadId": m.thread_id,
-                "sender": m.sender,
-                "content": m.content.get("text", m.content) if m.content else "",
-                "messageType": m.message_type,
-                "timestamp": iso(m.posted_at),
-                "replyTo": m.reply_to,
-                "metadata": {k: v for k, v in m.content.items() if k != "text"},
-            }
-            for m in messages
-        ]
+        info["messages"] = [_thread_message(m, reactions or []) for m in messages]
     return info
+
+
+def _thread_message(message: domain.Message, reactions: list[domain.Reaction]) -> dict[str, Any]:
+    own = next((r for r in reactions if r.message_id == message.id), None)
+    return {
+        "id": message.id,
+        "threadId": message.thread_id,
+        "sender": message.sender,
+        "content": message.content.get("text", message.content) if message.content else "",
+        "messageType": message.message_type,
+        "timestamp": iso(message.posted_at),
+        "replyTo": message.reply_to,
+        "stance": own.stance if own else None,
+        "reactions": [
+            {
+                "agent_id": r.agent_id,
+                "stance": r.stance,
+                "source": r.source,
+                "message_id": r.message_id,
+                "timestamp": iso(r.at),
+            }
+            for r in reactions
+            if r.target_id == message.id
+        ],
+        "metadata": {k: v for k, v in message.content.items() if k != "text"},
+    }
 
 
 class AgentService:
@@ -317,7 +337,7 @@ class AgentService:
         if address.agent is not None:
             await self._agent_at(repo, address)
         messages = await repo.thread_messages(thread_id, limit=params.max_history)
-        info = thread_info(thread, messages)
+        info = thread_info(thread, messages, await repo.reactions(thread_id))
         return {"thread": info, "last_updated": info["last_activity"]}
 
     async def session_ended(self, caller: Caller, reason: str = "session ended") -> list[str]:

@@ -69,6 +69,16 @@ def _metrics(node: Node) -> str:
         f"{webhooks.get('failed_attempts', 0)}",
         f'bzzz_webhook_deliveries_total{{outcome="dead"}} {webhooks.get("dead", 0)}',
     ]
+    threads = status.get("threads") or {}
+    lines += [
+        "# TYPE bzzz_thread_escalations_total counter",
+        f"bzzz_thread_escalations_total {threads.get('escalations_fired', 0)}",
+        "# TYPE bzzz_escalation_actions_total counter",
+        f'bzzz_escalation_actions_total{{outcome="done"}} '
+        f"{threads.get('escalation_actions_done', 0)}",
+        f'bzzz_escalation_actions_total{{outcome="failed_attempt"}} '
+        f"{threads.get('escalation_action_failures', 0)}",
+    ]
     return "\n".join(lines) + "\n"
 
 

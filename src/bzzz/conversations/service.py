@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import time
 from typing import Any
 
@@ -10,9 +11,13 @@ from ulid import ULID
 from bzzz import domain
 from bzzz.address import Address, parse_address
 from bzzz.agents.service import AgentService, thread_info
-from bzzz.conversations.summary import summarize_thread
+from bzzz.clock import Clock, SystemClock
+from bzzz.conversations.hooks import NoStanceModel, StanceClassifier, ThreadObserver
+from bzzz.conversations.lifecycle import ThreadLifecycle
+from bzzz.conversations.review import ReviewDesk
+from bzzz.conversations.summary import content_text, message_text, summarize_thread
 from bzzz.domain import TASK_UPDATE_TYPES, THREAD_MESSAGE_TYPES, iso
-from bzzz.errors import AgentNotFound, InvalidParameters, ThreadNotFound
+from bzzz.errors import AgentNotFound, BzzzError, InvalidParameters, ThreadNotFound
 from bzzz.eventlog import Caller, EventLog
 from bzzz.schemas import PostInput, ThreadInput
 from bzzz.store.database import Database
@@ -20,18 +25,34 @@ from bzzz.store.directory import AgentDirectory
 from bzzz.store.repository import Repository
 
 THREAD_POST_TYPES = THREAD_MESSAGE_TYPES + TASK_UPDATE_TYPES + ("task_assignment",)
+STATUS_ACTIONS = ("pause", "resume", "resolve", "close")
+
+logger = logging.getLogger(__name__)
 
 
 class ConversationService:
     """Posting messages and tasks; creating, joining, leaving, listing, summarizing threads."""
 
     def __init__(
-        self, db: Database, log: EventLog, agents: AgentService, max_active_threads: int
+        self,
+        db: Database,
+        log: EventLog,
+        agents: AgentService,
+        max_active_threads: int,
+        *,
+        clock: Clock | None = None,
+        idle_timeout: float = 3600.0,
+        classifier: StanceClassifier | None = None,
     ) -> None:
         self._db = db
         self._log = log
         self._agents = agents
         self._max_active_threads = max_active_threads
+        clock = clock or SystemClock()
+        self.lifecycle = ThreadLifecycle(db, log, clock, idle_timeout)
+        self._review = ReviewDesk(agents.directory, clock)
+        self.classifier: StanceClassifier = classifier or NoStanceModel()
+        self.observers: list[ThreadObserver] = []
 
     async def sender_of(self, caller: Caller, agent_id: str | None) -> domain.Agent:
         """The agent this session acts as (``agent_id`` picks one of several)."""
@@ -65,10 +86,17 @@ class ConversationService:
         if address.network is not None and address.network != self._log.network:
             return await self._post_federated(caller, params, address, started)
         sender = await self.sender_of(caller, params.agent_id)
+        stance: tuple[str, str] | None = None
         if params.thread_id:
             async with self._db.session() as session:
-                recipients = await self._thread_recipients(Repository(session), params, sender)
+                repo = Repository(session)
+                recipients = await self._thread_recipients(repo, params, sender)
+                stance = await self._stance(repo, params, sender)
         else:
+            if params.stance is not None:
+                raise InvalidParameters(
+                    "a stance needs thread_id and reply_to", details={"field": "stance"}
+                )
             recipients = self._address_recipients(address, sender)
         task_id = None
         if params.message_type in TASK_UPDATE_TYPES:
@@ -89,12 +117,58 @@ class ConversationService:
             "recipients": recipients,
             "task_id": task_id,
         }
+        if stance is not None:
+            payload["stance"], payload["stance_source"] = stance
         outcome = await self._log.emit("message.posted", "msg", sender.id, payload)
         if not outcome["ok"]:
             raise InvalidParameters(
                 f"message refused: {outcome['reason']}", details={"reason": outcome["reason"]}
             )
-        return self._post_result(params, message_id, recipients, outcome, started)
+        if params.thread_id:
+            await self._observe(params.thread_id, outcome)
+        result = self._post_result(params, message_id, recipients, outcome, started)
+        if stance is not None:
+            result["stance"] = {"stance": stance[0], "source": stance[1], "on": params.reply_to}
+        if outcome.get("consensus"):
+            result["consensus"] = outcome["consensus"]
+        return result
+
+    async def _stance(
+        self, repo: Repository, params: PostInput, sender: domain.Agent
+    ) -> tuple[str, str] | None:
+        """The stance a thread message takes: declared, else classified by a model (if any)."""
+        if params.reply_to is None:
+            if params.stance is not None:
+                raise InvalidParameters(
+                    "a stance needs reply_to: the id of the message it agrees or disagrees with",
+                    details={"field": "reply_to"},
+                )
+            return None
+        target = await repo.message(params.reply_to)
+        if target is None or target.thread_id != params.thread_id:
+            raise InvalidParameters(
+                f"reply_to '{params.reply_to}' is not a message of thread '{params.thread_id}'",
+                details={"field": "reply_to", "thread_id": params.thread_id},
+            )
+        if params.stance is not None:
+            if target.sender == sender.id:
+                raise InvalidParameters(
+                    "a stance is on someone else's message", details={"field": "stance"}
+                )
+            return params.stance, "agent"
+        if target.sender == sender.id:
+            return None
+        text = content_text(params.content)
+        classified = await self.classifier.classify(text, message_text(target))
+        return (classified, "model") if classified in domain.STANCES else None
+
+    async def _observe(self, thread_id: str, outcome: dict[str, Any]) -> None:
+        for observer in self.observers:
+            try:
+                await observer.on_thread_message(thread_id, outcome)
+            except BzzzError as exc:
+                # The message is stored; the monitor's sweep checks the thread again later.
+                logger.warning("after a message in %s: %s", thread_id, exc.message)
 
     async def _post_federated(
         self, caller: Caller, params: PostInput, address: Address, started: float
@@ -190,9 +264,11 @@ class ConversationService:
                 "join it with bzzz_thread first",
                 details={"thread_id": thread.id},
             )
-        if thread.status == "completed":
+        if thread.status in ("completed", "paused"):
             raise InvalidParameters(
-                f"thread '{thread.id}' is completed", details={"thread_id": thread.id}
+                f"thread '{thread.id}' is {thread.status}"
+                + ("; resume it first" if thread.status == "paused" else ""),
+                details={"thread_id": thread.id, "status": thread.status},
             )
         if params.message_type not in THREAD_POST_TYPES:
             raise InvalidParameters(
@@ -274,6 +350,8 @@ class ConversationService:
             "leave": self._leave,
             "list": self._list,
             "summarize": self._summarize,
+            "review": self._open_review,
+            **dict.fromkeys(STATUS_ACTIONS, self._status),
         }
         result = await handlers[params.action](caller, params)
         response: dict[str, Any] = {"success": True, "action": params.action}
@@ -392,3 +470,42 @@ class ConversationService:
             {"thread_id": thread.id, "summary": summary["summary"]},
         )
         return summary
+
+    async def _status(self, caller: Caller, params: ThreadInput) -> dict[str, Any]:
+        self._require(params, "thread_id")
+        assert params.thread_id is not None
+        agent = await self.sender_of(caller, params.agent_id)
+        thread = await self.lifecycle.change(
+            params.thread_id, agent.id, params.action, params.reason
+        )
+        return thread_info(thread)
+
+    async def _open_review(self, caller: Caller, params: ThreadInput) -> dict[str, Any]:
+        creator = await self.sender_of(caller, params.agent_id)
+        task = None
+        if params.task_id:
+            async with self._db.session() as session:
+                task = await Repository(session).task(params.task_id)
+            if task is None:
+                raise InvalidParameters(
+                    f"task_id '{params.task_id}' names no task", details={"task_id": params.task_id}
+                )
+        plan = self._review.plan(creator, params.roles, task, params.topic, params.criteria)
+        payload = plan["payload"]
+        async with self._db.session() as session:
+            if await Repository(session).count_active_threads() >= self._max_active_threads:
+                raise self._too_many()
+        outcome = await self._log.emit("thread.created", "thread", payload["thread_id"], payload)
+        if not outcome["ok"]:
+            raise self._too_many()
+        await self.post(
+            caller,
+            PostInput(
+                target_address="bzzz://*",
+                message_type="text",
+                content={"text": plan["opening"], "kind": "review_request"},
+                thread_id=payload["thread_id"],
+                agent_id=creator.id,
+            ),
+        )
+        return await self._thread_dict(payload["thread_id"])

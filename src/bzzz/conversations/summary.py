@@ -81,7 +81,11 @@ _STOP = frozenset(
 
 def message_text(message: domain.Message) -> str:
     """The human-readable text of a message's content."""
-    content = message.content
+    return content_text(message.content)
+
+
+def content_text(content: dict[str, Any]) -> str:
+    """The human-readable text of a message content object."""
     for key in ("text", "content", "message", "body", "decision", "question", "summary"):
         value = content.get(key)
         if isinstance(value, str) and value.strip():

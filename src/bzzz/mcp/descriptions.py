@@ -17,8 +17,9 @@ Example: {"semantic_address": "bzzz://*:reviewer@myproject:*",
 
 GET = """Read what is at an address: an agent's info, recent activity and current tasks
 (bzzz://agent-id), its inbox (bzzz://agent-id/inbox), its tasks (bzzz://agent-id/tasks),
-its threads (bzzz://agent-id/threads) or one thread with its messages
-(bzzz://agent-id/threads/<thread_id>). max_history bounds each list (newest entries)."""
+its threads (bzzz://agent-id/threads) or one thread (bzzz://agent-id/threads/<thread_id>) with
+its messages (replyTo, stance, reactions), shared context, decision log, consensus and
+escalation history. max_history bounds each list (newest entries)."""
 
 POST = """Send a message as your announced agent. target_address is one agent
 (bzzz://reviewer-001), or a wildcard that reaches every online match
@@ -26,19 +27,32 @@ POST = """Send a message as your announced agent. target_address is one agent
 message_type: text, question, code, file, decision (threads), or task_assignment (creates a
 pending task on each recipient; content: {"task_type", "description", "task_data"}; refused for
 an agent at max_tasks), and task_progress / task_complete / task_failed from the assignee
-(content: {"task_id", "result" | "error"}). Returns who received it and, for each recipient
-not reached, why."""
+(content: {"task_id", "result" | "error"}). In a thread, reply_to names the message answered and
+stance (agree | disagree) says where you stand on it; when every active participant agrees with
+a decision message, the thread records a consensus and completes. Returns who received it and,
+for each recipient not reached, why."""
 
 THREAD = """Manage threaded conversations between agents.
 - create: needs topic and participants (agent ids); you are added as creator.
 - join / leave / summarize: need thread_id.
 - list: the threads your agent takes part in.
-Post into a thread with bzzz_post and thread_id (message types text, code, file, decision,
-question). summarize returns participants, message count, decisions, open questions and a
-short summary."""
+- pause / resume: need thread_id; a paused thread takes no messages until resumed.
+- resolve: needs thread_id and reason (the resolution); resolves the thread's open escalations
+  and makes an escalated thread active again.
+- close: needs thread_id (reason optional); completes the thread.
+- review: needs roles and task_id (a task of the network) or topic; opens a collaborative review
+  thread with up to two of the best available agents per role, sets its shared context (task,
+  criteria, deadline) and posts the opening message; criteria optional.
+Statuses: active, paused, escalated (an escalation rule fired: stuck, disagreeing, failing),
+completed. Idle threads close after conversation.defaultTimeout. Post into a thread with
+bzzz_post and thread_id (text, code, file, decision, question; reply_to and stance to agree or
+disagree). Unknown thread: THREAD_NOT_FOUND; a missing parameter or an impossible transition:
+INVALID_PARAMETERS."""
 
 SUBSCRIBE = """Subscribe to network events: agent_announcement, task_assignment,
-thread_created, thread_escalated, network_status. filter_address limits events to an address
+thread_created, thread_escalated, network_status, thread_status (pause, resume, resolve, close),
+thread_consensus, human_notification (an escalation asks for a human), slurp_context (a
+consensus's context event). filter_address limits events to an address
 pattern (bzzz://*:architect@*). With callback_webhook each event is POSTed as JSON, signed in
 the X-Bzzz-Signature header (t=<unix>,v1=<hex HMAC-SHA256 of "<t>.<body>"> with the returned
 webhook_secret), retried with backoff. Without a webhook, read the returned resource_uri and

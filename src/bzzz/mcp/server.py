@@ -232,6 +232,9 @@ def build_server(node: Node) -> tuple[BzzzMCP, SessionRegistry]:
         thread_id: Annotated[str | None, Field(description="post into this thread")] = None,
         agent_id: Annotated[str | None, Field(description="which of your agents sends")] = None,
         reply_to: Annotated[str | None, Field(description="message id this answers")] = None,
+        stance: Annotated[
+            str | None, Field(description="agree | disagree with the reply_to message (threads)")
+        ] = None,
     ) -> Annotated[CallToolResult, PostOutput]:
         params = validate_input(
             PostInput,
@@ -243,18 +246,36 @@ def build_server(node: Node) -> tuple[BzzzMCP, SessionRegistry]:
                 thread_id=thread_id,
                 agent_id=agent_id,
                 reply_to=reply_to,
+                stance=stance,
             ),
         )
         return await run(node.conversations.post(caller_of(ctx), params))
 
     @server.tool(name="bzzz_thread", description=text.THREAD)
     async def bzzz_thread(
-        action: Annotated[str, Field(description="create | join | leave | list | summarize")],
+        action: Annotated[
+            str,
+            Field(
+                description="create | join | leave | list | summarize | pause | resume | "
+                "resolve | close | review"
+            ),
+        ],
         ctx: Context[Any, Any],
-        thread_id: Annotated[str | None, Field(description="for join, leave, summarize")] = None,
+        thread_id: Annotated[
+            str | None,
+            Field(description="for join, leave, summarize, pause, resume, resolve, close"),
+        ] = None,
         participants: Annotated[list[str] | None, Field(description="for create")] = None,
-        topic: Annotated[str | None, Field(description="for create")] = None,
+        topic: Annotated[str | None, Field(description="for create; review: what is reviewed")] = (
+            None
+        ),
         agent_id: Annotated[str | None, Field(description="which of your agents acts")] = None,
+        reason: Annotated[
+            str | None, Field(description="resolve: the resolution; pause/close: why")
+        ] = None,
+        roles: Annotated[list[str] | None, Field(description="review: the roles to invite")] = None,
+        task_id: Annotated[str | None, Field(description="review: the task under review")] = None,
+        criteria: Annotated[list[str] | None, Field(description="review: review criteria")] = None,
     ) -> Annotated[CallToolResult, ThreadOutput]:
         params = validate_input(
             ThreadInput,
@@ -264,6 +285,10 @@ def build_server(node: Node) -> tuple[BzzzMCP, SessionRegistry]:
                 participants=participants,
                 topic=topic,
                 agent_id=agent_id,
+                reason=reason,
+                roles=roles,
+                task_id=task_id,
+                criteria=criteria,
             ),
         )
         return await run(node.conversations.thread(caller_of(ctx), params))

@@ -24,7 +24,6 @@ from bzzz.errors import BzzzError
 from bzzz.network.envelope import Envelope
 from bzzz.store.models import AgentRow, AppliedEnvelope, DeliveryRow, EventRow, SubscriptionRow
 from bzzz.store.projection import (
-    APPLIERS,
     ONLINE,
     SEEN,
     STAGED,
@@ -35,6 +34,7 @@ from bzzz.store.projection import (
     stage,
 )
 from bzzz.store.repository import agent_from_row, subscription_from_row
+from bzzz.store.thread_projection import APPLIERS
 
 logger = logging.getLogger(__name__)
 

@@ -149,6 +149,13 @@ class ThreadRow(Base):
     summary: Mapped[str | None] = mapped_column(Text)
     metadata_: Mapped[dict[str, Any]] = mapped_column("metadata", JSON, default=dict)
     escalation_history: Mapped[list[Any]] = mapped_column(JSON, default=list)
+    # Added by revision 0003 (nullable: rows of older revisions have none).
+    shared_context: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
+    decision_log: Mapped[list[Any] | None] = mapped_column(JSON, nullable=True)
+    consensus: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
+    last_progress_at: Mapped[datetime | None] = mapped_column(TZ, nullable=True)
+    # When the thread's escalations were last resolved: rule windows start again from here.
+    epoch_at: Mapped[datetime | None] = mapped_column(TZ, nullable=True)
 
 
 class ParticipantRow(Base):
@@ -206,3 +213,56 @@ class DeliveryRow(Base):
     created_at: Mapped[datetime] = mapped_column(TZ)
     finished_at: Mapped[datetime | None] = mapped_column(TZ)
     __table_args__ = (Index("ix_webhook_deliveries_due", "status", "next_attempt_at"),)
+
+
+class ReactionRow(Base):
+    """A stance (agree / disagree) that one thread message takes on an earlier one."""
+
+    __tablename__ = "thread_reactions"
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    thread_id: Mapped[str] = mapped_column(String(64))
+    message_id: Mapped[str] = mapped_column(String(64))
+    target_id: Mapped[str] = mapped_column(String(64))
+    agent_id: Mapped[str] = mapped_column(String(128))
+    stance: Mapped[str] = mapped_column(String(16))
+    source: Mapped[str] = mapped_column(String(16))
+    at: Mapped[datetime] = mapped_column(TZ)
+    __table_args__ = (Index("ix_thread_reactions_thread", "thread_id", "at"),)
+
+
+class EscalationRow(Base):
+    """A fired escalation rule: the seed's EscalationEvent and the state of its actions."""
+
+    __tablename__ = "escalations"
+    id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    thread_id: Mapped[str] = mapped_column(String(64))
+    rule: Mapped[str] = mapped_column(String(128))
+    priority: Mapped[int] = mapped_column(Integer, default=0)
+    reason: Mapped[str] = mapped_column(Text)
+    triggered_at: Mapped[datetime] = mapped_column(TZ)
+    origin: Mapped[str] = mapped_column(String(64))
+    actions: Mapped[list[Any]] = mapped_column(JSON, default=list)
+    resolved: Mapped[bool] = mapped_column(default=False)
+    resolution: Mapped[str | None] = mapped_column(Text)
+    resolved_at: Mapped[datetime | None] = mapped_column(TZ)
+    __table_args__ = (
+        Index("ix_escalations_thread", "thread_id", "resolved"),
+        Index("ix_escalations_open", "resolved", "origin"),
+    )
+
+
+class SlurpEventRow(Base):
+    """A SLURP context event from a consensus; its origin node submits it (status is local)."""
+
+    __tablename__ = "slurp_events"
+    id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    thread_id: Mapped[str] = mapped_column(String(64), unique=True)
+    origin: Mapped[str] = mapped_column(String(64))
+    event: Mapped[dict[str, Any]] = mapped_column(JSON)
+    status: Mapped[str] = mapped_column(String(16))
+    attempts: Mapped[int] = mapped_column(Integer, default=0)
+    next_attempt_at: Mapped[datetime] = mapped_column(TZ)
+    last_error: Mapped[str | None] = mapped_column(Text)
+    created_at: Mapped[datetime] = mapped_column(TZ)
+    submitted_at: Mapped[datetime | None] = mapped_column(TZ)
+    __table_args__ = (Index("ix_slurp_events_due", "status", "next_attempt_at"),)

@@ -367,8 +367,8 @@ def _check_thread_post(session: Session, env: Envelope) -> str | None:
     thread = session.get(ThreadRow, p["thread_id"])
     if thread is None:
         return "thread not found"
-    if thread.status == "completed":
-        return "thread is completed"
+    if thread.status in ("completed", "paused"):
+        return f"thread is {thread.status}"
     member = session.get(ParticipantRow, (p["thread_id"], p["sender"]))
     if member is None or not member.active:
         return "sender is not a participant of the thread"

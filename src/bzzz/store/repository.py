@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import func, select, update
+from sqlalchemy import func, or_, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from bzzz import domain
@@ -16,14 +16,20 @@ from bzzz.store.models import (
     AgentRow,
     AppliedEnvelope,
     DeliveryRow,
+    EscalationRow,
     EventRow,
     InboxRow,
     MessageRow,
     ParticipantRow,
+    ReactionRow,
+    SlurpEventRow,
     SubscriptionRow,
     TaskRow,
     ThreadRow,
 )
+
+OPEN_STATUSES = ("active", "paused", "escalated")
+WATCHED_STATUSES = ("active", "escalated")
 
 
 def agent_from_row(row: AgentRow) -> domain.Agent:
@@ -86,8 +92,13 @@ def message_from_row(row: MessageRow) -> domain.Message:
     )
 
 
-def thread_from_row(row: ThreadRow, participants: Sequence[ParticipantRow]) -> domain.Thread:
-    """Row and its participants → domain thread."""
+def thread_from_row(
+    row: ThreadRow,
+    participants: Sequence[ParticipantRow],
+    escalations: Sequence[EscalationRow] = (),
+) -> domain.Thread:
+    """Row, its participants and escalations → domain thread."""
+    history = list(row.escalation_history) + [escalation_from_row(e).to_json() for e in escalations]
     return domain.Thread(
         id=row.id,
         topic=row.topic,
@@ -98,10 +109,46 @@ def thread_from_row(row: ThreadRow, participants: Sequence[ParticipantRow]) -> d
         message_count=row.message_count,
         summary=row.summary,
         metadata=dict(row.metadata_),
-        escalation_history=list(row.escalation_history),
+        escalation_history=history,
         participants=[
             domain.Participant(p.agent_id, p.active, p.joined_at, p.left_at) for p in participants
         ],
+        shared_context=dict(row.shared_context or {}),
+        decision_log=list(row.decision_log or []),
+        consensus=dict(row.consensus) if row.consensus else None,
+    )
+
+
+def escalation_from_row(row: EscalationRow) -> domain.Escalation:
+    """Row → domain escalation."""
+    return domain.Escalation(
+        id=row.id,
+        thread_id=row.thread_id,
+        rule=row.rule,
+        priority=row.priority,
+        reason=row.reason,
+        triggered_at=row.triggered_at,
+        origin=row.origin,
+        actions=[dict(a) for a in row.actions],
+        resolved=row.resolved,
+        resolution=row.resolution,
+        resolved_at=row.resolved_at,
+    )
+
+
+def slurp_from_row(row: SlurpEventRow) -> domain.SlurpEvent:
+    """Row → domain SLURP event."""
+    return domain.SlurpEvent(
+        id=row.id,
+        thread_id=row.thread_id,
+        origin=row.origin,
+        event=dict(row.event),
+        status=row.status,
+        attempts=row.attempts,
+        next_attempt_at=row.next_attempt_at,
+        last_error=row.last_error,
+        created_at=row.created_at,
+        submitted_at=row.submitted_at,
     )
 
 
@@ -225,7 +272,7 @@ class Repository:
     # --- threads -----------------------------------------------------------------------------
 
     async def thread(self, thread_id: str) -> domain.Thread | None:
-        """One thread with its participants."""
+        """One thread with its participants and escalation history."""
         row = await self.session.get(ThreadRow, thread_id)
         if row is None:
             return None
@@ -234,7 +281,198 @@ class Repository:
             .where(ParticipantRow.thread_id == thread_id)
             .order_by(ParticipantRow.joined_at, ParticipantRow.agent_id)
         )
-        return thread_from_row(row, participants.all())
+        escalations = await self.session.scalars(
+            select(EscalationRow)
+            .where(EscalationRow.thread_id == thread_id)
+            .order_by(EscalationRow.triggered_at, EscalationRow.id)
+        )
+        return thread_from_row(row, participants.all(), escalations.all())
+
+    async def message(self, message_id: str) -> domain.Message | None:
+        """One message."""
+        row = await self.session.get(MessageRow, message_id)
+        return message_from_row(row) if row else None
+
+    async def reactions(self, thread_id: str) -> list[domain.Reaction]:
+        """A thread's stances, oldest first."""
+        rows = await self.session.scalars(
+            select(ReactionRow).where(ReactionRow.thread_id == thread_id).order_by(ReactionRow.id)
+        )
+        return [
+            domain.Reaction(r.message_id, r.target_id, r.agent_id, r.stance, r.source, r.at)
+            for r in rows
+        ]
+
+    async def idle_threads(self, before: datetime, limit: int = 1000) -> list[str]:
+        """Active or paused threads with no activity since ``before`` (escalated ones wait)."""
+        rows = await self.session.scalars(
+            select(ThreadRow.id)
+            .where(ThreadRow.status.in_(("active", "paused")), ThreadRow.last_activity <= before)
+            .order_by(ThreadRow.last_activity)
+            .limit(limit)
+        )
+        return list(rows)
+
+    async def thread_facts(
+        self, thread_id: str | None = None, *, disagreements: bool = True, tasks: bool = True
+    ) -> list[domain.ThreadFacts]:
+        """What the escalation rules need, for one thread or every watched thread.
+
+        ``disagreements`` / ``tasks`` False skip what no rule looks at (one query each).
+        """
+        query = select(
+            ThreadRow.id,
+            ThreadRow.status,
+            ThreadRow.created_at,
+            ThreadRow.last_activity,
+            ThreadRow.last_progress_at,
+            ThreadRow.epoch_at,
+        ).where(ThreadRow.status.in_(WATCHED_STATUSES))
+        if thread_id is not None:
+            query = query.where(ThreadRow.id == thread_id)
+        facts = {
+            r.id: domain.ThreadFacts(
+                thread_id=r.id,
+                status=r.status,
+                created_at=r.created_at,
+                last_activity=r.last_activity,
+                last_progress_at=r.last_progress_at or r.created_at,
+                epoch_at=r.epoch_at or r.created_at,
+            )
+            for r in await self.session.execute(query)
+        }
+        if facts:
+            if disagreements:
+                await self._add_disagreements(facts, thread_id)
+            if tasks:
+                await self._add_tasks(facts, thread_id)
+            await self._add_open_rules(facts, thread_id)
+        return list(facts.values())
+
+    def _watched(self, column: Any, thread_id: str | None) -> Any:
+        # One thread: its id; every thread: a join on the watched ones (never a huge IN list).
+        if thread_id is not None:
+            return column == thread_id
+        watched = select(ThreadRow.id).where(ThreadRow.status.in_(WATCHED_STATUSES))
+        return column.in_(watched)
+
+    async def _add_disagreements(
+        self, facts: dict[str, domain.ThreadFacts], thread_id: str | None
+    ) -> None:
+        query = select(ReactionRow.thread_id, ReactionRow.at).where(
+            ReactionRow.stance == "disagree", self._watched(ReactionRow.thread_id, thread_id)
+        )
+        for row in await self.session.execute(query):
+            fact = facts.get(row.thread_id)
+            if fact is not None and row.at >= fact.epoch_at:
+                fact.disagreements.append(row.at)
+
+    async def _add_tasks(self, facts: dict[str, domain.ThreadFacts], thread_id: str | None) -> None:
+        query = select(TaskRow.thread_id, TaskRow.end_time, TaskRow.status).where(
+            TaskRow.status.in_(("completed", "failed")),
+            TaskRow.end_time.is_not(None),
+            self._watched(TaskRow.thread_id, thread_id),
+        )
+        for row in await self.session.execute(query):
+            fact = facts.get(row.thread_id or "")
+            if fact is not None and row.end_time >= fact.epoch_at:
+                fact.tasks.append((row.end_time, row.status == "failed"))
+
+    async def _add_open_rules(
+        self, facts: dict[str, domain.ThreadFacts], thread_id: str | None
+    ) -> None:
+        query = select(EscalationRow.thread_id, EscalationRow.rule).where(
+            EscalationRow.resolved.is_(False), self._watched(EscalationRow.thread_id, thread_id)
+        )
+        for row in await self.session.execute(query):
+            fact = facts.get(row.thread_id)
+            if fact is not None:
+                fact.open_rules.add(row.rule)
+
+    # --- escalations and SLURP events ----------------------------------------------------------
+
+    async def escalation(self, escalation_id: str) -> domain.Escalation | None:
+        """One escalation."""
+        row = await self.session.get(EscalationRow, escalation_id)
+        return escalation_from_row(row) if row else None
+
+    async def escalations(
+        self, *, open_only: bool = False, origin: str | None = None, limit: int = 100
+    ) -> list[domain.Escalation]:
+        """Escalations, newest first."""
+        query = select(EscalationRow)
+        if open_only:
+            query = query.where(EscalationRow.resolved.is_(False))
+        if origin is not None:
+            query = query.where(EscalationRow.origin == origin)
+        rows = await self.session.scalars(
+            query.order_by(EscalationRow.triggered_at.desc(), EscalationRow.id.desc()).limit(limit)
+        )
+        return [escalation_from_row(r) for r in rows]
+
+    async def slurp_events(
+        self, status: str | None = None, limit: int = 100
+    ) -> list[domain.SlurpEvent]:
+        """SLURP context events, newest first."""
+        query = select(SlurpEventRow)
+        if status is not None:
+            query = query.where(SlurpEventRow.status == status)
+        rows = await self.session.scalars(
+            query.order_by(SlurpEventRow.created_at.desc(), SlurpEventRow.id.desc()).limit(limit)
+        )
+        return [slurp_from_row(r) for r in rows]
+
+    async def consensus_without_slurp(self, limit: int = 100) -> list[str]:
+        """Threads with a consensus but no SLURP event (its origin stopped in between)."""
+        has_event = select(SlurpEventRow.thread_id)
+        rows = await self.session.scalars(
+            select(ThreadRow.id)
+            .where(
+                ThreadRow.status == "completed",
+                ThreadRow.consensus.is_not(None),
+                ThreadRow.id.not_in(has_event),
+            )
+            .limit(limit)
+        )
+        return list(rows)
+
+    async def due_slurp_events(
+        self, origin: str, now: datetime, limit: int = 64
+    ) -> list[domain.SlurpEvent]:
+        """This node's SLURP events still to submit whose next attempt is due."""
+        rows = await self.session.scalars(
+            select(SlurpEventRow)
+            .where(
+                SlurpEventRow.origin == origin,
+                or_(SlurpEventRow.status == "pending", SlurpEventRow.status == "failed"),
+                SlurpEventRow.next_attempt_at <= now,
+            )
+            .order_by(SlurpEventRow.next_attempt_at)
+            .limit(limit)
+        )
+        return [slurp_from_row(r) for r in rows]
+
+    async def record_slurp_attempt(
+        self,
+        event_id: str,
+        *,
+        status: str,
+        next_attempt_at: datetime,
+        error: str | None,
+        submitted_at: datetime | None,
+    ) -> None:
+        """Record one submission attempt (node-local bookkeeping, like webhook deliveries)."""
+        await self.session.execute(
+            update(SlurpEventRow)
+            .where(SlurpEventRow.id == event_id)
+            .values(
+                status=status,
+                attempts=SlurpEventRow.attempts + 1,
+                next_attempt_at=next_attempt_at,
+                last_error=error,
+                submitted_at=submitted_at,
+            )
+        )
 
     async def threads_of(self, agent_ids: Sequence[str], limit: int = 100) -> list[domain.Thread]:
         """Threads any of the agents takes part in (or took), most recently active first."""
@@ -247,12 +485,20 @@ class Repository:
                 .limit(limit)
             )
         ).all()
+        escalations: dict[str, list[EscalationRow]] = {}
+        found = await self.session.scalars(
+            select(EscalationRow)
+            .where(EscalationRow.thread_id.in_([row.id for row in rows]))
+            .order_by(EscalationRow.triggered_at, EscalationRow.id)
+        )
+        for escalation in found:
+            escalations.setdefault(escalation.thread_id, []).append(escalation)
         result = []
         for row in rows:
             parts = await self.session.scalars(
                 select(ParticipantRow).where(ParticipantRow.thread_id == row.id)
             )
-            result.append(thread_from_row(row, parts.all()))
+            result.append(thread_from_row(row, parts.all(), escalations.get(row.id, [])))
         return result
 
     async def count_active_threads(self) -> int:

@@ -1,0 +1,201 @@
+"""Nodes on a hand-moved clock whose monitor the test drives, helpers, and a local HTTP receiver."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator, Callable
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+import pytest
+
+from bzzz.clock import ManualClock
+from bzzz.config import EscalationRuleConfig, Settings
+from bzzz.conversations.monitor import ThreadMonitor
+from bzzz.eventlog import Caller
+from bzzz.network.memory import InMemoryBus
+from bzzz.node import Node
+from bzzz.schemas import AnnounceInput, PostInput, SubscribeInput, ThreadInput
+
+NodeFactory = Callable[..., AbstractAsyncContextManager[Node]]
+
+
+def rule(name: str, conditions: list[dict[str, Any]], actions: list[dict[str, Any]]) -> Any:
+    """An escalation rule as settings hold it."""
+    return EscalationRuleConfig.model_validate(
+        {"name": name, "conditions": conditions, "actions": actions}
+    )
+
+
+NOTIFY = [{"type": "notify_human", "target": "project_manager"}]
+
+
+async def _idle(self: ThreadMonitor) -> None:
+    # Does no work, but leaves when the node stops (as the real loop does).
+    while not self._stopping:
+        self._wakeup.clear()
+        await self._wakeup.wait()
+
+
+@pytest.fixture
+def clock() -> ManualClock:
+    """The clock the node's thread rules see."""
+    return ManualClock()
+
+
+@pytest.fixture
+def make_node(
+    settings: Settings,
+    memory_bus: InMemoryBus,
+    clock: ManualClock,
+    monkeypatch: pytest.MonkeyPatch,
+) -> NodeFactory:
+    """Start a node on the manual clock whose monitor idles: the test sweeps it itself.
+
+    ``rules`` replaces the escalation rules; ``section={...}`` sets settings of a section.
+    """
+    monkeypatch.setattr(ThreadMonitor, "run", _idle)
+
+    @asynccontextmanager
+    async def start(rules: list[Any] | None = None, **sections: Any) -> AsyncIterator[Node]:
+        # Threads stay open however far a test moves the clock, unless it sets the timeout.
+        settings.conversation.default_timeout = 10**7
+        if rules is not None:
+            settings.conversation.escalation_rules = rules
+        for section, values in sections.items():
+            for name, value in values.items():
+                setattr(getattr(settings, section), name, value)
+        async with Node(settings, bus=memory_bus, clock=clock) as node:
+            yield node
+
+    return start
+
+
+async def announce(node: Node, agent_id: str, role: str, **extra: Any) -> None:
+    await node.agents.announce(
+        Caller(f"session-{agent_id}"), AnnounceInput(agent_id=agent_id, role=role, **extra)
+    )
+
+
+async def thread(node: Node, agent_id: str, action: str, **params: Any) -> dict[str, Any]:
+    return await node.conversations.thread(
+        Caller(f"session-{agent_id}"), ThreadInput(action=action, **params)
+    )
+
+
+async def say(
+    node: Node,
+    agent_id: str,
+    thread_id: str,
+    text: str,
+    *,
+    kind: str = "text",
+    reply_to: str | None = None,
+    stance: str | None = None,
+) -> dict[str, Any]:
+    return await node.conversations.post(
+        Caller(f"session-{agent_id}"),
+        PostInput(
+            target_address="bzzz://*",
+            message_type=kind,
+            content={"text": text},
+            thread_id=thread_id,
+            reply_to=reply_to,
+            stance=stance,
+        ),
+    )
+
+
+async def open_thread(node: Node, creator: str, *others: str, topic: str = "API design") -> str:
+    created = await thread(node, creator, "create", participants=list(others), topic=topic)
+    thread_id: str = created["thread_id"]
+    return thread_id
+
+
+async def watch(node: Node, *event_types: str) -> str:
+    """Subscribe (as an observer session) to event types; returns the subscription id."""
+    sub = await node.subscriptions.subscribe(
+        Caller("observer"), SubscribeInput(event_types=list(event_types))
+    )
+    sub_id: str = sub["subscription_id"]
+    return sub_id
+
+
+async def events_of(node: Node, sub_id: str) -> list[dict[str, Any]]:
+    found: list[dict[str, Any]] = (await node.subscriptions.events(sub_id))["events"]
+    return found
+
+
+async def thread_view(node: Node, thread_id: str, max_history: int = 50) -> dict[str, Any]:
+    from bzzz.schemas import GetInput
+
+    got = await node.agents.get(
+        GetInput(address=f"bzzz://*/threads/{thread_id}", max_history=max_history)
+    )
+    view: dict[str, Any] = got["content"]["thread"]
+    return view
+
+
+@dataclass(slots=True)
+class Request:
+    """One POST as the receiver saw it."""
+
+    path: str
+    headers: dict[str, str]
+    body: bytes
+    status: int
+
+    def json(self) -> Any:
+        return json.loads(self.body)
+
+
+@dataclass
+class Receiver:
+    """An HTTP/1.1 server on 127.0.0.1 that answers the n-th request with ``statuses(n)``."""
+
+    statuses: Callable[[int], int]
+    url: str = ""
+    requests: list[Request] = field(default_factory=list)
+
+    async def handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            head = (await reader.readuntil(b"\r\n\r\n")).decode("latin-1").split("\r\n")
+            path = head[0].split(" ")[1]
+            headers = {}
+            for line in head[1:]:
+                if line:
+                    name, _, value = line.partition(":")
+                    headers[name.strip().lower()] = value.strip()
+            body = await reader.readexactly(int(headers.get("content-length", "0")))
+            status = self.statuses(len(self.requests))
+            self.requests.append(Request(path, headers, body, status))
+            writer.write(
+                f"HTTP/1.1 {status} X\r\nContent-Length: 0\r\nConnection: close\r\n\r\n".encode()
+            )
+            await writer.drain()
+        finally:
+            writer.close()
+
+
+ReceiverFactory = Callable[[Callable[[int], int]], AbstractAsyncContextManager[Receiver]]
+
+
+@pytest.fixture
+def http_receiver() -> ReceiverFactory:
+    """Start a receiver on loopback port 0."""
+
+    @asynccontextmanager
+    async def start(statuses: Callable[[int], int]) -> AsyncIterator[Receiver]:
+        receiver = Receiver(statuses)
+        server = await asyncio.start_server(receiver.handle, "127.0.0.1", 0)
+        port = server.sockets[0].getsockname()[1]
+        receiver.url = f"http://127.0.0.1:{port}/bzzz"
+        try:
+            yield receiver
+        finally:
+            server.close()
+            await server.wait_closed()
+
+    return start
