@@ -16,6 +16,8 @@ EVENT_TYPES = (
     "thread_created",
     "thread_escalated",
     "network_status",
+    "cost_warning",
+    "limit_exceeded",
 )
 RESERVED_AGENT_IDS = frozenset({"subscriptions", "peers", "costs", "network", "node"})
 

@@ -19,6 +19,9 @@ from bzzz.errors import BzzzError, NetworkError
 from bzzz.eventlog import EventLog
 from bzzz.events.service import SubscriptionService
 from bzzz.events.webhooks import WebhookDispatcher
+from bzzz.llm.runtime import HostedRuntime
+from bzzz.llm.service import LLMService
+from bzzz.llm.summaries import ModelSummarizer
 from bzzz.network.base import Bus
 from bzzz.network.embedded import EmbeddedNats
 from bzzz.network.identity import NodeIdentity
@@ -100,6 +103,8 @@ class Node:
     conversations: ConversationService
     subscriptions: SubscriptionService
     webhooks: WebhookDispatcher
+    llm: LLMService
+    hosted: HostedRuntime
     node_dir: Path
 
     @property
@@ -139,6 +144,7 @@ class Node:
             if stale:
                 logger.info("took %d agents of a previous run offline", stale)
             await self.log.emit("node.status", "node", self.node_id, {"status": "online"})
+            await self.hosted.start()
         except BaseException:
             self.state = NodeState.FAILED
             await self._teardown()
@@ -180,6 +186,21 @@ class Node:
         )
         self.webhooks = WebhookDispatcher(self.db, self.settings.webhooks, node_secret)
         self.projector.add_listener(self._wake_webhooks)
+        self._build_llm()
+
+    def _build_llm(self) -> None:
+        self.llm = LLMService(self.settings, self.db, self.log)
+        if self.llm.enabled:
+            self.conversations.summarizer = ModelSummarizer(self.llm)
+        self.hosted = HostedRuntime(
+            self.settings,
+            db=self.db,
+            projector=self.projector,
+            agents=self.agents,
+            conversations=self.conversations,
+            llm=self.llm,
+            log=self.log,
+        )
 
     async def _make_bus(self, data_dir: Path) -> Bus:
         urls = self.settings.bzzz.nats_url
@@ -236,11 +257,19 @@ class Node:
         try:
             if self.state is NodeState.RUNNING:
                 self.state = NodeState.STOPPING
+                await self._stop_hosted()
                 await self._say_goodbye()
         finally:
             # Even when cancelled (a second Ctrl-C), never leave the server or tasks behind.
             await self._teardown()
             self.state = NodeState.STOPPED
+
+    async def _stop_hosted(self) -> None:
+        try:
+            async with asyncio.timeout(10):
+                await self.hosted.stop()
+        except (BzzzError, TimeoutError):
+            logger.warning("hosted agents did not stop cleanly")
 
     async def _say_goodbye(self) -> None:
         try:
@@ -268,6 +297,8 @@ class Node:
                 # Already logged by _background_done; closing must go on.
                 logger.debug("background task ended with an error", exc_info=True)
         self._tasks.clear()
+        if hasattr(self, "llm"):
+            await self.llm.close()
         if hasattr(self, "bus"):
             await self.bus.close()
         if self._embedded is not None:
@@ -288,6 +319,7 @@ class Node:
             "slot": self.slot,
             "embedded_nats": self._embedded.url if self._embedded else None,
             "projector": self.projector.stats() if hasattr(self, "projector") else None,
+            "hosted_agents": self.hosted.status() if hasattr(self, "hosted") else None,
             "webhooks": {
                 "delivered": self.webhooks.delivered,
                 "failed_attempts": self.webhooks.failed_attempts,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from ulid import ULID
@@ -20,6 +21,11 @@ from bzzz.store.repository import Repository
 
 THREAD_POST_TYPES = THREAD_MESSAGE_TYPES + TASK_UPDATE_TYPES + ("task_assignment",)
 
+# Rewrites an extractive summary (a model, when one is configured): (thread, messages, summary).
+Summarizer = Callable[
+    [domain.Thread, list[domain.Message], dict[str, Any]], Awaitable[dict[str, Any]]
+]
+
 
 class ConversationService:
     """Posting messages and tasks; creating, joining, leaving, listing, summarizing threads."""
@@ -31,6 +37,7 @@ class ConversationService:
         self._log = log
         self._agents = agents
         self._max_active_threads = max_active_threads
+        self.summarizer: Summarizer | None = None
 
     async def sender_of(self, caller: Caller, agent_id: str | None) -> domain.Agent:
         """The agent this session acts as (``agent_id`` picks one of several)."""
@@ -336,6 +343,8 @@ class ConversationService:
                 )
             messages = await repo.thread_messages(thread.id)
         summary = summarize_thread(thread, messages)
+        if self.summarizer is not None:
+            summary = await self.summarizer(thread, messages, summary)
         await self._log.emit(
             "thread.summarized",
             "thread",

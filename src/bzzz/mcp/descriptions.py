@@ -46,3 +46,7 @@ subscribe to it (resources/subscribe) to be notified of new events."""
 
 RESOURCE = """What is at a bzzz:// address (same as bzzz_get), or a subscription's events at
 bzzz://subscriptions/<subscription_id>."""
+
+COSTS = """This node's model spending (the reference's CostUsage): today and this month, in
+total and per model (calls, tokens, cost in USD), with the daily and monthly limits, the warning
+threshold, whether hosted agents can reach a model and the state of its circuit breaker."""

@@ -1,0 +1,142 @@
+"""The bzzz_* tools as a model sees them, run through the same services as MCP clients' calls.
+
+A hosted agent gets lookup, get, post and thread. Announce and subscribe stay with the runtime:
+the agent already is announced, and a subscription made by a model would outlive its task.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from bzzz.agents.service import AgentService
+from bzzz.conversations.service import ConversationService
+from bzzz.errors import BzzzError, InvalidParameters
+from bzzz.eventlog import Caller
+from bzzz.llm.client import parse_arguments
+from bzzz.llm.types import ToolCall
+from bzzz.schemas import GetInput, LookupInput, PostInput, ThreadInput, validate_input
+
+MAX_RESULT_CHARS = 16_000
+
+_STRING = {"type": "string"}
+TOOL_SPECS: list[dict[str, Any]] = [
+    {
+        "type": "function",
+        "function": {
+            "name": "bzzz_lookup",
+            "description": "Find agents by semantic address bzzz://agent:role@project:task "
+            "('*' = any), best first.",
+            "parameters": {
+                "type": "object",
+                "properties": {
+                    "semantic_address": _STRING,
+                    "filter_criteria": {
+                        "type": "object",
+                        "properties": {
+                            "expertise": {"type": "array", "items": _STRING},
+                            "availability": {"type": "boolean"},
+                            "performance_threshold": {"type": "number"},
+                        },
+                    },
+                },
+                "required": ["semantic_address"],
+            },
+        },
+    },
+    {
+        "type": "function",
+        "function": {
+            "name": "bzzz_get",
+            "description": "Read an address: bzzz://agent-id[/inbox|/tasks|/threads/<id>].",
+            "parameters": {
+                "type": "object",
+                "properties": {"address": _STRING, "max_history": {"type": "integer"}},
+                "required": ["address"],
+            },
+        },
+    },
+    {
+        "type": "function",
+        "function": {
+            "name": "bzzz_post",
+            "description": 'Post a message (content is a JSON object, e.g. {"text": ...}) to '
+            "an agent address or into a thread.",
+            "parameters": {
+                "type": "object",
+                "properties": {
+                    "target_address": _STRING,
+                    "message_type": _STRING,
+                    "content": {"type": "object"},
+                    "priority": {"type": "string", "enum": ["low", "medium", "high", "urgent"]},
+                    "thread_id": _STRING,
+                },
+                "required": ["target_address", "message_type", "content"],
+            },
+        },
+    },
+    {
+        "type": "function",
+        "function": {
+            "name": "bzzz_thread",
+            "description": "Threads: create (participants, topic), join, leave, list, "
+            "summarize (thread_id).",
+            "parameters": {
+                "type": "object",
+                "properties": {
+                    "action": {
+                        "type": "string",
+                        "enum": ["create", "join", "leave", "list", "summarize"],
+                    },
+                    "thread_id": _STRING,
+                    "participants": {"type": "array", "items": _STRING},
+                    "topic": _STRING,
+                },
+                "required": ["action"],
+            },
+        },
+    },
+]
+TOOL_NAMES = frozenset(spec["function"]["name"] for spec in TOOL_SPECS)
+
+
+class ToolBox:
+    """Runs a model's tool calls as one hosted agent's session."""
+
+    def __init__(
+        self, agents: AgentService, conversations: ConversationService, caller: Caller
+    ) -> None:
+        self._caller = caller
+        self._handlers: dict[str, Callable[[dict[str, Any]], Awaitable[dict[str, Any]]]] = {
+            "bzzz_lookup": lambda a: agents.lookup(validate_input(LookupInput, a)),
+            "bzzz_get": lambda a: agents.get(validate_input(GetInput, a)),
+            "bzzz_post": lambda a: conversations.post(caller, validate_input(PostInput, a)),
+            "bzzz_thread": lambda a: conversations.thread(caller, validate_input(ThreadInput, a)),
+        }
+        self.calls = 0
+
+    @property
+    def specs(self) -> list[dict[str, Any]]:
+        """The tools in the chat completions ``tools`` format."""
+        return TOOL_SPECS
+
+    async def run(self, call: ToolCall) -> str:
+        """The tool's JSON answer, or the reference's ErrorResponse when it failed."""
+        self.calls += 1
+        handler = self._handlers.get(call.name)
+        try:
+            if handler is None:
+                raise InvalidParameters(
+                    f"unknown tool '{call.name[:64]}'; available: {', '.join(sorted(TOOL_NAMES))}"
+                )
+            arguments = parse_arguments(call)
+            # The agent acts as itself: a model cannot pick another session's agent.
+            arguments.pop("agent_id", None)
+            answer = await handler(arguments)
+        except BzzzError as exc:
+            answer = exc.to_response()
+        text = json.dumps(answer, separators=(",", ":"), default=str)
+        if len(text) > MAX_RESULT_CHARS:
+            text = text[:MAX_RESULT_CHARS] + "...(truncated)"
+        return text
