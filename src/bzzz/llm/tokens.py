@@ -1,9 +1,9 @@
 """Token counting that works offline.
 
 tiktoken downloads its encodings on first use, which a node without internet access cannot do,
-so counts are estimated: word pieces of up to four characters, one token per punctuation mark,
-plus the chat format's per-message overhead. Real BPE counts of English prose come out within
-about 15% of this; the estimate only guards budgets, and the ledger books the server's usage.
+so counts are estimated: one token per word piece of up to six characters, one per punctuation
+mark, plus the chat format's per-message overhead. That is the order of real BPE counts for
+English prose; the estimate only guards budgets, and the ledger books the server's own usage.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ def count_text(text: str) -> int:
     """Estimated tokens of a piece of text."""
     total = 0
     for piece in _PIECE.findall(text):
-        total += math.ceil(len(piece) / 4) if piece[0].isalnum() or piece[0] == "_" else 1
+        total += math.ceil(len(piece) / 6) if piece[0].isalnum() or piece[0] == "_" else 1
     return total
 
 
