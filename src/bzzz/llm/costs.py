@@ -92,6 +92,8 @@ class CostTracker:
         self._clock = clock
         self._lock = asyncio.Lock()
         self._in_flight: dict[int, int] = {}
+        self._spent_key: tuple[str, str] | None = None
+        self._spent = [0, 0]
 
     @property
     def limits_nanos(self) -> dict[str, Any]:
@@ -109,8 +111,13 @@ class CostTracker:
     async def spent(self) -> tuple[int, int]:
         """What this node spent today and this month (nano-USD)."""
         day, month = periods(self._clock())
-        async with self._db.session() as session:
-            return await LLMRepository(session).spent(self._log.node_id, day, month)
+        if self._spent_key != (day, month):
+            # Read once per day: only this process books calls for this node's id, so the
+            # running total kept by record() stays exact after that.
+            async with self._db.session() as session:
+                totals = await LLMRepository(session).spent(self._log.node_id, day, month)
+            self._spent_key, self._spent = (day, month), list(totals)
+        return self._spent[0], self._spent[1]
 
     async def reserve(self, model: str, estimate_nanos: int, agent_id: str | None) -> Reservation:
         """Hold a call's worst case against the limits, or refuse it (COST_LIMIT_EXCEEDED)."""
@@ -187,6 +194,9 @@ class CostTracker:
                 "limits": self.limits_nanos,
             },
         )
+        if self._spent_key is not None and self._spent_key == periods(self._clock()):
+            self._spent[0] += cost
+            self._spent[1] += cost
         return cost
 
     async def usage(self, *, node_only: bool = True) -> dict[str, Any]:

@@ -89,14 +89,15 @@ class LLMService:
         reservation = await self.costs.reserve(request.model, estimate, agent_id)
         try:
             reply = await self.client.complete(request, on_delta)
+            usage, estimated = reply.usage, False
+            if usage is None:
+                # Some local servers send no usage: book the offline estimate rather than nothing.
+                usage = TokenUsage(prompt_estimate, tokens.count_text(reply.content))
+                estimated = True
+            cost = await self.costs.record(reply.model, usage, agent_id, purpose)
         finally:
+            # Held until booked: a call in between must see this one's cost one way or the other.
             self.costs.release(reservation)
-        usage, estimated = reply.usage, False
-        if usage is None:
-            # Some local servers send no usage: book the offline estimate rather than nothing.
-            usage = TokenUsage(prompt_estimate, tokens.count_text(reply.content))
-            estimated = True
-        cost = await self.costs.record(reply.model, usage, agent_id, purpose)
         return CompletionResult(
             content=reply.content,
             usage=usage,
