@@ -6,11 +6,13 @@ read back only for that same project: nothing learned in project X reaches a pro
 
 from __future__ import annotations
 
+from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
 
 from ulid import ULID
 
+from bzzz.domain import utcnow
 from bzzz.eventlog import EventLog
 from bzzz.store.database import Database
 from bzzz.store.llm_repository import LLMRepository, Memory
@@ -45,6 +47,9 @@ class MemoryStore:
         self._db = db
         self._log = log
         self.recall_limit = recall_limit
+        # Episodes are written only by the agent they belong to, and hosted agents live here:
+        # after one read, the newest episodes of (agent, project) are kept up to date in memory.
+        self._episodes: dict[tuple[str, str], deque[Memory]] = {}
 
     async def remember(
         self,
@@ -56,12 +61,24 @@ class MemoryStore:
         thread_id: str | None = None,
     ) -> None:
         """Persist an episode (or, with ``kind='thread'``, a thread's memory)."""
-        await self._log.emit(
+        memory = Memory(
+            id=f"mem-{ULID()}",
+            agent_id=agent_id,
+            project=project,
+            kind=kind,
+            thread_id=thread_id,
+            topic=episode.topic[:512],
+            participants=list(episode.participants),
+            summary=episode.summary[:SUMMARY_LIMIT] or "(empty)",
+            outcome=episode.outcome[:64],
+            created_at=utcnow(),
+        )
+        outcome = await self._log.emit(
             "memory.recorded",
             "memory",
             agent_id,
             {
-                "memory_id": f"mem-{ULID()}",
+                "memory_id": memory.id,
                 "agent_id": agent_id,
                 "project": project,
                 "kind": kind,
@@ -72,14 +89,23 @@ class MemoryStore:
                 "outcome": episode.outcome[:64],
             },
         )
+        cached = self._episodes.get((agent_id, project))
+        if outcome.get("ok") and kind == "episode" and cached is not None:
+            cached.appendleft(memory)
 
     async def recall(self, agent_id: str, project: str, thread_id: str | None) -> list[Memory]:
         """What the agent remembers for this project (and thread), newest first."""
-        async with self._db.session() as session:
-            repo = LLMRepository(session)
-            found = await repo.memories(agent_id, project, self.recall_limit)
-            if thread_id:
-                found = await repo.thread_memories(project, thread_id, self.recall_limit) + found
+        key = (agent_id, project)
+        found: list[Memory] = []
+        if thread_id or key not in self._episodes:
+            async with self._db.session() as session:
+                repo = LLMRepository(session)
+                if key not in self._episodes:
+                    episodes = await repo.memories(agent_id, project, self.recall_limit)
+                    self._episodes[key] = deque(episodes, maxlen=self.recall_limit)
+                if thread_id:
+                    found = await repo.thread_memories(project, thread_id, self.recall_limit)
+        found += list(self._episodes[key])
         # The query already filters by project; this guard keeps the rule if a query changes.
         return [m for m in found if m.project == project]
 
