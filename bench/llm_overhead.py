@@ -84,7 +84,9 @@ async def bare_round_trip(base_url: str, calls: int) -> float:
     return percentile(sorted(times), 50)
 
 
-async def run_agents(agents: int, tasks: int, base_url: str, bus: str) -> dict[str, Any]:
+async def run_agents(
+    agents: int, in_flight: int, tasks: int, base_url: str, bus: str
+) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="bzzz-llm-bench-") as data_dir:
         settings = load_settings(
             environ={},
@@ -102,15 +104,15 @@ async def run_agents(agents: int, tasks: int, base_url: str, bus: str) -> dict[s
         )
         node = Node(settings, bus=InMemoryBus() if bus == "memory" else None)
         async with node:
-            return await drive(node, agents, tasks)
+            return await drive(node, agents, in_flight, tasks)
 
 
-async def drive(node: Node, agents: int, tasks: int) -> dict[str, Any]:
+async def drive(node: Node, agents: int, in_flight: int, tasks: int) -> dict[str, Any]:
     finish = Finish(node)
     boss = Caller("bench-driver")
     await node.agents.announce(boss, AnnounceInput(agent_id="driver", role="lead"))
     # Each agent takes at most MAX_TASKS at once (more would be refused): one window per agent.
-    windows = [asyncio.Semaphore(MAX_TASKS) for _ in range(agents)]
+    windows = [asyncio.Semaphore(in_flight) for _ in range(agents)]
     latencies: list[float] = []
     failed = 0
 
@@ -142,6 +144,7 @@ async def drive(node: Node, agents: int, tasks: int) -> dict[str, Any]:
     return {
         "agents": agents,
         "max_tasks_per_agent": MAX_TASKS,
+        "in_flight_per_agent": in_flight,
         "tasks": tasks,
         "tasks_per_s": round(tasks / elapsed, 1),
         "p50_ms": round(percentile(ordered, 50), 2),
@@ -162,7 +165,9 @@ async def main() -> None:
     base_url = await server.start()
     try:
         bare = await bare_round_trip(base_url, 200)
-        runs = [await run_agents(n, args.tasks, base_url, args.bus) for n in (1, 8)]
+        # One task at a time shows the latency of a task alone; max_tasks each shows throughput.
+        shapes = ((1, 1), (1, MAX_TASKS), (8, MAX_TASKS))
+        runs = [await run_agents(n, k, args.tasks, base_url, args.bus) for n, k in shapes]
     finally:
         await server.close()
     report = {
@@ -174,10 +179,18 @@ async def main() -> None:
         "code": code_version(),
     }
     print(f"bare SDK round trip to the model server: p50 {bare:.2f} ms")
-    header = ("agents", "tasks/s", "p50 ms", "p99 ms", "CPU ms/task", "others %")
+    header = ("agents", "in flight", "tasks/s", "p50 ms", "p99 ms", "CPU ms/task", "others %")
     print("".join(f"{h:>12}" for h in header))
     for run in runs:
-        keys = ("agents", "tasks_per_s", "p50_ms", "p99_ms", "cpu_ms_per_task", "others_cpu_pct")
+        keys = (
+            "agents",
+            "in_flight_per_agent",
+            "tasks_per_s",
+            "p50_ms",
+            "p99_ms",
+            "cpu_ms_per_task",
+            "others_cpu_pct",
+        )
         print("".join(f"{run[k]:>12}" for k in keys))
     RESULTS.mkdir(exist_ok=True)
     (RESULTS / "llm_overhead.json").write_text(json.dumps(report, indent=2))
