@@ -267,3 +267,24 @@ async def test_a_task_in_a_thread_is_answered_in_the_thread_while_collaborating(
     kinds = [(m["sender"], m["messageType"]) for m in got["content"]["thread"]["messages"]]
     assert ("arch-1", "task_complete") in kinds
     assert architect.lifecycle.state is AgentState.IDLE
+
+
+async def test_a_streamed_chat_task_is_assembled_and_booked(
+    hosted_node: Node, model_server: ScriptedModelServer, watcher: TaskWatcher
+) -> None:
+    text = "A streamed answer, delivered in many small pieces."
+    model_server.push(Step(content=text, usage=(40, 11)))
+    server, _ = build_server(hosted_node)
+    async with Client(server, mode="legacy") as boss:
+        await call(boss, "bzzz_announce", agent_id="boss", role="lead")
+        data = {"messages": [{"role": "user", "content": "stream it"}], "stream": True}
+        task_id = await assign(boss, "arch-1", "chat_completion", data)
+        async with asyncio.timeout(10):
+            assert await watcher.finished(task_id) == "completed"
+        task = await task_of(boss, "arch-1", task_id)
+    usage = await hosted_node.llm.usage()
+
+    assert model_server.requests[0]["stream"] is True
+    assert task["result"]["content"] == text
+    assert task["result"]["usage"]["totalTokens"] == 51
+    assert usage["daily"]["tokens"]["total"] == 51

@@ -38,11 +38,13 @@ question). summarize returns participants, message count, decisions, open questi
 short summary."""
 
 SUBSCRIBE = """Subscribe to network events: agent_announcement, task_assignment,
-thread_created, thread_escalated, network_status. filter_address limits events to an address
-pattern (bzzz://*:architect@*). With callback_webhook each event is POSTed as JSON, signed in
-the X-Bzzz-Signature header (t=<unix>,v1=<hex HMAC-SHA256 of "<t>.<body>"> with the returned
-webhook_secret), retried with backoff. Without a webhook, read the returned resource_uri and
-subscribe to it (resources/subscribe) to be notified of new events."""
+thread_created, thread_escalated, network_status, cost_warning (model spending passed the
+warning threshold), limit_exceeded (a cost limit was reached or a call refused).
+filter_address limits events to an address pattern (bzzz://*:architect@*). With
+callback_webhook each event is POSTed as JSON, signed in the X-Bzzz-Signature header
+(t=<unix>,v1=<hex HMAC-SHA256 of "<t>.<body>"> with the returned webhook_secret), retried
+with backoff. Without a webhook, read the returned resource_uri and subscribe to it
+(resources/subscribe) to be notified of new events."""
 
 RESOURCE = """What is at a bzzz:// address (same as bzzz_get), or a subscription's events at
 bzzz://subscriptions/<subscription_id>."""
