@@ -80,3 +80,31 @@ async def test_an_agent_bound_to_a_project_refuses_work_for_another(
         assert await run_task(boss, watcher, "rev-1", "other project", "beta") == "failed"
 
     assert model_server.requests == []
+
+
+async def test_an_agent_reading_its_own_history_sees_only_this_projects_work(
+    hosted_node: Node, model_server: ScriptedModelServer, watcher: TaskWatcher
+) -> None:
+    reads = [
+        ("bzzz_get", {"address": "bzzz://arch-1/tasks"}),
+        ("bzzz_get", {"address": "bzzz://arch-1"}),
+        ("bzzz_get", {"address": "bzzz://arch-1/inbox"}),
+    ]
+    model_server.push(
+        Step(content=f"Noted: the alpha secret is {SECRET}."),
+        Step(content="", tool_calls=reads),
+        Step(content="beta done"),
+    )
+    server, _ = build_server(hosted_node)
+    async with Client(server, mode="legacy") as boss:
+        await boss.call_tool("bzzz_announce", {"agent_id": "boss", "role": "lead"})
+        assert await run_task(boss, watcher, "arch-1", f"remember {SECRET}", "alpha") == "completed"
+        assert await run_task(boss, watcher, "arch-1", "look back", "beta") == "completed"
+
+    tool_answers = [
+        m["content"] for m in model_server.requests[2]["messages"] if m["role"] == "tool"
+    ]
+    assert len(tool_answers) == 3
+    assert all(SECRET not in answer for answer in tool_answers)
+    # The beta task itself is visible: the filter keeps this project's work.
+    assert "look back" in tool_answers[0]

@@ -112,11 +112,9 @@ class HostedRuntime:
         llm: LLMService,
         log: EventLog,
     ) -> None:
-        self._settings = settings
         self._db = db
         self._projector = projector
         self._agents = agents
-        self._node_id = log.node_id
         self.llm = llm
         self.memory = MemoryStore(db, log)
         self.worker = TaskWorker(
@@ -128,6 +126,8 @@ class HostedRuntime:
             agents=agents,
             conversations=conversations,
         )
+        # Parsed at build time: a bad entry stops the node before it joins the network.
+        self.specs = hosted_agents(settings.agents.default_roles, log.node_id)
         self.hosted: dict[str, HostedAgent] = {}
         self.disabled_reason: str | None = None
         self._tasks: dict[str, asyncio.Task[None]] = {}
@@ -139,8 +139,7 @@ class HostedRuntime:
         if self._started:
             raise RuntimeError("the hosted runtime is already started")
         self._started = True
-        specs = hosted_agents(self._settings.agents.default_roles, self._node_id)
-        if not specs:
+        if not self.specs:
             self.disabled_reason = "no hosted agents configured ([agents] default_roles)"
             logger.info("hosted agents: none configured")
             return
@@ -148,7 +147,7 @@ class HostedRuntime:
             self.disabled_reason = self.llm.disabled_reason
             logger.warning("hosted agents are off: %s", self.disabled_reason)
             return
-        for spec in specs:
+        for spec in self.specs:
             await self._announce(spec)
         self._projector.add_outcome_listener(self._on_outcomes)
         for agent in self.hosted.values():

@@ -10,6 +10,7 @@ import json
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from bzzz.address import parse_address
 from bzzz.agents.service import AgentService
 from bzzz.conversations.service import ConversationService
 from bzzz.errors import BzzzError, InvalidParameters
@@ -101,20 +102,62 @@ TOOL_SPECS: list[dict[str, Any]] = [
 TOOL_NAMES = frozenset(spec["function"]["name"] for spec in TOOL_SPECS)
 
 
+def _project_of(item: dict[str, Any], default: str) -> str:
+    """The project a task or message belongs to, as far as its data says."""
+    for holder in (
+        item.get("data"),
+        item.get("content"),
+        (item.get("content") or {}).get("task_data"),
+    ):
+        if isinstance(holder, dict) and isinstance(holder.get("project"), str):
+            return str(holder["project"])
+    return default
+
+
 class ToolBox:
-    """Runs a model's tool calls as one hosted agent's session."""
+    """Runs a model's tool calls as one hosted agent's session, within one task's project."""
 
     def __init__(
-        self, agents: AgentService, conversations: ConversationService, caller: Caller
+        self,
+        agents: AgentService,
+        conversations: ConversationService,
+        caller: Caller,
+        *,
+        agent_id: str,
+        project: str,
+        agent_project: str | None,
     ) -> None:
         self._caller = caller
+        self._agent_id = agent_id
+        self._project = project
+        self._agent_project = agent_project or ""
+        self._agents = agents
         self._handlers: dict[str, Callable[[dict[str, Any]], Awaitable[dict[str, Any]]]] = {
             "bzzz_lookup": lambda a: agents.lookup(validate_input(LookupInput, a)),
-            "bzzz_get": lambda a: agents.get(validate_input(GetInput, a)),
+            "bzzz_get": self._get,
             "bzzz_post": lambda a: conversations.post(caller, validate_input(PostInput, a)),
             "bzzz_thread": lambda a: conversations.thread(caller, validate_input(ThreadInput, a)),
         }
         self.calls = 0
+
+    async def _get(self, arguments: dict[str, Any]) -> dict[str, Any]:
+        params = validate_input(GetInput, arguments)
+        answer = await self._agents.get(params)
+        if parse_address(params.address).agent == self._agent_id:
+            # The agent's own history is its memory, and memory never crosses projects: what it
+            # did for another project stays out of this task's prompts.
+            self._keep_own_project(answer.get("content") or {})
+        return answer
+
+    def _keep_own_project(self, content: dict[str, Any]) -> None:
+        content.pop("recent_activity", None)
+        for key in ("current_tasks", "tasks", "messages"):
+            if isinstance(content.get(key), list):
+                content[key] = [
+                    item
+                    for item in content[key]
+                    if _project_of(item, self._agent_project) == self._project
+                ]
 
     @property
     def specs(self) -> list[dict[str, Any]]:

@@ -184,7 +184,14 @@ class TaskWorker:
             max_tokens=chat.max_tokens if chat else None,
             stream=bool(chat and chat.stream),
         )
-        toolbox = ToolBox(self._agents, self._conversations, agent.caller)
+        toolbox = ToolBox(
+            self._agents,
+            self._conversations,
+            agent.caller,
+            agent_id=agent.id,
+            project=project,
+            agent_project=agent.spec.project,
+        )
         return await self._tool_loop(agent, task, options, toolbox, working)
 
     async def _tool_loop(
