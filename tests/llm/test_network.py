@@ -112,3 +112,40 @@ async def test_bzzz_costs_shows_the_ledger(
     assert usage["daily"]["models"]["gpt-4o"]["calls"] == 1
     assert usage["monthly"]["tokens"]["total"] == 150
     assert "gpt-4o" in table and "total" in table
+
+
+async def test_a_task_cut_off_by_a_restart_is_done_after_it(
+    llm_settings: Settings, model_server: ScriptedModelServer, memory_bus: InMemoryBus
+) -> None:
+    model_server.gate.clear()
+    boss = Caller("boss")
+    async with Node(llm_settings, bus=memory_bus) as node:
+        await node.agents.announce(boss, AnnounceInput(agent_id="boss", role="lead"))
+        posted = await node.conversations.post(
+            boss,
+            PostInput(
+                target_address="bzzz://docs-1",
+                message_type="task_assignment",
+                content={
+                    "task_type": "documentation",
+                    "task_data": {"content": "x", "documentType": "guide", "audience": "ops"},
+                },
+            ),
+        )
+        task_id = posted["tasks"]["docs-1"]
+        async with asyncio.timeout(10):
+            await model_server.wait_for_requests(1)
+    assert node.hosted.hosted["docs-1"].lifecycle.state.value == "terminating"
+
+    # The request cut off by the stop still waits at the gate: answer every request alike.
+    model_server.responder = lambda body: Step(content="the guide")
+    model_server.gate.set()
+    async with Node(llm_settings, bus=memory_bus) as again:
+        watcher = TaskWatcher(again)
+        await again.agents.announce(boss, AnnounceInput(agent_id="boss", role="lead"))
+        async with asyncio.timeout(10):
+            await watcher.finished(task_id)
+        tasks = await again.agents.get(GetInput(address="bzzz://docs-1/tasks"))
+
+    [task] = tasks["content"]["tasks"]
+    assert (task["status"], task["result"]["content"]) == ("completed", "the guide")
