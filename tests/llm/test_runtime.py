@@ -9,8 +9,11 @@ from typing import Any
 import pytest
 from mcp import Client
 
+from bzzz.eventlog import Caller
 from bzzz.llm.lifecycle import AgentState
 from bzzz.llm.testing import ScriptedModelServer, Step
+from bzzz.llm.tools import ToolBox
+from bzzz.llm.types import ToolCall
 from bzzz.mcp.server import build_server
 from bzzz.node import Node
 
@@ -288,3 +291,25 @@ async def test_a_streamed_chat_task_is_assembled_and_booked(
     assert task["result"]["content"] == text
     assert task["result"]["usage"]["totalTokens"] == 51
     assert usage["daily"]["tokens"]["total"] == 51
+
+
+async def test_tool_arguments_that_are_not_json_are_reported_to_the_model(
+    hosted_node: Node,
+) -> None:
+    toolbox = ToolBox(
+        hosted_node.agents,
+        hosted_node.conversations,
+        Caller("hosted-arch-1"),
+        agent_id="arch-1",
+        project="",
+        agent_project=None,
+    )
+
+    answer = json.loads(await toolbox.run(ToolCall("c1", "bzzz_lookup", "{not json")))
+    unknown = json.loads(await toolbox.run(ToolCall("c2", "bzzz_announce", "{}")))
+
+    assert (answer["code"], answer["error"]) == (
+        "INVALID_PARAMETERS",
+        "the arguments of bzzz_lookup must be a JSON object",
+    )
+    assert "unknown tool 'bzzz_announce'" in unknown["error"]

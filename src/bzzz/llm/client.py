@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import email.utils
-import json
 import logging
 import random
 import time
@@ -245,12 +244,3 @@ def _merge_call(into: dict[str, str], part: Any) -> None:
             into["name"] = into.get("name", "") + str(function.name)
         if function.arguments:
             into["arguments"] = into.get("arguments", "") + str(function.arguments)
-
-
-def parse_arguments(call: ToolCall) -> dict[str, Any]:
-    """A tool call's JSON arguments as an object (InvalidParameters-free: {} when unreadable)."""
-    try:
-        value = json.loads(call.arguments or "{}")
-    except json.JSONDecodeError:
-        return {}
-    return value if isinstance(value, dict) else {}

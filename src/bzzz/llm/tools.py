@@ -15,7 +15,6 @@ from bzzz.agents.service import AgentService
 from bzzz.conversations.service import ConversationService
 from bzzz.errors import BzzzError, InvalidParameters
 from bzzz.eventlog import Caller
-from bzzz.llm.client import parse_arguments
 from bzzz.llm.types import ToolCall
 from bzzz.schemas import GetInput, LookupInput, PostInput, ThreadInput, validate_input
 
@@ -100,6 +99,17 @@ TOOL_SPECS: list[dict[str, Any]] = [
     },
 ]
 TOOL_NAMES = frozenset(spec["function"]["name"] for spec in TOOL_SPECS)
+
+
+def parse_arguments(call: ToolCall) -> dict[str, Any]:
+    """A tool call's arguments; a model that sent no JSON object is told so."""
+    try:
+        value = json.loads(call.arguments or "{}")
+    except json.JSONDecodeError:
+        value = None
+    if not isinstance(value, dict):
+        raise InvalidParameters(f"the arguments of {call.name[:64]} must be a JSON object")
+    return value
 
 
 def _project_of(item: dict[str, Any], default: str) -> str:
