@@ -48,6 +48,9 @@ def _parser() -> argparse.ArgumentParser:
         "--status", choices=["pending", "submitted", "failed", "stored"], help="only this status"
     )
     slurp.add_argument("--limit", type=int, default=50, help="newest N (default 50)")
+    costs = sub.add_parser("costs", help="model spending today and this month, per model")
+    costs.add_argument("--node", help="only this node's calls (a node id)")
+    costs.add_argument("--json", action="store_true", help="print the CostUsage as JSON")
     config = sub.add_parser("config", help="settings")
     config_sub = config.add_subparsers(dest="config_command", required=True)
     config_sub.add_parser("show", help="print the effective settings, secrets masked")
@@ -353,6 +356,65 @@ def _slurp(args: argparse.Namespace, settings: Settings) -> int:
     return 0
 
 
+async def _usage(settings: Settings, node_id: str | None) -> list[dict[str, Any]]:
+    from bzzz.domain import utcnow
+    from bzzz.llm.costs import cost_usage, periods
+    from bzzz.store.database import Database
+    from bzzz.store.llm_repository import LLMRepository
+
+    day, month = periods(utcnow())
+    db = Database(settings.database_url())
+    try:
+        await db.open()
+        async with db.session() as session:
+            repo = LLMRepository(session)
+            return [
+                cost_usage(day, await repo.usage("day", day, node_id)),
+                cost_usage(month, await repo.usage("month", month, node_id)),
+            ]
+    finally:
+        await db.close()
+
+
+def _costs(args: argparse.Namespace, settings: Settings) -> int:
+    from rich.console import Console
+    from rich.table import Table
+
+    daily, monthly = asyncio.run(_usage(settings, args.node))
+    if args.json:
+        sys.stdout.write(json.dumps({"daily": daily, "monthly": monthly}, indent=2) + "\n")
+        return 0
+    scope = f"node {args.node}" if args.node else "all nodes"
+    table = Table(title=f"model spending ({scope})")
+    for column in ("period", "model", "calls", "tokens", "cost (USD)", "limit (USD)"):
+        table.add_column(column, justify="left" if column in ("period", "model") else "right")
+    limits = {
+        daily["date"]: settings.cost.daily_limit,
+        monthly["date"]: settings.cost.monthly_limit,
+    }
+    for usage in (daily, monthly):
+        for model, spend in usage["models"].items():
+            table.add_row(
+                usage["date"],
+                model,
+                str(spend["calls"]),
+                str(spend["tokens"]),
+                f"{spend['cost']:.6f}",
+                "",
+            )
+        limit = limits[usage["date"]]
+        table.add_row(
+            usage["date"],
+            "[bold]total[/bold]",
+            str(usage["apiCalls"]),
+            str(usage["tokens"]["total"]),
+            f"[bold]{usage['totalCost']:.6f}[/bold]",
+            f"{limit:.2f}" if limit else "none",
+        )
+    Console().print(table)
+    return 0
+
+
 def _config_show(settings: Settings) -> int:
     from rich.console import Console
     from rich.syntax import Syntax
@@ -375,6 +437,8 @@ def main(argv: list[str] | None = None) -> int:
             return _serve(args, settings)
         if args.command == "webhooks":
             return _webhooks(args, settings)
+        if args.command == "costs":
+            return _costs(args, settings)
         if args.command == "peers":
             return _peers(settings)
         if args.command == "identity":

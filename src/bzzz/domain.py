@@ -20,6 +20,8 @@ EVENT_TYPES = (
     "thread_consensus",
     "human_notification",
     "slurp_context",
+    "cost_warning",
+    "limit_exceeded",
 )
 THREAD_STATUSES = ("active", "paused", "completed", "escalated")
 STANCES = ("agree", "disagree")

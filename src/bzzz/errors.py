@@ -2,6 +2,7 @@
 
     BzzzError                      (code chosen per instance, default INVALID_PARAMETERS)
     ├── InvalidParameters          INVALID_PARAMETERS
+    │   └── IllegalTransition      INVALID_PARAMETERS (a hosted agent's lifecycle)
     ├── AgentNotFound              AGENT_NOT_FOUND
     ├── ThreadNotFound             THREAD_NOT_FOUND
     ├── NetworkError               NETWORK_ERROR
@@ -67,6 +68,10 @@ class InvalidParameters(BzzzError):
     """A parameter is missing, of the wrong type, too large or malformed."""
 
     default_code = ErrorCode.INVALID_PARAMETERS
+
+
+class IllegalTransition(InvalidParameters):
+    """A hosted agent was asked to move between lifecycle states the design does not link."""
 
 
 class AgentNotFound(BzzzError):

@@ -27,6 +27,9 @@ from bzzz.eventlog import EventLog
 from bzzz.events.service import SubscriptionService
 from bzzz.events.webhooks import WebhookDispatcher
 from bzzz.federation.service import FederationService
+from bzzz.llm.runtime import HostedRuntime
+from bzzz.llm.service import LLMService
+from bzzz.llm.summaries import ModelSummarizer
 from bzzz.network.base import Bus
 from bzzz.network.embedded import EmbeddedNats
 from bzzz.network.identity import NodeIdentity
@@ -124,6 +127,8 @@ class Node:
     escalations: EscalationService
     consensus: ConsensusService
     monitor: ThreadMonitor
+    llm: LLMService
+    hosted: HostedRuntime
     node_dir: Path
 
     @property
@@ -169,6 +174,7 @@ class Node:
             await self.log.emit("node.status", "node", self.node_id, {"status": "online"})
             await self.peers.beat()
             self._spawn("peers", self.peers.run())
+            await self.hosted.start()
         except BaseException:
             self.state = NodeState.FAILED
             await self._teardown()
@@ -235,6 +241,7 @@ class Node:
             describe=self._describe,
         )
         self._build_thread_services(node_secret)
+        self._build_llm()
 
     def _build_thread_services(self, node_secret: bytes) -> None:
         """Escalation rules, consensus and SLURP, and the monitor that sweeps threads."""
@@ -268,6 +275,21 @@ class Node:
             self.consensus,
             self.settings.escalation.monitor_interval,
             wakeup,
+        )
+
+    def _build_llm(self) -> None:
+        """The model client under the cost budget, and the hosted agents that use it."""
+        self.llm = LLMService(self.settings, self.db, self.log)
+        if self.llm.enabled:
+            self.conversations.summarizer = ModelSummarizer(self.llm)
+        self.hosted = HostedRuntime(
+            self.settings,
+            db=self.db,
+            projector=self.projector,
+            agents=self.agents,
+            conversations=self.conversations,
+            llm=self.llm,
+            log=self.log,
         )
 
     def _trusted(self) -> frozenset[str] | None:
@@ -365,6 +387,7 @@ class Node:
         try:
             if self.state is NodeState.RUNNING:
                 self.state = NodeState.STOPPING
+                await self._stop_hosted()
                 await self._say_goodbye()
         finally:
             # Even when cancelled (a second Ctrl-C), never leave the server or tasks behind.
@@ -375,6 +398,13 @@ class Node:
         """Stop without a word to the network, as a killed process would (fault drills, tests)."""
         await self._teardown()
         self.state = NodeState.STOPPED
+
+    async def _stop_hosted(self) -> None:
+        try:
+            async with asyncio.timeout(10):
+                await self.hosted.stop()
+        except (BzzzError, TimeoutError):
+            logger.warning("hosted agents did not stop cleanly")
 
     async def _say_goodbye(self) -> None:
         try:
@@ -412,6 +442,8 @@ class Node:
         await self._stop_tasks()
         if self.federation is not None:
             await self.federation.close()
+        if hasattr(self, "llm"):
+            await self.llm.close()
         if hasattr(self, "bus"):
             await self.bus.close()
         if self._embedded is not None:
@@ -432,6 +464,7 @@ class Node:
             "slot": self.slot,
             "embedded_nats": self._embedded.url if self._embedded else None,
             "projector": self.projector.stats() if hasattr(self, "projector") else None,
+            "hosted_agents": self.hosted.status() if hasattr(self, "hosted") else None,
             "webhooks": {
                 "delivered": self.webhooks.delivered,
                 "failed_attempts": self.webhooks.failed_attempts,

@@ -26,6 +26,8 @@ from bzzz.store.repository import Repository
 logger = logging.getLogger(__name__)
 
 EventListener = Callable[[Sequence[tuple[domain.Subscription, domain.Event]]], Awaitable[None]]
+# Sees every envelope's outcome after its batch committed (hosted agents find their tasks here).
+OutcomeListener = Callable[[dict[str, Outcome]], None]
 
 
 class Projector:
@@ -53,6 +55,7 @@ class Projector:
         self._subscriptions: list[domain.Subscription] | None = None
         self._listeners: list[EventListener] = []
         self._applied_listeners: list[Callable[[Sequence[Envelope]], None]] = []
+        self._outcome_listeners: list[OutcomeListener] = []
         self._applied_seq = 0
         self._progress = asyncio.Condition()
         self.directory = AgentDirectory()
@@ -76,6 +79,15 @@ class Projector:
     def add_applied_listener(self, listener: Callable[[Sequence[Envelope]], None]) -> None:
         """Call ``listener`` after each commit with the envelopes it applied (metrics, benches)."""
         self._applied_listeners.append(listener)
+
+    def add_outcome_listener(self, listener: OutcomeListener) -> None:
+        """Call ``listener`` after each commit with the outcomes of the batch's envelopes."""
+        self._outcome_listeners.append(listener)
+
+    def remove_outcome_listener(self, listener: OutcomeListener) -> None:
+        """Stop calling ``listener``."""
+        if listener in self._outcome_listeners:
+            self._outcome_listeners.remove(listener)
 
     async def load_directory(self) -> None:
         """Fill the agent directory from the store (before consuming the log)."""
@@ -182,6 +194,12 @@ class Projector:
             future = self._waiting.get(env_id)
             if future is not None and not future.done():
                 future.set_result(outcome)
+        for outcome_listener in self._outcome_listeners:
+            try:
+                outcome_listener(result.outcomes)
+            except Exception:
+                # Like event listeners, an outcome listener must never stop the log.
+                logger.exception("outcome listener failed")
         if result.matched:
             await self._notify(result.matched)
 

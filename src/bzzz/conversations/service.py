@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from ulid import ULID
@@ -29,6 +30,11 @@ STATUS_ACTIONS = ("pause", "resume", "resolve", "close")
 
 logger = logging.getLogger(__name__)
 
+# Rewrites an extractive summary (a model, when one is configured): (thread, messages, summary).
+Summarizer = Callable[
+    [domain.Thread, list[domain.Message], dict[str, Any]], Awaitable[dict[str, Any]]
+]
+
 
 class ConversationService:
     """Posting messages and tasks; creating, joining, leaving, listing, summarizing threads."""
@@ -53,6 +59,7 @@ class ConversationService:
         self._review = ReviewDesk(agents.directory, clock)
         self.classifier: StanceClassifier = classifier or NoStanceModel()
         self.observers: list[ThreadObserver] = []
+        self.summarizer: Summarizer | None = None
 
     async def sender_of(self, caller: Caller, agent_id: str | None) -> domain.Agent:
         """The agent this session acts as (``agent_id`` picks one of several)."""
@@ -463,6 +470,8 @@ class ConversationService:
                 )
             messages = await repo.thread_messages(thread.id)
         summary = summarize_thread(thread, messages)
+        if self.summarizer is not None:
+            summary = await self.summarizer(thread, messages, summary)
         await self._log.emit(
             "thread.summarized",
             "thread",

@@ -52,9 +52,10 @@ INVALID_PARAMETERS."""
 SUBSCRIBE = """Subscribe to network events: agent_announcement, task_assignment,
 thread_created, thread_escalated, network_status, thread_status (pause, resume, resolve, close),
 thread_consensus, human_notification (an escalation asks for a human), slurp_context (a
-consensus's context event). filter_address limits events to an address
-pattern (bzzz://*:architect@*). With callback_webhook each event is POSTed as JSON, signed in
-the X-Bzzz-Signature header (t=<unix>,v1=<hex HMAC-SHA256 of "<t>.<body>"> with the returned
+consensus's context event), cost_warning (model spending passed the warning threshold),
+limit_exceeded (a cost limit was reached or a call refused). filter_address limits events to an
+address pattern (bzzz://*:architect@*). With callback_webhook each event is POSTed as JSON, signed
+in the X-Bzzz-Signature header (t=<unix>,v1=<hex HMAC-SHA256 of "<t>.<body>"> with the returned
 webhook_secret), retried with backoff. Without a webhook, read the returned resource_uri and
 subscribe to it (resources/subscribe) to be notified of new events."""
 
@@ -63,3 +64,7 @@ bzzz://subscriptions/<subscription_id>."""
 
 PEERS = """The nodes of this network (the API reference's NetworkPeer: id, address, capabilities,
 lastSeen, status online/offline/busy). A node that misses its heartbeats is offline."""
+
+COSTS = """This node's model spending (the reference's CostUsage): today and this month, in
+total and per model (calls, tokens, cost in USD), with the daily and monthly limits, the warning
+threshold, whether hosted agents can reach a model and the state of its circuit breaker."""

@@ -315,6 +315,7 @@ def build_server(node: Node) -> tuple[BzzzMCP, SessionRegistry]:
 
     _publish_schemas_only(server)
     _register_resources(server, node, sessions, bus)
+    _register_costs(server, node)
     return server, sessions
 
 
@@ -324,6 +325,15 @@ def _publish_schemas_only(server: BzzzMCP) -> None:
     # model is advertised but not validated"), and ok_result builds the shape itself.
     for tool in server._tool_manager.list_tools():
         tool.fn_metadata.output_model = None
+
+
+def _register_costs(server: BzzzMCP, node: Node) -> None:
+    # A concrete resource: the SDK matches it before the bzzz://{+address} template.
+    @server.resource(
+        "bzzz://costs", name="bzzz-costs", mime_type="application/json", description=text.COSTS
+    )
+    async def read_costs() -> str:
+        return json.dumps(await node.llm.usage())
 
 
 def _register_resources(

@@ -22,6 +22,7 @@ from bzzz import domain
 from bzzz.address import parse_address
 from bzzz.errors import BzzzError
 from bzzz.network.envelope import Envelope
+from bzzz.store.llm_projection import LLM_APPLIERS
 from bzzz.store.models import AgentRow, AppliedEnvelope, DeliveryRow, EventRow, SubscriptionRow
 from bzzz.store.projection import (
     ONLINE,
@@ -37,6 +38,8 @@ from bzzz.store.repository import agent_from_row, subscription_from_row
 from bzzz.store.thread_projection import APPLIERS
 
 logger = logging.getLogger(__name__)
+
+_APPLIERS = APPLIERS | LLM_APPLIERS
 
 _TRACK = "bzzz_projection"
 _TOUCHED = "bzzz_touched_agents"
@@ -162,7 +165,7 @@ def _write_staged(session: Session, result: BatchResult) -> None:
 def _apply_one(
     env: Envelope, session: Session, limits: ProjectionLimits, counters: Counter[str]
 ) -> Applied:
-    applier = APPLIERS.get(env.type)
+    applier = _APPLIERS.get(env.type)
     if applier is None:
         counters["unknown_type"] += 1
         return Applied({"ok": False, "reason": f"unknown envelope type {env.type}"})

@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import JSON, DateTime, Dialect, Float, Index, Integer, String, Text
+from sqlalchemy import JSON, BigInteger, DateTime, Dialect, Float, Index, Integer, String, Text
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 from sqlalchemy.types import TypeDecorator
 
@@ -266,3 +266,47 @@ class SlurpEventRow(Base):
     created_at: Mapped[datetime] = mapped_column(TZ)
     submitted_at: Mapped[datetime | None] = mapped_column(TZ)
     __table_args__ = (Index("ix_slurp_events_due", "status", "next_attempt_at"),)
+
+
+class CostRow(Base):
+    """One model call in the cost ledger (the seed's CostUsage is summed from these)."""
+
+    __tablename__ = "llm_costs"
+    id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    node_id: Mapped[str] = mapped_column(String(64))
+    agent_id: Mapped[str | None] = mapped_column(String(128))
+    purpose: Mapped[str] = mapped_column(String(64))
+    model: Mapped[str] = mapped_column(String(128))
+    prompt_tokens: Mapped[int] = mapped_column(Integer)
+    completion_tokens: Mapped[int] = mapped_column(Integer)
+    # Billionths of a USD: integer sums are exact, so the ledger adds up to the usage it saw.
+    cost_nanos: Mapped[int] = mapped_column(BigInteger)
+    day: Mapped[str] = mapped_column(String(10))
+    month: Mapped[str] = mapped_column(String(7))
+    at: Mapped[datetime] = mapped_column(TZ)
+    __table_args__ = (
+        Index("ix_llm_costs_node_day", "node_id", "day"),
+        Index("ix_llm_costs_node_month", "node_id", "month"),
+        Index("ix_llm_costs_month", "month"),
+    )
+
+
+class MemoryRow(Base):
+    """What a hosted agent remembers: an episode of its work or a thread's memory."""
+
+    __tablename__ = "llm_memories"
+    id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    agent_id: Mapped[str] = mapped_column(String(128))
+    # "" is the memory of work outside any project; it never mixes with a named project.
+    project: Mapped[str] = mapped_column(String(128))
+    kind: Mapped[str] = mapped_column(String(16))
+    thread_id: Mapped[str | None] = mapped_column(String(64))
+    topic: Mapped[str] = mapped_column(String(512))
+    participants: Mapped[list[str]] = mapped_column(JSON, default=list)
+    summary: Mapped[str] = mapped_column(Text)
+    outcome: Mapped[str] = mapped_column(String(64))
+    created_at: Mapped[datetime] = mapped_column(TZ)
+    __table_args__ = (
+        Index("ix_llm_memories_agent_project", "agent_id", "project", "created_at"),
+        Index("ix_llm_memories_thread", "project", "thread_id"),
+    )

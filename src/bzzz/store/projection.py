@@ -95,6 +95,23 @@ def _performance(completed: int, failed: int) -> float:
     return round((completed + 4.5) / (completed + failed + 5), 4)
 
 
+# A task answered within this time costs no performance; slower answers weigh it down.
+TARGET_RESPONSE_MS = 30_000
+
+
+def _weigh_response_time(agent: AgentRow, response_ms: Any) -> None:
+    """Fold a reported response time into the agent's performance (hosted agents report it)."""
+    if not isinstance(response_ms, int | float) or isinstance(response_ms, bool) or response_ms < 0:
+        return
+    metadata = dict(agent.metadata_ or {})
+    previous = metadata.get("response_ms_avg")
+    average = float(response_ms) if previous is None else 0.8 * float(previous) + 0.2 * response_ms
+    metadata["response_ms_avg"] = round(average, 3)
+    agent.metadata_ = metadata
+    speed = 1.0 if average <= TARGET_RESPONSE_MS else max(0.5, TARGET_RESPONSE_MS / average)
+    agent.performance = round(agent.performance * speed, 4)
+
+
 # Column sizes of the values a peer's payload puts into rows (see store/models.py).
 ID_LENGTH = 64
 NAME_LENGTH = 128
@@ -358,6 +375,7 @@ def _update_task(session: Session, env: Envelope) -> Outcome:
         else:
             agent.tasks_failed += 1
         agent.performance = _performance(agent.tasks_completed, agent.tasks_failed)
+        _weigh_response_time(agent, content.get("response_ms"))
         _refresh_status(agent)
     return {"ok": True, "task_id": task.id, "task_status": task.status}
 

@@ -8,7 +8,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision = "0003"
-down_revision = "0001"  # rechained to "0002" when the hosted-agents history lands
+down_revision = "0002"
 branch_labels = None
 depends_on = None
 

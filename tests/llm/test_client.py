@@ -1,0 +1,187 @@
+"""The model client over HTTP with the real openai SDK: answers, streams, retries, the breaker."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from bzzz.config import OpenAISettings
+from bzzz.errors import ErrorCode, OpenAIError
+from bzzz.llm.breaker import BreakerState
+from bzzz.llm.client import OpenAIModelClient
+from bzzz.llm.testing import ScriptedModelServer, Step
+from bzzz.llm.types import ModelRequest
+
+
+class Recorder:
+    """Stands in for asyncio.sleep and a monotonic clock: records waits, never waits."""
+
+    def __init__(self) -> None:
+        self.waits: list[float] = []
+        self.now = 1000.0
+
+    async def sleep(self, seconds: float) -> None:
+        self.waits.append(seconds)
+
+    def clock(self) -> float:
+        return self.now
+
+
+def client_for(
+    server: ScriptedModelServer, recorder: Recorder, **extra: object
+) -> OpenAIModelClient:
+    settings = OpenAISettings.model_validate(
+        {"api_key": "test-key", "base_url": server.base_url, "max_retries": 3} | extra
+    )
+    return OpenAIModelClient(settings, sleep=recorder.sleep, clock=recorder.clock)
+
+
+def request(stream: bool = False, tools: list[dict[str, object]] | None = None) -> ModelRequest:
+    return ModelRequest(
+        model="gpt-5",
+        messages=[{"role": "user", "content": "Say hello."}],
+        temperature=0.7,
+        max_tokens=100,
+        tools=tools or [],
+        stream=stream,
+    )
+
+
+async def test_a_plain_answer_comes_back_with_usage_and_finish_reason(
+    model_server: ScriptedModelServer,
+) -> None:
+    model_server.push(Step(content="Hello there.", usage=(11, 3)))
+    client = client_for(model_server, Recorder())
+
+    reply = await client.complete(request())
+
+    assert (reply.content, reply.finish_reason, reply.model) == ("Hello there.", "stop", "gpt-5")
+    assert (reply.usage.prompt_tokens, reply.usage.completion_tokens) == (11, 3)  # type: ignore[union-attr]
+    [sent] = model_server.requests
+    assert sent["messages"] == [{"role": "user", "content": "Say hello."}]
+    assert (sent["temperature"], sent["max_completion_tokens"]) == (0.7, 100)
+    await client.close()
+
+
+async def test_a_streamed_answer_arrives_in_pieces_and_adds_up(
+    model_server: ScriptedModelServer,
+) -> None:
+    text = "Streaming works piece by piece, and the usage comes last."
+    model_server.push(Step(content=text, usage=(20, 12)))
+    client = client_for(model_server, Recorder())
+    pieces: list[str] = []
+
+    async def on_delta(piece: str) -> None:
+        pieces.append(piece)
+
+    reply = await client.complete(request(stream=True), on_delta)
+
+    assert len(pieces) > 1
+    assert "".join(pieces) == reply.content == text
+    assert reply.usage is not None and reply.usage.total_tokens == 32
+    assert model_server.requests[0]["stream"] is True
+    await client.close()
+
+
+async def test_streamed_tool_calls_are_put_back_together(model_server: ScriptedModelServer) -> None:
+    arguments = {
+        "semantic_address": "bzzz://*:reviewer@*",
+        "filter_criteria": {"availability": True},
+    }
+    model_server.push(Step(content="", tool_calls=[("bzzz_lookup", arguments)]))
+    client = client_for(model_server, Recorder())
+
+    reply = await client.complete(request(stream=True))
+
+    [call] = reply.tool_calls
+    assert call.name == "bzzz_lookup"
+    assert call.arguments.replace(" ", "") == (
+        '{"semantic_address":"bzzz://*:reviewer@*","filter_criteria":{"availability":true}}'
+    )
+    assert reply.finish_reason == "tool_calls"
+    await client.close()
+
+
+async def test_a_429_is_retried_after_the_time_the_server_asked_for(
+    model_server: ScriptedModelServer,
+) -> None:
+    model_server.push(Step(status=429, headers={"Retry-After": "7"}), Step(content="finally"))
+    recorder = Recorder()
+    client = client_for(model_server, recorder)
+
+    reply = await client.complete(request())
+
+    assert reply.content == "finally"
+    assert recorder.waits == [7.0]
+    assert len(model_server.requests) == 2
+    assert client.breaker.state is BreakerState.CLOSED
+    await client.close()
+
+
+async def test_5xx_are_retried_with_growing_backoff_until_one_succeeds(
+    model_server: ScriptedModelServer,
+) -> None:
+    model_server.push(Step(status=500), Step(status=502), Step(status=503), Step(content="up"))
+    recorder = Recorder()
+    client = client_for(model_server, recorder, backoff_initial=1.0, backoff_max=60.0)
+
+    reply = await client.complete(request())
+
+    assert reply.content == "up"
+    assert len(recorder.waits) == 3
+    # Full jitter keeps each wait within [half, all] of 1, 2, 4 seconds.
+    for wait, ceiling in zip(recorder.waits, (1.0, 2.0, 4.0), strict=True):
+        assert ceiling / 2 <= wait <= ceiling
+
+
+async def test_a_client_error_is_not_retried(model_server: ScriptedModelServer) -> None:
+    model_server.push(Step(status=400))
+    recorder = Recorder()
+    client = client_for(model_server, recorder)
+
+    with pytest.raises(OpenAIError) as raised:
+        await client.complete(request())
+
+    assert raised.value.code is ErrorCode.OPENAI_ERROR
+    assert raised.value.details["status"] == 400
+    assert len(model_server.requests) == 1 and recorder.waits == []
+    await client.close()
+
+
+async def test_a_run_of_500s_opens_the_circuit_and_calls_stop_reaching_the_server(
+    model_server: ScriptedModelServer,
+) -> None:
+    model_server.push(*[Step(status=500)] * 4)
+    recorder = Recorder()
+    client = client_for(model_server, recorder, max_retries=5, breaker_threshold=4)
+
+    with pytest.raises(OpenAIError):
+        await client.complete(request())
+    assert len(model_server.requests) == 4
+    assert client.breaker.state is BreakerState.OPEN
+
+    with pytest.raises(OpenAIError) as refused:
+        await client.complete(request())
+    assert "paused" in refused.value.message
+    assert len(model_server.requests) == 4
+
+    recorder.now += client.breaker.cooldown + 1
+    model_server.push(Step(content="back"))
+    assert (await client.complete(request())).content == "back"
+    assert client.breaker.state is BreakerState.CLOSED
+    await client.close()
+
+
+async def test_exhausted_retries_fail_with_openai_error(model_server: ScriptedModelServer) -> None:
+    model_server.push(*[Step(status=503)] * 3)
+    recorder = Recorder()
+    client = client_for(model_server, recorder, max_retries=2, breaker_threshold=10)
+
+    async with asyncio.timeout(10):
+        with pytest.raises(OpenAIError) as raised:
+            await client.complete(request())
+
+    assert raised.value.details["attempts"] == 3
+    assert len(recorder.waits) == 2
+    await client.close()
