@@ -10,6 +10,7 @@ from __future__ import annotations
 import bisect
 from collections import OrderedDict, defaultdict
 from collections.abc import Iterable
+from collections.abc import Set as AbstractSet
 from datetime import datetime
 
 from bzzz import domain
@@ -39,6 +40,8 @@ class AgentDirectory:
         # Every agent's rank key, kept sorted: a lookup matching many agents walks it from the
         # top and stops after ``limit`` hits instead of sorting all its matches.
         self._order: list[tuple[int, str]] = []
+        # The same per role: a role-wide lookup walks its role's few thousand, not everyone.
+        self._role_order: defaultdict[str, list[tuple[int, str]]] = defaultdict(list)
         # Which agents' specializations contain a wanted term (kept for recent terms).
         self._special_hits: OrderedDict[str, set[str]] = OrderedDict()
 
@@ -58,8 +61,9 @@ class AgentDirectory:
             self._online -= old.online
         self._online += agent.online
         score = domain.score_agent(agent, [])
-        self._keys[agent.id] = (-score, agent.id)
-        bisect.insort(self._order, (-score, agent.id))
+        key = self._keys[agent.id] = (-score, agent.id)
+        bisect.insort(self._order, key)
+        bisect.insort(self._role_order[agent.role], key)
         for cap in agent.capabilities:
             self._by_cap[cap.lower()].add(agent.id)
         if agent.specialization:
@@ -76,9 +80,8 @@ class AgentDirectory:
 
     def _unindex(self, agent: domain.Agent) -> None:
         key = self._keys[agent.id]
-        at = bisect.bisect_left(self._order, key)
-        if at < len(self._order) and self._order[at] == key:
-            del self._order[at]
+        _remove_sorted(self._order, key)
+        _remove_sorted(self._role_order[agent.role], key)
         for cap in agent.capabilities:
             self._by_cap[cap.lower()].discard(agent.id)
         if self._special.pop(agent.id, None) is not None:
@@ -146,17 +149,22 @@ class AgentDirectory:
     ) -> tuple[int, list[tuple[int, domain.Agent]]]:
         """(how many match, the best ``limit`` as (score, agent)), best first, ties by id."""
         # Set algebra and C-level key lookups: a lookup over thousands of matches stays fast.
+        # The base set may be an index's own set: every step below builds a new one. The most
+        # selective filter (expertise) goes first, so the later ones work on a few hundred ids.
         ids = self._id_set(agent_id, role, project)
+        for want in (w.lower() for w in expertise):
+            by_cap = self._by_cap.get(want, set())
+            ids = (ids & by_cap) | (ids & self._special_containing(want))
         if available_only:
             ids = ids & self._available
         if task is not None:
             ids = {i for i in ids if self._agents[i].task in (None, task)}
         if min_performance is not None:
             ids = {i for i in ids if self._agents[i].performance >= min_performance}
-        for want in (w.lower() for w in expertise):
-            by_cap = self._by_cap.get(want, set())
-            ids = (ids & by_cap) | (ids & self._special_containing(want))
-        return len(ids), [(score, self._agents[i]) for score, i in self._best(ids, limit)]
+        order = self._order
+        if agent_id is None and role is not None and project is None:
+            order = self._role_order.get(role, [])
+        return len(ids), [(score, self._agents[i]) for score, i in self._best(ids, order, limit)]
 
     def _special_containing(self, term: str) -> set[str]:
         hits = self._special_hits.get(term)
@@ -169,20 +177,29 @@ class AgentDirectory:
             self._special_hits.move_to_end(term)
         return hits
 
-    def _best(self, ids: set[str], limit: int) -> list[tuple[int, str]]:
-        if len(ids) * DENSE_SHARE < len(self._agents):
+    def _best(
+        self, ids: AbstractSet[str], order: list[tuple[int, str]], limit: int
+    ) -> list[tuple[int, str]]:
+        """The best ``limit`` of ``ids``; ``order`` is a ranked list holding all of them."""
+        if len(ids) * DENSE_SHARE < len(order):
             # Few matches: sort just them.
-            return [(-k[0], k[1]) for k in sorted(self._keys[i] for i in ids)[:limit]]
-        # Many matches: walk the global order from the top until ``limit`` of them are seen.
+            keys = sorted(map(self._keys.__getitem__, ids))[:limit]
+            return [(-negated, agent_id) for negated, agent_id in keys]
+        # Many matches: walk the order from the top until ``limit`` of them are seen.
         best: list[tuple[int, str]] = []
-        for negated, agent_id in self._order:
+        if limit <= 0:
+            return best
+        for negated, agent_id in order:
             if agent_id in ids:
                 best.append((-negated, agent_id))
                 if len(best) >= limit:
                     break
         return best
 
-    def _id_set(self, agent_id: str | None, role: str | None, project: str | None) -> set[str]:
+    def _id_set(
+        self, agent_id: str | None, role: str | None, project: str | None
+    ) -> AbstractSet[str]:
+        """Ids the address parts fit; read-only (it may be an index's own set)."""
         if agent_id is not None:
             agent = self._agents.get(agent_id)
             if agent is None or (role is not None and agent.role != role):
@@ -195,11 +212,11 @@ class AgentDirectory:
         if role is not None:
             by_role = self._by_role.get(role, empty)
             if project is None:
-                return set(by_role)
+                return by_role
             return (by_role & self._by_project.get(project, empty)) | (by_role & anywhere)
         if project is not None:
             return self._by_project.get(project, empty) | anywhere
-        return set(self._agents)
+        return self._agents.keys()
 
     def completions(self, prefix: str, limit: int) -> list[str]:
         """Concrete addresses (without the scheme) of agents whose id starts with ``prefix``."""
@@ -209,3 +226,9 @@ class AgentDirectory:
             agent_address(a.id, a.role, a.project, a.task).removeprefix("bzzz://")
             for a in (self._agents[i] for i in ids)
         ]
+
+
+def _remove_sorted(order: list[tuple[int, str]], key: tuple[int, str]) -> None:
+    at = bisect.bisect_left(order, key)
+    if at < len(order) and order[at] == key:
+        del order[at]
