@@ -5,7 +5,9 @@ embedded default) unless said otherwise:
 
 1. ceiling — nats-py alone: async publish of N payloads of a post envelope's size into a file
    stream while a durable push consumer acks them; messages/s from first publish to last ack.
-   Then a fresh durable consumer reads the same N with acks: the raw consumer rate.
+   Then a fresh durable consumer reads the same N with acks: the raw consumer rate. Measured on
+   the embedded server's configuration (``sync_interval: always``, what the node runs on) and on
+   a plain ``nats-server -js`` (default sync: fsync every two minutes) for comparison.
 2. cross-node — node A in this process posts (``ConversationService.post``, the service layer
    under ``bzzz_post``) to an agent of node B, a separate process; B records when its projector
    applied each message. Sustained: N posts, 256 in flight, messages/s from first post to last
@@ -30,6 +32,7 @@ import contextlib
 import json
 import logging
 import os
+import socket
 import sys
 import tempfile
 import time
@@ -141,6 +144,33 @@ async def _raw_consume(js: Any, stream: str, subject: str, count: int) -> float:
     await sub.unsubscribe()
     await js.delete_consumer(stream, "reader")
     return rate
+
+
+@contextlib.asynccontextmanager
+async def default_sync_server(directory: Path) -> Any:
+    """A plain nats-server with JetStream and its default sync (fsync every 2 minutes)."""
+    from bzzz.network.embedded import nats_server_binary
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    proc = await asyncio.create_subprocess_exec(
+        str(nats_server_binary()), "-js", "-sd", str(directory), "-a", "127.0.0.1",
+        "-p", str(port), stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.DEVNULL,
+    )  # fmt: skip
+    try:
+        url = f"nats://127.0.0.1:{port}"
+        async with asyncio.timeout(10):
+            while True:
+                with contextlib.suppress(OSError):
+                    _, writer = await asyncio.open_connection("127.0.0.1", port)
+                    writer.close()
+                    break
+                await asyncio.sleep(0.05)
+        yield url
+    finally:
+        proc.kill()
+        await proc.wait()
 
 
 # --- 2. across two node processes ---------------------------------------------------------------
@@ -316,6 +346,9 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
     results: dict[str, Any] = {"payload_bytes": size}
     with tempfile.TemporaryDirectory(prefix="bzzz-bench-net-") as tmp:
         work = Path(tmp)
+        async with default_sync_server(work / "plain") as plain:
+            results["ceiling_default_sync"] = await ceiling(plain, args.messages, size)
+            print("ceiling (default sync)", results["ceiling_default_sync"], flush=True)
         async with EmbeddedNats(work / "server") as server:
             results["ceiling"] = await ceiling(server.url, args.messages, size)
             print("ceiling", results["ceiling"], flush=True)
