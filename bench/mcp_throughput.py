@@ -503,13 +503,17 @@ def configurations(modes: list[str]) -> list[tuple[int, str]]:
     return result
 
 
-async def run_all(servers: Servers, plan: Plan, modes: list[str]) -> list[Figures]:
+async def run_all(
+    servers: Servers, plan: Plan, modes: list[str], tools: set[str] | None = None
+) -> list[Figures]:
     """Every configuration; servers alternate so drift hits both alike."""
     figures = []
     async with mcp_session(servers.processes["bzzz"].url) as population:
         await populate(population)
         for clients, mode in configurations(modes):
             for workload in servers.workloads:
+                if tools is not None and workload.tool not in tools:
+                    continue
                 fig = await run_config(servers, workload, clients, mode, plan)
                 print_row(fig)
                 figures.append(fig)
@@ -646,6 +650,9 @@ def main() -> None:
     parser.add_argument("--modes", default="tasks,processes", help="8-client modes to run")
     parser.add_argument("--profile", action="store_true", help="py-spy the server processes")
     parser.add_argument(
+        "--tools", help="comma-separated tools to measure (default: all), e.g. noop,bzzz_post"
+    )
+    parser.add_argument(
         "--quiet-wait",
         type=float,
         default=180.0,
@@ -672,7 +679,8 @@ def main() -> None:
             print(f"bzzz answers POSTs with {transport}; the no-op server does the same")
             print(HEADER)
             servers = Servers(processes, args.profile, args.quiet_wait)
-            figures = asyncio.run(run_all(servers, plan, args.modes.split(",")))
+            tools = set(args.tools.split(",")) if args.tools else None
+            figures = asyncio.run(run_all(servers, plan, args.modes.split(","), tools))
         finally:
             for server in processes.values():
                 server.stop()

@@ -10,6 +10,7 @@ import logging
 import os
 import signal
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -176,12 +177,24 @@ async def _run_until_signal(coro: Any) -> None:
         await task
 
 
+def _event_loop_factory() -> Callable[[], asyncio.AbstractEventLoop] | None:
+    """uvloop where it is installed (a pinned dependency off Windows), else asyncio's own loop."""
+    try:
+        import uvloop
+    except ImportError:
+        return None
+    return uvloop.new_event_loop
+
+
 def _serve(args: argparse.Namespace, settings: Settings) -> int:
     _setup_logging(settings)
-    if args.stdio:
-        asyncio.run(_run_until_signal(_serve_stdio(settings)))
-    else:
-        asyncio.run(_serve_http(settings))
+    # A served node spends much of each call in the event loop and its sockets (HTTP, NATS):
+    # uvloop roughly halves that (measured in BENCHMARKS.md).
+    with asyncio.Runner(loop_factory=_event_loop_factory()) as runner:
+        if args.stdio:
+            runner.run(_run_until_signal(_serve_stdio(settings)))
+        else:
+            runner.run(_serve_http(settings))
     return 0
 
 
