@@ -279,9 +279,14 @@ class Node:
 
     def _build_llm(self) -> None:
         """The model client under the cost budget, and the hosted agents that use it."""
+        # The model-backed conversation hooks, used only when a model endpoint is configured.
+        from bzzz.llm.classifier import ModelInsights, ModelStanceClassifier
+
         self.llm = LLMService(self.settings, self.db, self.log)
         if self.llm.enabled:
             self.conversations.summarizer = ModelSummarizer(self.llm)
+            self.conversations.classifier = ModelStanceClassifier(self.llm)
+            self.consensus.insights = ModelInsights(self.llm)
         self.hosted = HostedRuntime(
             self.settings,
             db=self.db,
