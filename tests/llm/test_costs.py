@@ -14,7 +14,7 @@ import pytest
 from mcp import Client
 
 from bzzz.config import ModelPrice, Settings
-from bzzz.errors import CostLimitExceeded, ErrorCode
+from bzzz.errors import CostLimitExceeded, ErrorCode, NetworkError
 from bzzz.eventlog import Caller
 from bzzz.llm.testing import ScriptedModelServer, Step
 from bzzz.llm.types import CompletionOptions
@@ -236,3 +236,72 @@ async def test_without_an_api_key_hosted_agents_stay_off_and_the_rest_works(
     assert "API key" in status["reason"]
     assert "hosted agents are off" in caplog.text
     assert usage["model_access"]["enabled"] is False
+
+
+class FlakyLog:
+    """The node's log, failing ``cost.recorded`` emits as told (the network drops out)."""
+
+    def __init__(self, log: Any, failures: list[str]) -> None:
+        # Each failure: "stored" (the log took it but answered too late) or "lost".
+        self._log = log
+        self.failures = failures
+        self.call_ids: list[str] = []
+        self.node_id = log.node_id
+        self.network = log.network
+
+    async def emit(
+        self, type_: str, kind: str, key: str, payload: dict[str, Any], **kw: Any
+    ) -> Any:
+        if type_ == "cost.recorded":
+            self.call_ids.append(payload["call_id"])
+            if self.failures:
+                failure = self.failures.pop(0)
+                if failure == "stored":
+                    await self._log.emit(type_, kind, key, payload, **kw)
+                raise NetworkError("the network stored the change but this node has not applied it")
+        return await self._log.emit(type_, kind, key, payload, **kw)
+
+
+def flaky(node: Node, monkeypatch: pytest.MonkeyPatch, *failures: str) -> FlakyLog:
+    log = FlakyLog(node.log, list(failures))
+    monkeypatch.setattr(node.llm.costs, "_log", log)
+    node.llm.costs.booking_delays = (0.0, 0.0)
+    return log
+
+
+async def test_a_booking_the_network_answers_late_keeps_the_answer_and_one_ledger_row(
+    model_node: Node, model_server: ScriptedModelServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    log = flaky(model_node, monkeypatch, "stored", "lost")
+    model_server.push(Step(content="the answer", usage=(1000, 100)))
+    result = await model_node.llm.complete(ASK)
+    usage = await model_node.llm.usage()
+
+    assert result.content == "the answer"
+    # Retried with the same call id: the ledger keeps the call once.
+    assert len(log.call_ids) == 3 and len(set(log.call_ids)) == 1
+    assert usage["daily"]["apiCalls"] == 1
+    assert usage["daily"]["costNanos"] == result.cost_nanos
+    assert await model_node.llm.costs.spent() == (result.cost_nanos, result.cost_nanos)
+
+
+async def test_a_call_the_log_cannot_book_counts_against_the_limits_and_is_booked_later(
+    model_node: Node, model_server: ScriptedModelServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    log = flaky(model_node, monkeypatch, "lost", "lost", "lost")
+    model_server.push(
+        Step(content="paid for", usage=(1000, 100)), Step(content="later", usage=(10, 10))
+    )
+    first = await model_node.llm.complete(ASK)
+    unbooked = await model_node.llm.usage()
+    spent = await model_node.llm.costs.spent()
+    second = await model_node.llm.complete(ASK)
+    booked = await model_node.llm.usage()
+
+    assert first.content == "paid for"
+    assert unbooked["daily"]["apiCalls"] == 0
+    assert spent == (first.cost_nanos, first.cost_nanos)
+    assert second.content == "later"
+    assert booked["daily"]["apiCalls"] == 2
+    assert booked["daily"]["costNanos"] == first.cost_nanos + second.cost_nanos
+    assert len(set(log.call_ids)) == 2

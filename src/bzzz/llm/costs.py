@@ -20,7 +20,7 @@ from ulid import ULID
 
 from bzzz import domain
 from bzzz.config import CostSettings
-from bzzz.errors import CostLimitExceeded
+from bzzz.errors import CostLimitExceeded, NetworkError
 from bzzz.eventlog import EventLog
 from bzzz.llm.pricing import NANOS_PER_USD, PriceTable
 from bzzz.llm.types import TokenUsage
@@ -30,6 +30,8 @@ from bzzz.store.llm_repository import LLMRepository, ModelSpend
 logger = logging.getLogger(__name__)
 
 _ids = itertools.count(1)
+# Pauses between attempts to book a paid call: ~5 s, plus each attempt's own publish timeout.
+BOOKING_DELAYS = (0.1, 0.4, 1.5, 3.0)
 
 
 def to_nanos(usd: float) -> int:
@@ -41,6 +43,14 @@ def periods(at: datetime) -> tuple[str, str]:
     """The ledger's day (YYYY-MM-DD) and month (YYYY-MM) of a moment, in UTC."""
     at = at.astimezone(UTC)
     return at.strftime("%Y-%m-%d"), at.strftime("%Y-%m")
+
+
+@dataclass(frozen=True, slots=True)
+class _Booking:
+    """A paid call's ``cost.recorded`` payload and the moment it was paid."""
+
+    at: datetime
+    payload: dict[str, Any]
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,6 +104,9 @@ class CostTracker:
         self._in_flight: dict[int, int] = {}
         self._spent_key: tuple[str, str] | None = None
         self._spent = [0, 0]
+        # Calls the model answered but the log has not booked yet (it was unreachable).
+        self._unbooked: list[_Booking] = []
+        self.booking_delays: tuple[float, ...] = BOOKING_DELAYS
 
     @property
     def limits_nanos(self) -> dict[str, Any]:
@@ -177,12 +190,15 @@ class CostTracker:
     async def record(
         self, model: str, usage: TokenUsage, agent_id: str | None, purpose: str
     ) -> int:
-        """Book a call on the log; returns its cost (nano-USD)."""
+        """Book a call on the log; returns its cost (nano-USD).
+
+        The model has answered, so the call is paid whatever the log does: it counts against
+        this node's limits at once, and a booking the network does not take is retried with
+        the same call id (the ledger keeps one row per call id) rather than given up.
+        """
         cost = self.prices.cost_nanos(model, usage.prompt_tokens, usage.completion_tokens)
-        await self._log.emit(
-            "cost.recorded",
-            "cost",
-            self._log.node_id,
+        booking = _Booking(
+            self._clock(),
             {
                 "call_id": f"call-{ULID()}",
                 "agent_id": agent_id,
@@ -194,10 +210,56 @@ class CostTracker:
                 "limits": self.limits_nanos,
             },
         )
-        if self._spent_key is not None and self._spent_key == periods(self._clock()):
+        try:
+            await self._book_unbooked()
+            await self._book(booking)
+        finally:
+            self._count(booking.at, cost)
+        return cost
+
+    def _count(self, at: datetime, cost: int) -> None:
+        if self._spent_key is not None and self._spent_key == periods(at):
             self._spent[0] += cost
             self._spent[1] += cost
-        return cost
+
+    async def _emit(self, booking: _Booking) -> None:
+        # Stamped with the call's time: a booking that took retries lands on the call's day.
+        await self._log.emit(
+            "cost.recorded", "cost", self._log.node_id, booking.payload, now=booking.at
+        )
+
+    async def _book(self, booking: _Booking) -> None:
+        """Emit a booking, retrying for a bounded time; keep it for later when the log is down."""
+        for delay in (*self.booking_delays, None):
+            try:
+                await self._emit(booking)
+                return
+            except NetworkError as exc:
+                if delay is None:
+                    logger.error(
+                        "call %s ($%.6f) is not on the ledger yet (%s); it is counted against "
+                        "this node's limits and booked with the next call",
+                        booking.payload["call_id"],
+                        booking.payload["cost_nanos"] / NANOS_PER_USD,
+                        exc.message,
+                    )
+                    self._unbooked.append(booking)
+                    return
+                logger.warning(
+                    "booking call %s failed (%s); retrying", booking.payload["call_id"], exc.message
+                )
+                await asyncio.sleep(delay)
+
+    async def _book_unbooked(self) -> None:
+        """Book what earlier calls could not, in order, until the log refuses again."""
+        while self._unbooked:
+            # Taken off first: two calls booking at once must not book (or drop) one twice.
+            booking = self._unbooked.pop(0)
+            try:
+                await self._emit(booking)
+            except NetworkError:
+                self._unbooked.insert(0, booking)
+                return
 
     async def usage(self, *, node_only: bool = True) -> dict[str, Any]:
         """Today's and this month's CostUsage with the limits (this node's, or the network's)."""
