@@ -248,6 +248,7 @@ class FlakyLog:
         self.call_ids: list[str] = []
         self.node_id = log.node_id
         self.network = log.network
+        self.clock = log.clock
 
     async def emit(
         self, type_: str, kind: str, key: str, payload: dict[str, Any], **kw: Any

@@ -47,7 +47,7 @@ def periods(at: datetime) -> tuple[str, str]:
 
 @dataclass(frozen=True, slots=True)
 class _Booking:
-    """A paid call's ``cost.recorded`` payload and the moment it was paid."""
+    """A paid call's ``cost.recorded`` payload and the moment it was paid (the node's clock)."""
 
     at: datetime
     payload: dict[str, Any]
@@ -198,7 +198,7 @@ class CostTracker:
         """
         cost = self.prices.cost_nanos(model, usage.prompt_tokens, usage.completion_tokens)
         booking = _Booking(
-            self._clock(),
+            self._log.clock.now(),
             {
                 "call_id": f"call-{ULID()}",
                 "agent_id": agent_id,
@@ -214,11 +214,11 @@ class CostTracker:
             await self._book_unbooked()
             await self._book(booking)
         finally:
-            self._count(booking.at, cost)
+            self._count(cost)
         return cost
 
-    def _count(self, at: datetime, cost: int) -> None:
-        if self._spent_key is not None and self._spent_key == periods(at):
+    def _count(self, cost: int) -> None:
+        if self._spent_key is not None and self._spent_key == periods(self._clock()):
             self._spent[0] += cost
             self._spent[1] += cost
 
