@@ -12,6 +12,7 @@ embedded default) unless said otherwise:
    under ``bzzz_post``) to an agent of node B, a separate process; B records when its projector
    applied each message. Sustained: N posts, 256 in flight, messages/s from first post to last
    delivery on B. Paced: posts at ``--rate``/s for ``--seconds``: p50/p99 post→delivered latency.
+   Propagation: an agent announced on one node, until another node's lookup finds it.
 3. catch-up — ``--catchup`` signed message envelopes go straight onto the stream; a brand-new
    node starts and applies the whole log (``Node.start`` returns once caught up): envelopes/s,
    against the raw consumer rate of the same stream.
@@ -258,6 +259,29 @@ async def cross_node(url: str, work: Path, count: int, rate: int, seconds: float
     }
 
 
+async def propagation(url: str, work: Path, count: int = 50) -> dict[str, Any]:
+    """Announce on node A, found by a lookup on node B: how long until B's directory has it."""
+    delays = []
+    async with (
+        Node(_settings(work / "pa", [url])) as a,
+        Node(_settings(work / "pb", [url])) as b,
+    ):
+        for n in range(count):
+            agent_id = f"probe-{n}"
+            started = time.perf_counter()
+            await a.agents.announce(Caller("bench"), AnnounceInput(agent_id=agent_id, role="p"))
+            await b.projector.wait_until(
+                lambda i=agent_id: b.agents.directory.get(i) is not None, 10
+            )
+            delays.append((time.perf_counter() - started) * 1000)
+    delays.sort()
+    return {
+        "announcements": count,
+        "visible_on_b_p50_ms": percentile(delays, 50),
+        "visible_on_b_max_ms": delays[-1],
+    }
+
+
 # --- 3. catch-up ----------------------------------------------------------------------------------
 
 
@@ -356,6 +380,8 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
                 server.url, work, args.messages, args.rate, args.seconds
             )
             print("cross_node", results["cross_node"], flush=True)
+            results["propagation"] = await propagation(server.url, work)
+            print("propagation", results["propagation"], flush=True)
             results["catch_up"] = await catch_up(server.url, work, args.catchup)
             print("catch_up", results["catch_up"], flush=True)
         if not args.skip_stall:
