@@ -645,8 +645,12 @@ def apply_node_lost(session: Session, env: Envelope, limits: ProjectionLimits) -
         )
     ]  # fmt: skip
     went = []
+    # Activity this batch noted but has not written yet counts too: the outcome must not depend
+    # on how the log was cut into batches.
+    seen: dict[str, datetime] = session.info.get(SEEN, {})
     for row in rows:
-        if row.last_activity > detected:
+        last = max(row.last_activity, seen.get(row.id, row.last_activity))
+        if last > detected:
             continue
         row.status = AgentStatus.OFFLINE.value
         _count_online(session, -1)
