@@ -34,6 +34,7 @@ from bzzz.network.base import Bus
 from bzzz.network.embedded import EmbeddedNats
 from bzzz.network.identity import NodeIdentity
 from bzzz.network.jetstream import JetStreamBus
+from bzzz.peers.reclaim import Reclaimer
 from bzzz.peers.service import PeerService, PeerSettings
 from bzzz.projector import Projector
 from bzzz.store.database import Database
@@ -240,6 +241,9 @@ class Node:
             address=self.address,
             describe=self._describe,
         )
+        self._reclaimer = Reclaimer(self.log, self.agents)
+        self.projector.add_applied_listener(self._reclaimer.on_applied)
+        self.projector.add_outcome_listener(self._reclaimer.on_outcomes)
         self._build_thread_services(node_secret)
         self._build_llm()
 
@@ -444,6 +448,8 @@ class Node:
         self._tasks.clear()
 
     async def _teardown(self) -> None:
+        if hasattr(self, "_reclaimer"):
+            await self._reclaimer.close()
         await self._stop_tasks()
         if self.federation is not None:
             await self.federation.close()

@@ -188,7 +188,11 @@ class Projector:
         self.directory.touch(result.seen)
         self.applied_count += len(opened)
         for applied in self._applied_listeners:
-            applied([env for env, _ in opened])
+            try:
+                applied([env for env, _ in opened])
+            except Exception:
+                # A listener (metrics, a benchmark, recovery) must never stop the log.
+                logger.exception("applied-envelope listener failed")
         await self._advance(messages[-1].seq if messages else 0)
         for env_id, outcome in result.outcomes.items():
             future = self._waiting.get(env_id)

@@ -147,3 +147,51 @@ async def test_an_allow_list_keeps_unknown_nodes_off_the_board_and_out_of_the_lo
         assert b.projector.directory.get("sneaky") is not None
         await a.peers.wait_for(lambda _: a.peers.rejected["untrusted"] >= 1, 5)
         assert b.node_id not in {p.id for p in a.peers.peers()}
+
+
+async def test_after_its_goodbye_a_node_beats_no_more_and_declares_no_one_lost(
+    pair: tuple[Node, Node],
+) -> None:
+    a, b = pair
+    await a.peers.wait_for(lambda peers: b.node_id in peers, 5)
+    await b.peers.goodbye()
+    await b.peers.beat()  # a round still running during the stop
+    assert await b.peers.check() == []
+    await a.peers.wait_for(lambda peers: peers[b.node_id].status == "offline", 5)
+    entry = (await b.bus.peer_entries())[b.node_id]
+    assert b"offline" in entry
+
+
+async def test_a_node_taken_for_lost_while_alive_announces_its_agents_again(
+    pair: tuple[Node, Node],
+) -> None:
+    a, b = pair
+    await _announce(b, "rev-1")
+    sub = await a.subscriptions.subscribe(
+        Caller("watch"), SubscribeInput(event_types=["agent_announcement", "network_status"])
+    )
+    await a.peers.wait_for(lambda peers: b.node_id in peers, 5)
+    # A pause made A take B for lost although B is alive and its session connected.
+    payload = {"node_id": b.node_id, "boot": "old", "beat": 1, "last_seen": "2026-01-01T00:00:00Z",
+               "detected_at": "2999-01-01T00:00:00Z"}  # fmt: skip
+    await a.log.emit("node.lost", "node", b.node_id, payload)
+    for node in (a, b):
+        directory = node.projector.directory
+        await node.projector.wait_until(
+            lambda d=directory: d.get("rev-1") is not None and d.get("rev-1").online,  # type: ignore[union-attr]
+            10,
+        )
+    agent = a.projector.directory.get("rev-1")
+    assert agent is not None and agent.node_id == b.node_id
+    events = (await a.subscriptions.events(sub["subscription_id"]))["events"]
+    story = [
+        (e["data"].get("action"), e["data"].get("status"))
+        for e in events
+        if e["data"].get("node_id") == b.node_id or e["data"].get("agent", {}).get("id") == "rev-1"
+    ]
+    assert story == [
+        (None, "offline"),
+        ("offline", None),
+        (None, "online"),
+        ("announced", None),
+    ]

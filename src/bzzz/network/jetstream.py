@@ -270,8 +270,8 @@ class JetStreamBus:
         """Replace this node's heartbeat on the board."""
         try:
             await (await self._peers()).put(node_id, data)
-        except _RETRYABLE as exc:
-            raise NetworkError("the peer board did not take the heartbeat") from exc
+        except (*_RETRYABLE, NatsError) as exc:
+            raise NetworkError(f"the peer board did not take the heartbeat ({exc!r})") from exc
 
     async def peer_entries(self) -> dict[str, bytes]:
         """The board as it is now: node id -> newest heartbeat."""
@@ -294,8 +294,10 @@ class JetStreamBus:
         while True:
             try:
                 watcher = await (await self._peers()).watchall()
-            except _RETRYABLE:
-                await asyncio.sleep(1.0)  # the server is away; the connection reconnects
+            except (*_RETRYABLE, NatsError) as exc:
+                # The server is away (the connection reconnects) or the bucket is not ready.
+                logger.info("cannot watch the peer board yet: %r", exc)
+                await asyncio.sleep(1.0)
                 continue
             try:
                 await self._pump_peers(watcher, handler)

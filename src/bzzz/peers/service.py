@@ -15,7 +15,7 @@ import hashlib
 import logging
 import secrets
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import Any
@@ -165,6 +165,10 @@ class PeerService:
         self._self = _Self(address=address)
         self._peers: dict[str, NetworkPeer] = {}
         self._changed = asyncio.Condition()
+        # The node announces itself online on the log as it starts; changes are recorded apart.
+        self._announced = "online"
+        self._status_changed = asyncio.Event()
+        self._gone = False
         self.rejected: Counter[str] = Counter()
 
     @property
@@ -188,28 +192,51 @@ class PeerService:
     # --- running ------------------------------------------------------------------------------
 
     async def run(self) -> None:
-        """Beat, watch and check until cancelled."""
+        """Beat, watch, check and record status changes until cancelled.
+
+        Beating never waits on the log: a heartbeat is due every interval whatever the
+        projector is doing, or peers would take a busy node for a lost one.
+        """
         async with asyncio.TaskGroup() as group:
             group.create_task(self._bus.watch_peers(self._on_entry), name="bzzz-peer-watch")
-            group.create_task(self._loop(), name="bzzz-peer-beat")
+            group.create_task(self._every_interval(self.beat), name="bzzz-peer-beat")
+            group.create_task(self._every_interval(self.check), name="bzzz-peer-check")
+            group.create_task(self._record_status(), name="bzzz-peer-status")
 
-    async def _loop(self) -> None:
+    async def _every_interval(self, step: Callable[[], Awaitable[object]]) -> None:
         while True:
             try:
-                await self.beat()
-                await self.check()
+                await step()
             except BzzzError as exc:
-                # The network is away for a moment; the next beat tries again.
-                logger.warning("heartbeat round failed: %s", exc)
+                # The network is away for a moment; the next round tries again.
+                logger.warning("peer round failed: %s", exc)
             await asyncio.sleep(self._settings.interval)
 
+    async def _record_status(self) -> None:
+        """Put this node's status changes (online <-> busy) on the log, one at a time."""
+        while True:
+            await self._status_changed.wait()
+            self._status_changed.clear()
+            status = self._self.status
+            if status == self._announced or self._gone:
+                continue
+            try:
+                await self._log.emit("node.status", "node", self.node_id, {"status": status})
+                self._announced = status
+            except BzzzError as exc:
+                logger.warning("could not record this node's status %s: %s", status, exc)
+                self._status_changed.set()
+                await asyncio.sleep(self._settings.interval)
+
     async def beat(self, status: str | None = None) -> None:
-        """Put this node's heartbeat on the board; record a status change on the log."""
+        """Put this node's heartbeat on the board (status changes go to the log apart)."""
+        if self._gone and status != "offline":
+            return  # said goodbye: nothing may say otherwise
         computed, capabilities = self._describe()
         status = status or computed
-        if status != self._self.status and status in ("online", "busy"):
-            await self._log.emit("node.status", "node", self.node_id, {"status": status})
         self._self.status = status
+        if status != self._announced:
+            self._status_changed.set()
         self._self.beat += 1
         payload = {
             "address": self._self.address,
@@ -229,11 +256,14 @@ class PeerService:
         await self._bus.put_peer(self.node_id, envelope.to_bytes())
 
     async def goodbye(self) -> None:
-        """Tell the board this node left (a last heartbeat saying offline)."""
+        """Tell the board this node left (a last heartbeat saying offline); beat no more."""
+        self._gone = True
         await self.beat(status="offline")
 
     async def check(self) -> list[str]:
         """Record every peer whose heartbeats stopped; return their ids."""
+        if self._gone:
+            return []
         now = self._clock()
         own = self._peers.get(self.node_id)
         if own is None or now - own.last_seen > self._settings.deadline:
