@@ -350,10 +350,26 @@ def _slurp(args: argparse.Namespace, settings: Settings) -> int:
     from rich.table import Table
 
     from bzzz.domain import iso
+    from bzzz.network.identity import NodeIdentity
 
-    rows = asyncio.run(_read(settings, lambda repo: repo.slurp_events(args.status, args.limit)))
-    table = Table(title=f"SLURP context events ({args.status or 'all'})")
-    for column in ("id", "thread", "status", "attempts", "created", "topic", "last error"):
+    # The submission state is this node's: "remote" events are another node's to submit.
+    data_dir = settings.node.data_dir.expanduser()
+    data_dir.mkdir(parents=True, exist_ok=True)
+    node_id = NodeIdentity.load_or_create(data_dir).node_id
+    rows = asyncio.run(
+        _read(settings, lambda repo: repo.slurp_events(node_id, args.status, args.limit))
+    )
+    table = Table(title=f"SLURP context events of node {node_id} ({args.status or 'all'})")
+    for column in (
+        "id",
+        "thread",
+        "status",
+        "attempts",
+        "created",
+        "submitted by",
+        "topic",
+        "last error",
+    ):
         table.add_column(column)
     for ev in rows:
         table.add_row(
@@ -362,6 +378,7 @@ def _slurp(args: argparse.Namespace, settings: Settings) -> int:
             ev.status,
             str(ev.attempts),
             iso(ev.created_at) or "",
+            "this node" if ev.origin == node_id else ev.origin,
             str(ev.event.get("context", {}).get("topic", "")),
             ev.last_error or "",
         )

@@ -254,6 +254,19 @@ class EscalationSettings(_Section):
     human_channel_secret: SecretStr | None = None
     timeout: float = Field(10.0, gt=0)
 
+    @field_validator("human_channel_secret")
+    @classmethod
+    def _secret_with_channel(
+        cls, value: SecretStr | None, info: ValidationInfo
+    ) -> SecretStr | None:
+        # The receiver must be able to check X-Bzzz-Signature: it needs a key it is given.
+        if value is None and info.data.get("human_channel_url"):
+            raise ValueError(
+                "required when escalation.human_channel_url is set "
+                "(the human channel checks X-Bzzz-Signature with it)"
+            )
+        return value
+
 
 class SlurpSettings(_Section):
     """Where consensus context events go (SLURP); without a URL they are stored and listable."""

@@ -2,11 +2,22 @@
 
 from __future__ import annotations
 
+import asyncio
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
 import pytest
 
+from bzzz.cli import main
 from bzzz.clock import ManualClock
+from bzzz.config import load_settings
+from bzzz.domain import Reaction
 from bzzz.errors import InvalidParameters
+from bzzz.network.memory import InMemoryBus
 from bzzz.node import Node
+from bzzz.store.repository import Repository
 
 from .conftest import (
     NodeFactory,
@@ -224,3 +235,164 @@ async def test_with_a_model_configured_a_reply_without_a_declared_stance_is_clas
     ]
     assert declared["stance"]["source"] == "agent"
     assert view["decision_log"][0]["disagreed"] == ["dev"]
+
+
+# --- who submits a SLURP event: the node that completed the consensus, and only it ------------
+
+
+@asynccontextmanager
+async def second_node(
+    memory_bus: InMemoryBus, clock: ManualClock, tmp_path: Path, **slurp: Any
+) -> AsyncIterator[Node]:
+    """Another node (its own identity and store) on the same log and clock."""
+    other = load_settings(
+        environ={},
+        overrides={"node": {"data_dir": str(tmp_path / "other")}, "slurp": slurp},
+    )
+    other.conversation.default_timeout = 10**7
+    async with Node(other, bus=memory_bus, clock=clock) as node:
+        yield node
+
+
+async def caught_up(node: Node, memory_bus: InMemoryBus) -> None:
+    await node.projector.wait_for_sequence(await memory_bus.last_sequence(), within=5)
+
+
+async def test_only_the_node_that_completed_the_consensus_submits_its_slurp_event(
+    make_node: NodeFactory,
+    clock: ManualClock,
+    memory_bus: InMemoryBus,
+    tmp_path: Path,
+    http_receiver: ReceiverFactory,
+) -> None:
+    async with (
+        http_receiver(lambda _n: 200) as slurp,
+        make_node(slurp={"url": slurp.url}) as origin,
+        second_node(memory_bus, clock, tmp_path, url=slurp.url) as other,
+    ):
+        thread_id = await trio(origin)
+        await agree_on_postgres(origin, thread_id)
+        await caught_up(other, memory_bus)
+        other_round = await other.monitor.sweep()
+        origin_round = await origin.monitor.sweep()
+        await caught_up(other, memory_bus)
+        [on_origin] = await origin.consensus.events()
+        [on_other] = await other.consensus.events()
+        again = await origin.monitor.sweep()
+
+    assert (other_round.slurp, origin_round.slurp, again.slurp) == (0, 1, 0)
+    assert len(slurp.requests) == 1
+    assert (on_origin.status, on_origin.attempts) == ("submitted", 1)
+    assert on_other.id == on_origin.id
+    assert (on_other.status, on_other.origin) == ("remote", origin.node_id)
+
+
+async def test_a_missing_slurp_event_is_generated_only_by_the_node_that_owes_it(
+    make_node: NodeFactory, clock: ManualClock, memory_bus: InMemoryBus, tmp_path: Path
+) -> None:
+    async with make_node() as origin, second_node(memory_bus, clock, tmp_path) as other:
+        thread_id = await trio(origin)
+        # As if the origin had stopped between the consensus and its SLURP event.
+        origin.conversations.observers.remove(origin.consensus)
+        await agree_on_postgres(origin, thread_id)
+        await caught_up(other, memory_bus)
+        await other.monitor.sweep()
+        await caught_up(origin, memory_bus)
+        before_origin = await origin.consensus.events()
+        await origin.monitor.sweep()
+        await caught_up(other, memory_bus)
+        [generated] = await other.consensus.events()
+
+    assert before_origin == []
+    assert generated.origin == origin.node_id
+    assert generated.status == "remote"
+
+
+async def test_the_log_refuses_a_slurp_event_from_a_node_that_did_not_complete_the_consensus(
+    make_node: NodeFactory, clock: ManualClock, memory_bus: InMemoryBus, tmp_path: Path
+) -> None:
+    async with make_node() as origin, second_node(memory_bus, clock, tmp_path) as other:
+        origin.conversations.observers.remove(origin.consensus)
+        thread_id = await trio(origin)
+        await agree_on_postgres(origin, thread_id)
+        await caught_up(other, memory_bus)
+        payload = {"event_id": "slurp-forged", "thread_id": thread_id, "event": {"x": 1}}
+        outcome = await other.log.emit("slurp.generated", "slurp", thread_id, payload)
+        await caught_up(origin, memory_bus)
+        listed = await origin.consensus.events()
+
+    assert outcome["ok"] is False
+    assert "only the node that completed the consensus" in outcome["reason"]
+    assert listed == []
+
+
+async def test_a_node_that_replays_the_log_submits_nothing_again(
+    make_node: NodeFactory,
+    clock: ManualClock,
+    memory_bus: InMemoryBus,
+    tmp_path: Path,
+    http_receiver: ReceiverFactory,
+) -> None:
+    async with http_receiver(lambda _n: 200) as slurp:
+        async with make_node(slurp={"url": slurp.url}) as origin:
+            thread_id = await trio(origin)
+            await agree_on_postgres(origin, thread_id)
+            await origin.monitor.follow_up()
+        async with second_node(memory_bus, clock, tmp_path, url=slurp.url) as newcomer:
+            await caught_up(newcomer, memory_bus)
+            swept = await newcomer.monitor.sweep()
+            [replayed] = await newcomer.consensus.events()
+
+    assert swept.slurp == 0
+    assert len(slurp.requests) == 1
+    assert (replayed.thread_id, replayed.status) == (thread_id, "remote")
+
+
+async def test_bzzz_slurp_lists_this_nodes_submission_status(
+    make_node: NodeFactory, capsys: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("COLUMNS", "400")  # one table row per line, whatever the terminal
+    async with make_node() as node:
+        thread_id = await trio(node)
+        await agree_on_postgres(node, thread_id)
+        await node.monitor.follow_up()
+        data_dir = str(node.settings.node.data_dir)
+        code = await asyncio.to_thread(main, ["--data-dir", data_dir, "slurp"])
+
+    assert code == 0
+    [row] = [line for line in capsys.readouterr().out.splitlines() if thread_id in line]
+    assert "stored" in row
+    assert "this node" in row
+
+
+# --- the thread view reads only the stances of the messages it shows --------------------------
+
+
+async def test_a_thread_view_reads_only_the_stances_of_the_messages_it_shows(
+    make_node: NodeFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    read: list[int] = []
+    original = Repository.reactions
+
+    async def counting(self: Repository, *args: Any, **kwargs: Any) -> list[Reaction]:
+        found = await original(self, *args, **kwargs)
+        read.append(len(found))
+        return found
+
+    async with make_node() as node:
+        thread_id = await trio(node)
+        decision = (await say(node, "arch", thread_id, "Use Kafka.", kind="decision"))["message_id"]
+        for n in range(6):
+            stance = "agree" if n % 2 else "disagree"
+            await say(node, "dev", thread_id, f"Take {n}.", reply_to=decision, stance=stance)
+        monkeypatch.setattr(Repository, "reactions", counting)
+        recent = await thread_view(node, thread_id, max_history=2)
+        everything = await thread_view(node, thread_id)
+
+    assert read == [2, 6]
+    assert [(m["content"], m["stance"]) for m in recent["messages"]] == [
+        ("Take 4.", "disagree"),
+        ("Take 5.", "agree"),
+    ]
+    on_decision = {m["id"]: m for m in everything["messages"]}[decision]["reactions"]
+    assert [r["stance"] for r in on_decision] == ["disagree", "agree"] * 3

@@ -5,12 +5,16 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+import pytest
 from pydantic import SecretStr
 
 from bzzz.api.app import _metrics
 from bzzz.cli import main
 from bzzz.clock import ManualClock
+from bzzz.config import Settings, load_settings
+from bzzz.errors import ConfigError
 from bzzz.events.webhooks import verify_signature
+from bzzz.network.memory import InMemoryBus
 from bzzz.node import Node
 
 from .conftest import (
@@ -80,7 +84,12 @@ async def test_a_human_channel_that_is_down_is_retried_until_it_answers(
         return 503 if n < 2 else 200
 
     async with http_receiver(down_twice) as human:
-        settings = {"human_channel_url": human.url, "initial_backoff": 10, "max_backoff": 20}
+        settings = {
+            "human_channel_url": human.url,
+            "human_channel_secret": SecretStr(SECRET),
+            "initial_backoff": 10,
+            "max_backoff": 20,
+        }
         async with make_node(
             [rule("stuck", STUCK, [{"type": "notify_human"}])], escalation=settings
         ) as node:
@@ -248,3 +257,37 @@ async def test_a_consensus_in_the_decision_thread_resolves_the_escalation_that_o
     [escalation] = parent["escalation_history"]
     assert escalation["resolved"] is True
     assert escalation["resolution"] == f"decided in {decision_thread}: Use NATS."
+
+
+# --- a human channel whose signatures its receiver can check ------------------------------------
+
+
+def test_a_human_channel_without_a_secret_is_a_config_error_naming_the_setting() -> None:
+    environ = {"BZZZ_ESCALATION__HUMAN_CHANNEL_URL": "https://humans.example/hook"}
+    with pytest.raises(ConfigError) as caught:
+        load_settings(environ=environ)
+
+    assert "escalation.human_channel_secret" in caught.value.message
+    assert "BZZZ_ESCALATION__HUMAN_CHANNEL_SECRET" in caught.value.message
+
+
+def test_a_human_channel_with_its_secret_loads() -> None:
+    environ = {
+        "BZZZ_ESCALATION__HUMAN_CHANNEL_URL": "https://humans.example/hook",
+        "BZZZ_ESCALATION__HUMAN_CHANNEL_SECRET": SECRET,
+    }
+    escalation = load_settings(environ=environ).escalation
+
+    assert escalation.human_channel_secret is not None
+    assert escalation.human_channel_secret.get_secret_value() == SECRET
+
+
+async def test_a_node_with_a_human_channel_but_no_secret_refuses_to_start(
+    settings: Settings, memory_bus: InMemoryBus
+) -> None:
+    settings.escalation.human_channel_url = "https://humans.example/hook"
+    with pytest.raises(ConfigError) as caught:
+        async with Node(settings, bus=memory_bus):
+            pass
+
+    assert "escalation.human_channel_secret" in caught.value.message

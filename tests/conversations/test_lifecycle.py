@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import re
 from typing import Any
 
 import pytest
@@ -10,6 +11,7 @@ import pytest
 from bzzz.clock import ManualClock
 from bzzz.config import Settings
 from bzzz.errors import InvalidParameters, ThreadNotFound
+from bzzz.mcp.descriptions import THREAD
 from bzzz.network.memory import InMemoryBus
 from bzzz.node import Node
 
@@ -110,6 +112,39 @@ async def test_idle_threads_close_after_the_default_timeout_but_escalated_ones_w
     assert views[split]["status"] == "escalated"
 
 
+async def test_a_message_that_lands_before_the_idle_close_keeps_the_thread_open(
+    make_node: NodeFactory, clock: ManualClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    async with make_node() as node:
+        lifecycle = node.conversations.lifecycle
+        lifecycle._idle_timeout = 600
+        thread_id = await pair(node)
+        clock.advance(601)
+        log = lifecycle._log
+        emit = log.emit
+        raced: list[str] = []
+
+        async def message_first(type_: str, *args: Any, **kwargs: Any) -> dict[str, Any]:
+            # The monitor has found the thread idle; a message reaches the log before its close.
+            if type_ == "thread.status" and not raced:
+                raced.append((await say(node, "dev", thread_id, "Still here!"))["message_id"])
+            outcome: dict[str, Any] = await emit(type_, *args, **kwargs)
+            return outcome
+
+        monkeypatch.setattr(log, "emit", message_first)
+        closed = await lifecycle.close_idle()
+        monkeypatch.setattr(log, "emit", emit)
+        view = await thread_view(node, thread_id)
+        clock.advance(601)
+        later = await lifecycle.close_idle()
+
+    assert len(raced) == 1
+    assert closed == []
+    assert view["status"] == "active"
+    assert [m["content"] for m in view["messages"]] == ["Still here!"]
+    assert later == [thread_id]
+
+
 async def test_the_node_monitor_closes_idle_threads_on_its_own(
     settings: Settings, memory_bus: InMemoryBus
 ) -> None:
@@ -192,3 +227,39 @@ async def test_an_impossible_transition_is_invalid(
             await thread(node, "arch", action, thread_id=thread_id)
 
     assert problem in caught.value.message
+
+
+def _described_needs(action: str) -> list[str]:
+    """The parameters the bzzz_thread description says ``action`` needs."""
+    for line in THREAD.splitlines():
+        listed = re.match(r"- ([a-z /]+): needs? ([^;(]+)", line)
+        if listed and action in [a.strip() for a in listed.group(1).split("/")]:
+            return sorted(p.strip() for p in re.split(r",| and ", listed.group(2)) if p.strip())
+    raise AssertionError(f"the description does not document {action}")
+
+
+@pytest.mark.parametrize("action", ["pause", "resume", "resolve", "close"])
+async def test_the_tool_description_names_what_a_status_action_needs(
+    make_node: NodeFactory, action: str
+) -> None:
+    async with make_node() as node:
+        await pair(node)
+        with pytest.raises(InvalidParameters) as caught:
+            await thread(node, "arch", action)
+
+    assert _described_needs(action) == caught.value.details["missing"]
+
+
+async def test_resolve_without_a_reason_resolves_the_escalation(
+    make_node: NodeFactory, clock: ManualClock
+) -> None:
+    stuck = [rule("stuck", [{"type": "no_progress", "threshold": True, "timeframe": 60}], NOTIFY)]
+    async with make_node(stuck) as node:
+        thread_id = await pair(node)
+        clock.advance(61)
+        await node.escalations.check_all()
+        resolved = await thread(node, "arch", "resolve", thread_id=thread_id)
+
+    assert resolved["result"]["status"] == "active"
+    [escalation] = resolved["result"]["escalation_history"]
+    assert (escalation["resolved"], escalation["resolution"]) == (True, "resolved")

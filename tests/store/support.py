@@ -17,7 +17,7 @@ from bzzz.store.models import Base
 # Tables that only say how this node got there (when it applied what), not what the log means.
 BOOKKEEPING = frozenset({"applied_envelopes"})
 # Tables of this node's own subscriptions: another node does not hold them.
-NODE_LOCAL = frozenset({"subscription_events", "webhook_deliveries"})
+NODE_LOCAL = frozenset({"subscription_events", "webhook_deliveries", "slurp_submissions"})
 # Columns the webhook dispatcher changes in the background as it attempts deliveries.
 VOLATILE = {
     "webhook_deliveries": ("status", "attempts", "next_attempt_at", "last_error", "finished_at")

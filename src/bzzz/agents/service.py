@@ -106,12 +106,21 @@ def thread_info(
         "consensus": thread.consensus,
     }
     if messages is not None:
-        info["messages"] = [_thread_message(m, reactions or []) for m in messages]
+        # Grouped once: a message's own stance, and the stances taken on it.
+        stance_of: dict[str, domain.Reaction] = {}
+        taken_on: dict[str, list[domain.Reaction]] = {}
+        for r in reactions or []:
+            stance_of.setdefault(r.message_id, r)
+            taken_on.setdefault(r.target_id, []).append(r)
+        info["messages"] = [
+            _thread_message(m, stance_of.get(m.id), taken_on.get(m.id, [])) for m in messages
+        ]
     return info
 
 
-def _thread_message(message: domain.Message, reactions: list[domain.Reaction]) -> dict[str, Any]:
-    own = next((r for r in reactions if r.message_id == message.id), None)
+def _thread_message(
+    message: domain.Message, own: domain.Reaction | None, on_it: list[domain.Reaction]
+) -> dict[str, Any]:
     return {
         "id": message.id,
         "threadId": message.thread_id,
@@ -129,8 +138,7 @@ def _thread_message(message: domain.Message, reactions: list[domain.Reaction]) -
                 "message_id": r.message_id,
                 "timestamp": iso(r.at),
             }
-            for r in reactions
-            if r.target_id == message.id
+            for r in on_it
         ],
         "metadata": {k: v for k, v in message.content.items() if k != "text"},
     }
@@ -337,7 +345,8 @@ class AgentService:
         if address.agent is not None:
             await self._agent_at(repo, address)
         messages = await repo.thread_messages(thread_id, limit=params.max_history)
-        info = thread_info(thread, messages, await repo.reactions(thread_id))
+        shown = [m.id for m in messages]
+        info = thread_info(thread, messages, await repo.reactions(thread_id, shown))
         return {"thread": info, "last_updated": info["last_activity"]}
 
     async def session_ended(self, caller: Caller, reason: str = "session ended") -> list[str]:

@@ -17,9 +17,8 @@ from bzzz import domain
 from bzzz.config import EscalationSettings
 from bzzz.conversations.candidates import best_available
 from bzzz.domain import iso
-from bzzz.errors import EscalationFailed
+from bzzz.errors import ConfigError, EscalationFailed
 from bzzz.eventlog import EventLog
-from bzzz.events.service import webhook_secret
 from bzzz.events.webhooks import SIGNATURE_HEADER, sign_body
 from bzzz.store.database import Database
 from bzzz.store.directory import AgentDirectory
@@ -27,7 +26,22 @@ from bzzz.store.repository import Repository
 
 logger = logging.getLogger(__name__)
 
-HUMAN_CHANNEL = "human-channel"
+
+def human_secret(settings: EscalationSettings) -> str | None:
+    """The key the human channel's receiver checks X-Bzzz-Signature with (None: no channel).
+
+    A channel without a configured secret is refused: a key derived from the node's private
+    secret would be one the receiver is never shown, so it could verify nothing.
+    """
+    if not settings.human_channel_url:
+        return None
+    if settings.human_channel_secret is None:
+        raise ConfigError(
+            "invalid setting escalation.human_channel_secret "
+            "(BZZZ_ESCALATION__HUMAN_CHANNEL_SECRET): required when "
+            "escalation.human_channel_url is set; the receiver checks X-Bzzz-Signature with it"
+        )
+    return settings.human_channel_secret.get_secret_value()
 
 
 class EscalationActions:
@@ -39,21 +53,15 @@ class EscalationActions:
         log: EventLog,
         directory: AgentDirectory,
         settings: EscalationSettings,
-        node_secret: bytes,
+        node_secret: bytes | None = None,
     ) -> None:
+        # node_secret is no longer used (see human_secret); the node still passes it.
         self._db = db
         self._log = log
         self._directory = directory
         self._settings = settings
-        self._node_secret = node_secret
-
-    @property
-    def human_secret(self) -> str:
-        """The key the human channel's receiver checks X-Bzzz-Signature with."""
-        configured = self._settings.human_channel_secret
-        if configured is not None:
-            return configured.get_secret_value()
-        return webhook_secret(self._node_secret, HUMAN_CHANNEL)
+        # Checked now, so that a node with an unverifiable channel does not start.
+        self._human_secret = human_secret(settings)
 
     async def perform(
         self, escalation: domain.Escalation, action: dict[str, Any]
@@ -79,8 +87,8 @@ class EscalationActions:
     async def _notify_human(
         self, escalation: domain.Escalation, thread: domain.Thread, action: dict[str, Any]
     ) -> dict[str, Any]:
-        url = self._settings.human_channel_url
-        if not url:
+        url, secret = self._settings.human_channel_url, self._human_secret
+        if not url or secret is None:
             return {"delivered": False, "channel": None, "listed_by": "bzzz escalations"}
         body = json.dumps(
             {
@@ -100,7 +108,7 @@ class EscalationActions:
         ).encode()
         headers = {
             "Content-Type": "application/json",
-            SIGNATURE_HEADER: sign_body(self.human_secret, int(time.time()), body),
+            SIGNATURE_HEADER: sign_body(secret, int(time.time()), body),
             "X-Bzzz-Escalation-Id": escalation.id,
             "User-Agent": "bzzz-escalations/1",
         }

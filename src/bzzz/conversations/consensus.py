@@ -1,9 +1,12 @@
 """From consensus to context: the design's SLURP event, published on the network and submitted.
 
 The projector records a consensus (it decides, in log order, when every active participant has
-agreed). The node whose message completed it then builds the SLURP context event, publishes it
-(``slurp.generated``) and submits it to the configured SLURP endpoint with retries; without an
-endpoint the event is kept, listable with ``bzzz slurp``.
+agreed) and the node whose envelope completed it (``consensus_origin``). That node alone builds
+the SLURP context event, publishes it (``slurp.generated``; the projector refuses it from any
+other node) and submits it to the configured SLURP endpoint with retries; without an endpoint
+the event is kept, listable with ``bzzz slurp``. The submission state is this node's own
+(``slurp_submissions``, never in the log): other nodes list the event as ``remote``, and a node
+that rebuilds its store from the log does not submit anything again.
 """
 
 from __future__ import annotations
@@ -103,12 +106,16 @@ class ConsensusService:
             await self.generate(thread_id)
 
     async def generate(self, thread_id: str) -> dict[str, Any] | None:
-        """Build and publish the SLURP event of a thread with a consensus (None: no consensus)."""
+        """Build and publish the SLURP event of a thread's consensus that this node completed
+        (None: no consensus, another node's, or the log refused it)."""
         async with self._db.session() as session:
             repo = Repository(session)
             thread = await repo.thread(thread_id)
+            owner = await repo.consensus_origin(thread_id)
             messages = await repo.thread_messages(thread_id) if thread else []
         if thread is None or not thread.consensus:
+            return None
+        if owner is not None and owner != self._log.node_id:
             return None
         event = build_slurp_event(
             thread,
@@ -119,6 +126,9 @@ class ConsensusService:
             node_id=self._log.node_id,
             now=iso(self._clock.now()),
         )
+        # Owed before it is published: a stop right after the publish cannot lose the submission.
+        async with self._db.session() as session:
+            await Repository(session).owe_slurp_submission(event["id"], self._clock.now())
         outcome = await self._log.emit(
             "slurp.generated",
             "slurp",
@@ -126,15 +136,17 @@ class ConsensusService:
             {"event_id": event["id"], "thread_id": thread_id, "event": event},
         )
         if not outcome["ok"]:
+            async with self._db.session() as session:
+                await Repository(session).forget_slurp_submission(event["id"])
             return None
         self.wakeup.set()
         await self._resolve_parent(thread)
         return event
 
     async def generate_missing(self) -> int:
-        """Generate the SLURP events a consensus is still owed (its node stopped in between)."""
+        """Generate the SLURP events this node's consensus still owes (it stopped in between)."""
         async with self._db.session() as session:
-            owed = await Repository(session).consensus_without_slurp()
+            owed = await Repository(session).consensus_without_slurp(self._log.node_id)
         generated = 0
         for thread_id in owed:
             if await self.generate(thread_id) is not None:
@@ -162,9 +174,9 @@ class ConsensusService:
             logger.info("parent thread %s not resolved: %s", parent, outcome.get("reason"))
 
     async def events(self, status: str | None = None, limit: int = 100) -> list[domain.SlurpEvent]:
-        """SLURP events on this node, newest first."""
+        """SLURP events on this node, newest first, with this node's submission state."""
         async with self._db.session() as session:
-            return await Repository(session).slurp_events(status, limit)
+            return await Repository(session).slurp_events(self._log.node_id, status, limit)
 
     async def submit_due(self) -> int:
         """Submit this node's due SLURP events once each; returns how many were attempted."""

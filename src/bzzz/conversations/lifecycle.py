@@ -4,6 +4,8 @@
     active ──rule fires──▶ escalated ──resolve──▶ active
     any but completed ──close / consensus / idle timeout──▶ completed
 
+An idle close carries the cutoff it was decided on: a message that lands first keeps the thread.
+
 The service checks a transition to answer with a clear error; the projector checks it again
 (in log order) so that a race between two nodes ends the same way everywhere.
 """
@@ -15,6 +17,7 @@ from datetime import timedelta
 
 from bzzz import domain
 from bzzz.clock import Clock
+from bzzz.domain import iso
 from bzzz.errors import InvalidParameters, ThreadNotFound
 from bzzz.eventlog import EventLog
 from bzzz.store.database import Database
@@ -100,6 +103,8 @@ class ThreadLifecycle:
                     "agent_id": IDLE_AGENT,
                     "action": "close",
                     "reason": reason,
+                    # The projector refuses the close if the thread was active after this.
+                    "idle_before": iso(cutoff),
                 },
             )
             if outcome["ok"]:

@@ -37,8 +37,8 @@ THREAD = """Manage threaded conversations between agents.
 - join / leave / summarize: need thread_id.
 - list: the threads your agent takes part in.
 - pause / resume: need thread_id; a paused thread takes no messages until resumed.
-- resolve: needs thread_id and reason (the resolution); resolves the thread's open escalations
-  and makes an escalated thread active again.
+- resolve: needs thread_id (reason optional: the resolution); resolves the thread's open
+  escalations and makes an escalated thread active again.
 - close: needs thread_id (reason optional); completes the thread.
 - review: needs roles and task_id (a task of the network) or topic; opens a collaborative review
   thread with up to two of the best available agents per role, sets its shared context (task,

@@ -1,4 +1,4 @@
-"""ORM rows: the node's projection of the event log (plus its own webhook queue)."""
+"""ORM rows: the node's projection of the event log (plus its own webhook and SLURP queues)."""
 
 from __future__ import annotations
 
@@ -156,6 +156,9 @@ class ThreadRow(Base):
     last_progress_at: Mapped[datetime | None] = mapped_column(TZ, nullable=True)
     # When the thread's escalations were last resolved: rule windows start again from here.
     epoch_at: Mapped[datetime | None] = mapped_column(TZ, nullable=True)
+    # Added by revision 0004: the node whose envelope completed the consensus. It alone
+    # generates and submits the thread's SLURP event, decided by the log, not by who sweeps first.
+    consensus_origin: Mapped[str | None] = mapped_column(String(64), nullable=True)
 
 
 class ParticipantRow(Base):
@@ -252,20 +255,29 @@ class EscalationRow(Base):
 
 
 class SlurpEventRow(Base):
-    """A SLURP context event from a consensus; its origin node submits it (status is local)."""
+    """A SLURP context event from a consensus, as the log has it (the same on every node)."""
 
     __tablename__ = "slurp_events"
     id: Mapped[str] = mapped_column(String(64), primary_key=True)
     thread_id: Mapped[str] = mapped_column(String(64), unique=True)
     origin: Mapped[str] = mapped_column(String(64))
     event: Mapped[dict[str, Any]] = mapped_column(JSON)
+    created_at: Mapped[datetime] = mapped_column(TZ)
+
+
+class SlurpSubmissionRow(Base):
+    """This node's submission of one of its SLURP events to the endpoint (node-local, never
+    projected: like webhook deliveries, only the node that owes the submission keeps it)."""
+
+    __tablename__ = "slurp_submissions"
+    event_id: Mapped[str] = mapped_column(String(64), primary_key=True)
     status: Mapped[str] = mapped_column(String(16))
     attempts: Mapped[int] = mapped_column(Integer, default=0)
     next_attempt_at: Mapped[datetime] = mapped_column(TZ)
     last_error: Mapped[str | None] = mapped_column(Text)
     created_at: Mapped[datetime] = mapped_column(TZ)
     submitted_at: Mapped[datetime | None] = mapped_column(TZ)
-    __table_args__ = (Index("ix_slurp_events_due", "status", "next_attempt_at"),)
+    __table_args__ = (Index("ix_slurp_submissions_due", "status", "next_attempt_at"),)
 
 
 class CostRow(Base):

@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import func, or_, select, update
+from sqlalchemy import delete, func, or_, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from bzzz import domain
@@ -23,6 +23,7 @@ from bzzz.store.models import (
     ParticipantRow,
     ReactionRow,
     SlurpEventRow,
+    SlurpSubmissionRow,
     SubscriptionRow,
     TaskRow,
     ThreadRow,
@@ -136,19 +137,39 @@ def escalation_from_row(row: EscalationRow) -> domain.Escalation:
     )
 
 
-def slurp_from_row(row: SlurpEventRow) -> domain.SlurpEvent:
-    """Row → domain SLURP event."""
+def slurp_from_row(
+    row: SlurpEventRow, submission: SlurpSubmissionRow | None, node_id: str
+) -> domain.SlurpEvent:
+    """Row and this node's submission of it → domain SLURP event.
+
+    Status ``remote``: another node owes the submission; ``untracked``: this node's event, but
+    this store holds no submission of it (it was rebuilt from the log: nothing is resubmitted).
+    """
+    if row.origin != node_id or submission is None:
+        status = "remote" if row.origin != node_id else "untracked"
+        return domain.SlurpEvent(
+            id=row.id,
+            thread_id=row.thread_id,
+            origin=row.origin,
+            event=dict(row.event),
+            status=status,
+            attempts=0,
+            next_attempt_at=row.created_at,
+            last_error=None,
+            created_at=row.created_at,
+            submitted_at=None,
+        )
     return domain.SlurpEvent(
         id=row.id,
         thread_id=row.thread_id,
         origin=row.origin,
         event=dict(row.event),
-        status=row.status,
-        attempts=row.attempts,
-        next_attempt_at=row.next_attempt_at,
-        last_error=row.last_error,
+        status=submission.status,
+        attempts=submission.attempts,
+        next_attempt_at=submission.next_attempt_at,
+        last_error=submission.last_error,
         created_at=row.created_at,
-        submitted_at=row.submitted_at,
+        submitted_at=submission.submitted_at,
     )
 
 
@@ -293,11 +314,18 @@ class Repository:
         row = await self.session.get(MessageRow, message_id)
         return message_from_row(row) if row else None
 
-    async def reactions(self, thread_id: str) -> list[domain.Reaction]:
-        """A thread's stances, oldest first."""
-        rows = await self.session.scalars(
-            select(ReactionRow).where(ReactionRow.thread_id == thread_id).order_by(ReactionRow.id)
-        )
+    async def reactions(
+        self, thread_id: str, message_ids: Sequence[str] | None = None
+    ) -> list[domain.Reaction]:
+        """A thread's stances, oldest first; with ``message_ids`` only those taken by or on
+        these messages (what a view of them shows, however long the thread)."""
+        query = select(ReactionRow).where(ReactionRow.thread_id == thread_id)
+        if message_ids is not None:
+            ids = list(message_ids)
+            query = query.where(
+                or_(ReactionRow.message_id.in_(ids), ReactionRow.target_id.in_(ids))
+            )
+        rows = await self.session.scalars(query.order_by(ReactionRow.id))
         return [
             domain.Reaction(r.message_id, r.target_id, r.agent_id, r.stance, r.source, r.at)
             for r in rows
@@ -411,25 +439,42 @@ class Repository:
         return [escalation_from_row(r) for r in rows]
 
     async def slurp_events(
-        self, status: str | None = None, limit: int = 100
+        self, node_id: str, status: str | None = None, limit: int = 100
     ) -> list[domain.SlurpEvent]:
-        """SLURP context events, newest first."""
-        query = select(SlurpEventRow)
-        if status is not None:
-            query = query.where(SlurpEventRow.status == status)
-        rows = await self.session.scalars(
+        """SLURP context events, newest first, with ``node_id``'s submission state."""
+        query = select(SlurpEventRow, SlurpSubmissionRow).outerjoin(
+            SlurpSubmissionRow, SlurpSubmissionRow.event_id == SlurpEventRow.id
+        )
+        if status == "remote":
+            query = query.where(SlurpEventRow.origin != node_id)
+        elif status == "untracked":
+            query = query.where(
+                SlurpEventRow.origin == node_id, SlurpSubmissionRow.event_id.is_(None)
+            )
+        elif status is not None:
+            query = query.where(
+                SlurpEventRow.origin == node_id, SlurpSubmissionRow.status == status
+            )
+        rows = await self.session.execute(
             query.order_by(SlurpEventRow.created_at.desc(), SlurpEventRow.id.desc()).limit(limit)
         )
-        return [slurp_from_row(r) for r in rows]
+        return [slurp_from_row(event, submission, node_id) for event, submission in rows.all()]
 
-    async def consensus_without_slurp(self, limit: int = 100) -> list[str]:
-        """Threads with a consensus but no SLURP event (its origin stopped in between)."""
+    async def consensus_origin(self, thread_id: str) -> str | None:
+        """The node whose envelope completed the thread's consensus (None: none recorded)."""
+        query = select(ThreadRow.consensus_origin).where(ThreadRow.id == thread_id)
+        origin: str | None = (await self.session.execute(query)).scalar_one_or_none()
+        return origin
+
+    async def consensus_without_slurp(self, origin: str, limit: int = 100) -> list[str]:
+        """Threads whose consensus ``origin`` completed but that have no SLURP event yet."""
         has_event = select(SlurpEventRow.thread_id)
         rows = await self.session.scalars(
             select(ThreadRow.id)
             .where(
                 ThreadRow.status == "completed",
                 ThreadRow.consensus.is_not(None),
+                ThreadRow.consensus_origin == origin,
                 ThreadRow.id.not_in(has_event),
             )
             .limit(limit)
@@ -439,18 +484,39 @@ class Repository:
     async def due_slurp_events(
         self, origin: str, now: datetime, limit: int = 64
     ) -> list[domain.SlurpEvent]:
-        """This node's SLURP events still to submit whose next attempt is due."""
-        rows = await self.session.scalars(
-            select(SlurpEventRow)
+        """This node's SLURP events whose submission is pending or failed and due again."""
+        rows = await self.session.execute(
+            select(SlurpEventRow, SlurpSubmissionRow)
+            .join(SlurpSubmissionRow, SlurpSubmissionRow.event_id == SlurpEventRow.id)
             .where(
                 SlurpEventRow.origin == origin,
-                or_(SlurpEventRow.status == "pending", SlurpEventRow.status == "failed"),
-                SlurpEventRow.next_attempt_at <= now,
+                SlurpSubmissionRow.status.in_(("pending", "failed")),
+                SlurpSubmissionRow.next_attempt_at <= now,
             )
-            .order_by(SlurpEventRow.next_attempt_at)
+            .order_by(SlurpSubmissionRow.next_attempt_at)
             .limit(limit)
         )
-        return [slurp_from_row(r) for r in rows]
+        return [slurp_from_row(event, submission, origin) for event, submission in rows.all()]
+
+    async def owe_slurp_submission(self, event_id: str, now: datetime) -> None:
+        """Note, before its event is published, that this node owes its submission."""
+        self.session.add(
+            SlurpSubmissionRow(
+                event_id=event_id,
+                status="pending",
+                attempts=0,
+                next_attempt_at=now,
+                last_error=None,
+                created_at=now,
+                submitted_at=None,
+            )
+        )
+
+    async def forget_slurp_submission(self, event_id: str) -> None:
+        """Drop the submission of an event the log refused."""
+        await self.session.execute(
+            delete(SlurpSubmissionRow).where(SlurpSubmissionRow.event_id == event_id)
+        )
 
     async def record_slurp_attempt(
         self,
@@ -463,11 +529,11 @@ class Repository:
     ) -> None:
         """Record one submission attempt (node-local bookkeeping, like webhook deliveries)."""
         await self.session.execute(
-            update(SlurpEventRow)
-            .where(SlurpEventRow.id == event_id)
+            update(SlurpSubmissionRow)
+            .where(SlurpSubmissionRow.event_id == event_id)
             .values(
                 status=status,
-                attempts=SlurpEventRow.attempts + 1,
+                attempts=SlurpSubmissionRow.attempts + 1,
                 next_attempt_at=next_attempt_at,
                 last_error=error,
                 submitted_at=submitted_at,

@@ -172,6 +172,8 @@ def _consensus(
         "reached_at": domain.iso(env.timestamp),
     }
     thread.consensus = consensus
+    # The node whose message completed it owes the SLURP event: one node, decided by the log.
+    thread.consensus_origin = env.origin
     thread.status = "completed"
     thread.decision_log = [
         dict(e, status="agreed") if e.get("message_id") == decision["message_id"] else e
@@ -281,6 +283,17 @@ def _transition(session: Session, thread: ThreadRow, env: Envelope) -> str | Non
     return None
 
 
+def _idle_since(p: dict[str, Any]) -> datetime | None:
+    """The idle cutoff an idle close was decided on (None: not an idle close)."""
+    raw = _optional_text(p.get("idle_before"), 64, "idle_before")
+    if raw is None:
+        return None
+    cutoff = datetime.fromisoformat(raw)
+    if cutoff.tzinfo is None:
+        raise ValueError("idle_before needs a time zone")
+    return cutoff
+
+
 def apply_thread_status(session: Session, env: Envelope, limits: ProjectionLimits) -> Applied:
     """Pause, resume, resolve (the open escalations) or close a thread."""
     p = env.payload
@@ -289,9 +302,13 @@ def apply_thread_status(session: Session, env: Envelope, limits: ProjectionLimit
     _optional_text(p.get("reason"), TEXT_LIMIT, "reason")
     if p["action"] not in STATUS_ACTIONS:
         raise ValueError(f"action must be one of {', '.join(STATUS_ACTIONS)}")
+    idle_before = _idle_since(p)
     thread = session.get(ThreadRow, p["thread_id"])
     if thread is None:
         return Applied({"ok": False, "reason": "thread not found"})
+    # A message may land between the monitor's look and its close: in log order, it wins.
+    if idle_before is not None and thread.last_activity > idle_before:
+        return Applied({"ok": False, "reason": "thread is no longer idle"})
     before = thread.status
     refusal = _transition(session, thread, env)
     if refusal:
@@ -422,12 +439,21 @@ def apply_escalation_action(session: Session, env: Envelope, limits: ProjectionL
 
 
 def apply_slurp_generated(session: Session, env: Envelope, limits: ProjectionLimits) -> Applied:
-    """Keep a consensus's SLURP context event (one per thread); its origin submits it."""
+    """Keep a consensus's SLURP context event (one per thread), from the node that owes it.
+
+    Submission state is not kept here: the origin records it in its own ``slurp_submissions``.
+    """
     p = env.payload
     event_id = _text(p["event_id"], ID_LENGTH, "event_id")
     thread_id = _text(p["thread_id"], ID_LENGTH, "thread_id")
     if not isinstance(p["event"], dict):
         raise TypeError("event must be an object")
+    thread = session.get(ThreadRow, thread_id)
+    # Consensus recorded before revision 0004 names no node: any node may generate its event.
+    owner = thread.consensus_origin if thread is not None else None
+    if owner is not None and owner != env.origin:
+        reason = "only the node that completed the consensus generates its SLURP event"
+        return Applied({"ok": False, "reason": reason})
     exists = session.scalars(
         select(SlurpEventRow.id).where(SlurpEventRow.thread_id == thread_id)
     ).first()
@@ -439,16 +465,10 @@ def apply_slurp_generated(session: Session, env: Envelope, limits: ProjectionLim
             thread_id=thread_id,
             origin=env.origin,
             event=dict(p["event"]),
-            status="pending",
-            attempts=0,
-            next_attempt_at=env.timestamp,
-            last_error=None,
             created_at=env.timestamp,
-            submitted_at=None,
         )
     )
     data = {"thread_id": thread_id, "event": p["event"]}
-    thread = session.get(ThreadRow, thread_id)
     address = _thread_address(session, thread) if thread else f"bzzz://{env.origin}"
     event = _event(env, "slurp_context", address, data)
     return Applied({"ok": True}, [event])
