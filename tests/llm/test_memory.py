@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import json
 from typing import Any
 
 from mcp import Client
@@ -108,3 +109,150 @@ async def test_an_agent_reading_its_own_history_sees_only_this_projects_work(
     assert all(SECRET not in answer for answer in tool_answers)
     # The beta task itself is visible: the filter keeps this project's work.
     assert "look back" in tool_answers[0]
+
+
+async def alpha_thread(boss: Client, watcher: TaskWatcher) -> str:
+    """A thread of project alpha that arch-1 worked in, holding alpha's secret."""
+    created = await boss.call_tool(
+        "bzzz_thread",
+        {"action": "create", "participants": ["arch-1"], "topic": f"launch {SECRET}"},
+    )
+    assert created.structured_content is not None, created.content
+    thread_id: str = created.structured_content["thread_id"]
+    posted = await boss.call_tool(
+        "bzzz_post",
+        {
+            "target_address": "bzzz://arch-1",
+            "message_type": "task_assignment",
+            "thread_id": thread_id,
+            "content": {
+                "task_type": "chat_completion",
+                "task_data": {
+                    "project": "alpha",
+                    "messages": [{"role": "user", "content": "plan the launch"}],
+                },
+            },
+        },
+    )
+    assert posted.structured_content is not None, posted.content
+    async with asyncio.timeout(10):
+        assert await watcher.finished(posted.structured_content["tasks"]["arch-1"]) == "completed"
+    said = await boss.call_tool(
+        "bzzz_post",
+        {
+            "target_address": "bzzz://*",
+            "message_type": "text",
+            "thread_id": thread_id,
+            "content": {"text": f"the launch code is {SECRET}"},
+        },
+    )
+    assert not said.is_error, said.content
+    return thread_id
+
+
+def thread_reads(thread_id: str) -> list[tuple[str, dict[str, Any]]]:
+    """Every way a model could look into a thread."""
+    return [
+        ("bzzz_get", {"address": "bzzz://arch-1/threads"}),
+        ("bzzz_get", {"address": f"bzzz://arch-1/threads/{thread_id}"}),
+        ("bzzz_get", {"address": f"bzzz://boss/threads/{thread_id}"}),
+        ("bzzz_get", {"address": "bzzz://boss/threads"}),
+        ("bzzz_get", {"address": "bzzz://arch-1/inbox"}),
+        ("bzzz_thread", {"action": "list"}),
+        ("bzzz_thread", {"action": "summarize", "thread_id": thread_id}),
+        ("bzzz_thread", {"action": "join", "thread_id": thread_id}),
+    ]
+
+
+def tool_answers(body: dict[str, Any]) -> list[str]:
+    return [str(m["content"]) for m in body["messages"] if m["role"] == "tool"]
+
+
+async def test_a_thread_of_one_project_stays_out_of_prompts_for_another(
+    hosted_node: Node, model_server: ScriptedModelServer, watcher: TaskWatcher
+) -> None:
+    server, _ = build_server(hosted_node)
+    async with Client(server, mode="legacy") as boss:
+        await boss.call_tool("bzzz_announce", {"agent_id": "boss", "role": "lead"})
+        model_server.push(Step(content="alpha planned"))
+        thread_id = await alpha_thread(boss, watcher)
+        reads = thread_reads(thread_id)
+        post = (
+            "bzzz_post",
+            {
+                "target_address": "bzzz://*",
+                "message_type": "text",
+                "thread_id": thread_id,
+                "content": {"text": "beta's plans"},
+            },
+        )
+        model_server.push(
+            Step(content="", tool_calls=[*reads, post]),
+            Step(content="beta done"),
+            Step(content="", tool_calls=reads),
+            Step(content="unscoped done"),
+        )
+        assert await run_task(boss, watcher, "arch-1", "look around", "beta") == "completed"
+        assert await run_task(boss, watcher, "arch-1", "look around", None) == "completed"
+        thread = await boss.call_tool("bzzz_get", {"address": f"bzzz://boss/threads/{thread_id}"})
+
+    assert all(SECRET not in prompt for prompt in model_server.prompts())
+    for body in (model_server.requests[2], model_server.requests[4]):
+        answers = [json.loads(a) for a in tool_answers(body)]
+        assert len(answers) == len(reads) + (body is model_server.requests[2])
+        refused = [a for a in answers if a.get("success") is False]
+        # Reading, summarizing, joining and posting into the thread are refused by name.
+        assert len(refused) == 4 + (body is model_server.requests[2])
+        assert all("is not part of" in a["error"] for a in refused)
+    assert thread.structured_content is not None
+    texts = [m["content"] for m in thread.structured_content["content"]["thread"]["messages"]]
+    assert "beta's plans" not in texts
+    assert f"the launch code is {SECRET}" in texts
+
+
+async def test_a_task_of_the_same_project_sees_its_thread(
+    hosted_node: Node, model_server: ScriptedModelServer, watcher: TaskWatcher
+) -> None:
+    server, _ = build_server(hosted_node)
+    async with Client(server, mode="legacy") as boss:
+        await boss.call_tool("bzzz_announce", {"agent_id": "boss", "role": "lead"})
+        model_server.push(Step(content="alpha planned"))
+        thread_id = await alpha_thread(boss, watcher)
+        reads = [r for r in thread_reads(thread_id) if r[1].get("action") != "summarize"]
+        model_server.push(Step(content="", tool_calls=reads), Step(content="alpha done"))
+        assert await run_task(boss, watcher, "arch-1", "look again", "alpha") == "completed"
+
+    answers = tool_answers(model_server.requests[2])
+    assert all(json.loads(a).get("success", True) is not False for a in answers), answers
+    # Every read shows the thread's topic or messages: alpha's secret, to alpha's own task.
+    assert all(SECRET in a for a in answers)
+    assert len(answers) == len(reads)
+
+
+async def test_a_hosted_agent_cannot_change_a_threads_status(
+    hosted_node: Node, model_server: ScriptedModelServer, watcher: TaskWatcher
+) -> None:
+    server, _ = build_server(hosted_node)
+    async with Client(server, mode="legacy") as boss:
+        await boss.call_tool("bzzz_announce", {"agent_id": "boss", "role": "lead"})
+        model_server.push(Step(content="alpha planned"))
+        thread_id = await alpha_thread(boss, watcher)
+        changes = [
+            ("bzzz_thread", {"action": action, "thread_id": thread_id, "reason": "done"})
+            for action in ("pause", "resume", "resolve", "close")
+        ]
+        changes.append(("bzzz_thread", {"action": "review", "roles": ["reviewer"], "topic": "x"}))
+        model_server.push(Step(content="", tool_calls=changes), Step(content="tried"))
+        assert await run_task(boss, watcher, "arch-1", "wrap it up", "alpha") == "completed"
+        thread = await boss.call_tool("bzzz_get", {"address": f"bzzz://boss/threads/{thread_id}"})
+        listed = await boss.call_tool("bzzz_thread", {"action": "list"})
+
+    answers = [json.loads(a) for a in tool_answers(model_server.requests[2])]
+    assert [a["code"] for a in answers] == ["INVALID_PARAMETERS"] * 5
+    actions = ("pause", "resume", "resolve", "close", "review")
+    for answer, action in zip(answers, actions, strict=True):
+        assert answer["error"].startswith(f"a hosted agent cannot '{action}' a thread")
+    assert thread.structured_content is not None
+    assert thread.structured_content["content"]["thread"]["status"] == "active"
+    assert listed.structured_content is not None
+    assert len(listed.structured_content["result"]) == 1

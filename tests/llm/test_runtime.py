@@ -300,6 +300,7 @@ async def test_tool_arguments_that_are_not_json_are_reported_to_the_model(
         hosted_node.agents,
         hosted_node.conversations,
         Caller("hosted-arch-1"),
+        db=hosted_node.db,
         agent_id="arch-1",
         project="",
         agent_project=None,

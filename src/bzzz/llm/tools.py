@@ -2,6 +2,8 @@
 
 A hosted agent gets lookup, get, post and thread. Announce and subscribe stay with the runtime:
 the agent already is announced, and a subscription made by a model would outlive its task.
+Changing a thread's status (pause, resume, resolve, close) and opening reviews stay with the
+agents that lead threads; a model sees and touches only the threads of its task's project.
 """
 
 from __future__ import annotations
@@ -15,10 +17,14 @@ from bzzz.agents.service import AgentService
 from bzzz.conversations.service import ConversationService
 from bzzz.errors import BzzzError, InvalidParameters
 from bzzz.eventlog import Caller
+from bzzz.llm.scope import ThreadScope
 from bzzz.llm.types import ToolCall
 from bzzz.schemas import GetInput, LookupInput, PostInput, ThreadInput, validate_input
+from bzzz.store.database import Database
 
 MAX_RESULT_CHARS = 16_000
+# The bzzz_thread actions a model may take; the others change a thread for all its members.
+THREAD_ACTIONS = ("create", "join", "leave", "list", "summarize")
 
 _STRING = {"type": "string"}
 TOOL_SPECS: list[dict[str, Any]] = [
@@ -87,7 +93,7 @@ TOOL_SPECS: list[dict[str, Any]] = [
                 "properties": {
                     "action": {
                         "type": "string",
-                        "enum": ["create", "join", "leave", "list", "summarize"],
+                        "enum": list(THREAD_ACTIONS),
                     },
                     "thread_id": _STRING,
                     "participants": {"type": "array", "items": _STRING},
@@ -112,8 +118,8 @@ def parse_arguments(call: ToolCall) -> dict[str, Any]:
     return value
 
 
-def _project_of(item: dict[str, Any], default: str) -> str:
-    """The project a task or message belongs to, as far as its data says."""
+def _declared_project(item: dict[str, Any]) -> str | None:
+    """The project a task or message names in its data, if it names one."""
     for holder in (
         item.get("data"),
         item.get("content"),
@@ -121,7 +127,7 @@ def _project_of(item: dict[str, Any], default: str) -> str:
     ):
         if isinstance(holder, dict) and isinstance(holder.get("project"), str):
             return str(holder["project"])
-    return default
+    return None
 
 
 class ToolBox:
@@ -133,41 +139,80 @@ class ToolBox:
         conversations: ConversationService,
         caller: Caller,
         *,
+        db: Database,
         agent_id: str,
         project: str,
         agent_project: str | None,
+        thread_id: str | None = None,
     ) -> None:
         self._caller = caller
         self._agent_id = agent_id
         self._project = project
         self._agent_project = agent_project or ""
         self._agents = agents
+        self._conversations = conversations
+        self.scope = ThreadScope(db, project, thread_id)
         self._handlers: dict[str, Callable[[dict[str, Any]], Awaitable[dict[str, Any]]]] = {
             "bzzz_lookup": lambda a: agents.lookup(validate_input(LookupInput, a)),
             "bzzz_get": self._get,
-            "bzzz_post": lambda a: conversations.post(caller, validate_input(PostInput, a)),
-            "bzzz_thread": lambda a: conversations.thread(caller, validate_input(ThreadInput, a)),
+            "bzzz_post": self._post,
+            "bzzz_thread": self._thread,
         }
         self.calls = 0
 
     async def _get(self, arguments: dict[str, Any]) -> dict[str, Any]:
         params = validate_input(GetInput, arguments)
+        address = parse_address(params.address)
+        path = address.path or ""
+        if path.startswith("/threads/"):
+            await self.scope.check(path.removeprefix("/threads/").strip("/"))
         answer = await self._agents.get(params)
-        if parse_address(params.address).agent == self._agent_id:
+        content = answer.get("content") or {}
+        if isinstance(content.get("threads"), list):
+            content["threads"] = await self.scope.keep(content["threads"], "id")
+        if address.agent == self._agent_id:
             # The agent's own history is its memory, and memory never crosses projects: what it
             # did for another project stays out of this task's prompts.
-            self._keep_own_project(answer.get("content") or {})
+            await self._keep_own_project(content)
         return answer
 
-    def _keep_own_project(self, content: dict[str, Any]) -> None:
+    async def _keep_own_project(self, content: dict[str, Any]) -> None:
         content.pop("recent_activity", None)
         for key in ("current_tasks", "tasks", "messages"):
             if isinstance(content.get(key), list):
-                content[key] = [
-                    item
-                    for item in content[key]
-                    if _project_of(item, self._agent_project) == self._project
-                ]
+                content[key] = await self.scope.keep(
+                    [item for item in content[key] if self._own_project(item)], "thread_id"
+                )
+
+    def _own_project(self, item: dict[str, Any]) -> bool:
+        declared = _declared_project(item)
+        if item.get("thread_id"):
+            # Most thread messages name no project: their thread's project decides (in keep).
+            return declared in (None, self._project)
+        return (declared or self._agent_project) == self._project
+
+    async def _post(self, arguments: dict[str, Any]) -> dict[str, Any]:
+        params = validate_input(PostInput, arguments)
+        if params.thread_id is not None:
+            await self.scope.check(params.thread_id)
+        return await self._conversations.post(self._caller, params)
+
+    async def _thread(self, arguments: dict[str, Any]) -> dict[str, Any]:
+        params = validate_input(ThreadInput, arguments)
+        if params.action not in THREAD_ACTIONS:
+            raise InvalidParameters(
+                f"a hosted agent cannot '{params.action}' a thread; its actions are "
+                f"{', '.join(THREAD_ACTIONS)}",
+                details={"field": "action", "allowed": list(THREAD_ACTIONS)},
+            )
+        if params.thread_id is not None and params.action != "create":
+            await self.scope.check(params.thread_id)
+        answer = await self._conversations.thread(self._caller, params)
+        if params.action == "create" and answer.get("thread_id"):
+            self.scope.own.add(str(answer["thread_id"]))
+        if params.action == "list":
+            answer["result"] = await self.scope.keep(answer["result"], "id")
+        return answer
 
     @property
     def specs(self) -> list[dict[str, Any]]:

@@ -188,9 +188,11 @@ class TaskWorker:
             self._agents,
             self._conversations,
             agent.caller,
+            db=self._db,
             agent_id=agent.id,
             project=project,
             agent_project=agent.spec.project,
+            thread_id=task.thread_id,
         )
         return await self._tool_loop(agent, task, options, toolbox, working)
 

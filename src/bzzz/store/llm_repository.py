@@ -8,7 +8,7 @@ from datetime import datetime
 from sqlalchemy import func, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from bzzz.store.models import CostRow, MemoryRow
+from bzzz.store.models import CostRow, MemoryRow, MessageRow
 
 
 @dataclass(frozen=True, slots=True)
@@ -116,3 +116,24 @@ class LLMRepository:
             .limit(limit)
         )
         return [_memory(r) for r in rows]
+
+    async def thread_projects(self, thread_id: str) -> set[str]:
+        """The projects a thread's work was for, as far as its tasks and memories say."""
+        found: set[str] = set()
+        contents = await self.session.scalars(
+            select(MessageRow.content).where(
+                MessageRow.thread_id == thread_id,
+                MessageRow.message_type == "task_assignment",
+            )
+        )
+        for content in contents:
+            data = content.get("task_data") if isinstance(content, dict) else None
+            for holder in (data, content):
+                if isinstance(holder, dict) and isinstance(holder.get("project"), str):
+                    found.add(holder["project"])
+                    break
+        projects = await self.session.scalars(
+            select(MemoryRow.project).where(MemoryRow.thread_id == thread_id).distinct()
+        )
+        found.update(projects)
+        return found
