@@ -450,6 +450,10 @@ class Node:
     async def _teardown(self) -> None:
         if hasattr(self, "_reclaimer"):
             await self._reclaimer.close()
+        if hasattr(self, "hosted"):
+            # Already stopped with a goodbye on a clean stop; after a crash or a failed start
+            # its tasks must not outlive the bus and the store.
+            await self.hosted.abort()
         await self._stop_tasks()
         if self.federation is not None:
             await self.federation.close()

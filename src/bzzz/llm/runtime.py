@@ -210,14 +210,18 @@ class HostedRuntime:
         finally:
             self._tasks.pop(task_id, None)
 
-    async def stop(self) -> None:
-        """Cancel the work in progress, take the agents off the network."""
+    async def abort(self) -> None:
+        """Cancel the work in progress without a word to the network (a crash, a failed start)."""
         self._stopping = True
         self._projector.remove_outcome_listener(self._on_outcomes)
         tasks = list(self._tasks.values())
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
+
+    async def stop(self) -> None:
+        """Cancel the work in progress, take the agents off the network."""
+        await self.abort()
         for agent in self.hosted.values():
             agent.running = agent.collaborating = 0
             agent.settle()
