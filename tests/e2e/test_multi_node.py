@@ -421,6 +421,14 @@ async def test_a_federated_network_is_searched_and_its_agents_reached_by_address
         )  # fmt: skip
         assert posted["network"] == "research"
         assert posted["delivery_results"]["recipients"] == ["rev-lab"]
+        assert posted["delivery_results"]["stored_in_network_log"] is True
+        remote = await call(sh, "bzzz_get", {"address": match["address"]})
+        assert remote["content"]["network"] == "research"
+        assert remote["content"]["agent_info"]["id"] == "rev-lab"
+        inbox_there = await call_error(
+            sh, "bzzz_get", {"address": "bzzz://rev-lab/inbox?network=research"}
+        )
+        assert inbox_there["code"] == "INVALID_PARAMETERS"
         inbox = await eventually(
             lambda: call(sl, "bzzz_get", {"address": "bzzz://rev-lab/inbox"}),
             lambda got: len(got["content"]["messages"]) == 1,

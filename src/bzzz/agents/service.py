@@ -269,6 +269,8 @@ class AgentService:
     async def get(self, params: GetInput) -> dict[str, Any]:
         """The content at an address: an agent, its inbox, its tasks, or a thread."""
         address = parse_address(params.address)
+        if address.network is not None and address.network != self._log.network:
+            return self._remote_get(params, address)
         path = address.path or ""
         async with self._db.session() as session:
             repo = Repository(session)
@@ -287,6 +289,44 @@ class AgentService:
             result["metadata"] = {
                 "last_updated": content.get("last_updated"),
                 "content_type": kind,
+                "version": "1.0",
+            }
+        return result
+
+    def _remote_get(self, params: GetInput, address: Address) -> dict[str, Any]:
+        """An agent of a federated network: what that network announced of it, nothing more."""
+        assert address.network is not None
+        if self.federation is None:
+            raise InvalidParameters(
+                f"network '{address.network}' is not federated with this node",
+                details={"network": address.network, "federated_networks": []},
+            )
+        directory = self.federation.directory(address.network)
+        if address.path is not None or address.agent is None:
+            raise InvalidParameters(
+                "on another network only an agent itself can be read (no path, no wildcard); "
+                "its inbox, tasks and threads stay with that network",
+                details={"address": params.address},
+            )
+        agent = directory.get(address.agent)
+        if agent is None:
+            raise AgentNotFound(
+                f"no agent '{address.agent}' on network '{address.network}'",
+                details={"agent_id": address.agent, "network": address.network},
+            )
+        info = self._match(agent, 0, address.network)
+        info.pop("score")
+        content = {"agent_info": info, "last_updated": info["last_activity"]}
+        result: dict[str, Any] = {
+            "success": True,
+            "address": params.address,
+            "content": content | {"network": address.network},
+            "retrieved_at": iso(domain.utcnow()),
+        }
+        if params.include_metadata:
+            result["metadata"] = {
+                "last_updated": content["last_updated"],
+                "content_type": "agent_data",
                 "version": "1.0",
             }
         return result

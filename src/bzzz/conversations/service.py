@@ -219,6 +219,8 @@ class ConversationService:
         outcome = {"ok": True, "delivered": recipients}
         result = self._post_result(params, message_id, recipients, outcome, started)
         result["network"] = address.network
+        # Stored in that network's log; its nodes deliver it (and may refuse an untrusted node).
+        result["delivery_results"]["stored_in_network_log"] = bool(recipients)
         return result
 
     @staticmethod
