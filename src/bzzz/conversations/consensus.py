@@ -20,6 +20,7 @@ import httpx
 from ulid import ULID
 
 from bzzz import domain
+from bzzz.backoff import backoff
 from bzzz.clock import Clock
 from bzzz.config import SlurpSettings
 from bzzz.conversations.hooks import InsightExtractor
@@ -211,10 +212,7 @@ class ConsensusService:
 
     async def _record(self, event: domain.SlurpEvent, status: str, error: str | None) -> None:
         now = self._clock.now()
-        delay = min(
-            self._settings.initial_backoff * float(2 ** min(event.attempts, 30)),
-            self._settings.max_backoff,
-        )
+        delay = backoff(event.attempts, self._settings.initial_backoff, self._settings.max_backoff)
         if error is not None:
             logger.info(
                 "SLURP event %s not submitted (%s); retrying in %.0fs", event.id, error, delay

@@ -18,6 +18,7 @@ from typing import Any
 from ulid import ULID
 
 from bzzz import domain
+from bzzz.backoff import backoff
 from bzzz.clock import Clock
 from bzzz.config import EscalationConditionConfig, EscalationRuleConfig, EscalationSettings
 from bzzz.conversations.actions import EscalationActions
@@ -286,8 +287,7 @@ class EscalationService:
         )
 
     def _backoff(self, attempts: int) -> float:
-        base = self._settings.initial_backoff * float(2 ** min(attempts - 1, 30))
-        return min(base, self._settings.max_backoff)
+        return backoff(attempts - 1, self._settings.initial_backoff, self._settings.max_backoff)
 
     async def list(self, *, open_only: bool = False, limit: int = 100) -> list[domain.Escalation]:
         """Escalations of the network, newest first."""

@@ -7,7 +7,6 @@ import hashlib
 import hmac
 import ipaddress
 import logging
-import random
 import time
 from datetime import datetime, timedelta
 from urllib.parse import urlsplit
@@ -15,6 +14,7 @@ from urllib.parse import urlsplit
 import httpx
 
 from bzzz import domain
+from bzzz.backoff import backoff
 from bzzz.config import WebhookSettings
 from bzzz.events.service import webhook_secret
 from bzzz.store.database import Database
@@ -184,7 +184,6 @@ class WebhookDispatcher:
         return (now - created).total_seconds() >= self._settings.max_age
 
     def _backoff(self, attempts: int) -> float:
-        base = self._settings.initial_backoff * float(2 ** min(attempts, 30))
-        capped = min(base, self._settings.max_backoff)
         # Jitter spreads retries of many deliveries to one receiver that just came back.
-        return float(capped * (0.5 + random.random() / 2))
+        s = self._settings
+        return backoff(attempts, s.initial_backoff, s.max_backoff, jitter=True)

@@ -9,7 +9,6 @@ from __future__ import annotations
 import asyncio
 import email.utils
 import logging
-import random
 import time
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
@@ -17,6 +16,7 @@ from typing import Any, Protocol
 
 import openai
 
+from bzzz.backoff import backoff
 from bzzz.config import OpenAISettings
 from bzzz.errors import OpenAIError
 from bzzz.llm.breaker import CircuitBreaker
@@ -155,11 +155,9 @@ class OpenAIModelClient:
     def _delay(self, attempt: int, asked: float | None) -> float:
         if asked is not None:
             return asked
-        ceiling = min(
-            self._settings.backoff_max, self._settings.backoff_initial * float(2**attempt)
-        )
         # Jitter spreads the retries of many agents hit by the same outage.
-        return ceiling * random.uniform(0.5, 1.0)
+        s = self._settings
+        return backoff(attempt, s.backoff_initial, s.backoff_max, jitter=True)
 
     def _arguments(self, request: ModelRequest) -> dict[str, Any]:
         args: dict[str, Any] = {
