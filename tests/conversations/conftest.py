@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-import asyncio
-import json
 from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
-from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
+from receiver import ReceiverFactory, http_receiver  # noqa: F401 - the fixture
 
 from bzzz.clock import ManualClock
 from bzzz.config import EscalationRuleConfig, Settings
@@ -136,66 +134,3 @@ async def thread_view(node: Node, thread_id: str, max_history: int = 50) -> dict
     )
     view: dict[str, Any] = got["content"]["thread"]
     return view
-
-
-@dataclass(slots=True)
-class Request:
-    """One POST as the receiver saw it."""
-
-    path: str
-    headers: dict[str, str]
-    body: bytes
-    status: int
-
-    def json(self) -> Any:
-        return json.loads(self.body)
-
-
-@dataclass
-class Receiver:
-    """An HTTP/1.1 server on 127.0.0.1 that answers the n-th request with ``statuses(n)``."""
-
-    statuses: Callable[[int], int]
-    url: str = ""
-    requests: list[Request] = field(default_factory=list)
-
-    async def handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        try:
-            head = (await reader.readuntil(b"\r\n\r\n")).decode("latin-1").split("\r\n")
-            path = head[0].split(" ")[1]
-            headers = {}
-            for line in head[1:]:
-                if line:
-                    name, _, value = line.partition(":")
-                    headers[name.strip().lower()] = value.strip()
-            body = await reader.readexactly(int(headers.get("content-length", "0")))
-            status = self.statuses(len(self.requests))
-            self.requests.append(Request(path, headers, body, status))
-            writer.write(
-                f"HTTP/1.1 {status} X\r\nContent-Length: 0\r\nConnection: close\r\n\r\n".encode()
-            )
-            await writer.drain()
-        finally:
-            writer.close()
-
-
-ReceiverFactory = Callable[[Callable[[int], int]], AbstractAsyncContextManager[Receiver]]
-
-
-@pytest.fixture
-def http_receiver() -> ReceiverFactory:
-    """Start a receiver on loopback port 0."""
-
-    @asynccontextmanager
-    async def start(statuses: Callable[[int], int]) -> AsyncIterator[Receiver]:
-        receiver = Receiver(statuses)
-        server = await asyncio.start_server(receiver.handle, "127.0.0.1", 0)
-        port = server.sockets[0].getsockname()[1]
-        receiver.url = f"http://127.0.0.1:{port}/bzzz"
-        try:
-            yield receiver
-        finally:
-            server.close()
-            await server.wait_closed()
-
-    return start
