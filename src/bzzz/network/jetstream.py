@@ -57,6 +57,24 @@ def stream_name(network: str) -> str:
     return "BZZZ_" + network.replace("-", "_").upper()
 
 
+_QUIET = object()
+
+
+async def _next_entry(watcher: KeyValue.KeyWatcher, within: float) -> Any:
+    """The watcher's next entry, or _QUIET after ``within`` seconds of silence.
+
+    Not ``watcher.updates(timeout)``: it rests on ``asyncio.wait_for``, which on Python 3.11 can
+    swallow a cancellation that arrives with an update, and a stopping node then waits forever.
+    """
+    try:
+        async with asyncio.timeout(within):
+            return await anext(watcher)
+    except TimeoutError:
+        return _QUIET
+    except StopAsyncIteration:
+        return _QUIET
+
+
 def peer_bucket(network: str) -> str:
     """The JetStream key-value bucket that holds a network's peer board."""
     return f"bzzz_peers_{network}"
@@ -280,7 +298,9 @@ class JetStreamBus:
         entries: dict[str, bytes] = {}
         try:
             while True:
-                entry = await watcher.updates(timeout=self._publish_timeout)  # type: ignore[no-untyped-call]
+                entry = await _next_entry(watcher, self._publish_timeout)
+                if entry is _QUIET:
+                    raise NetworkError("the peer board did not answer in time")
                 if entry is None:  # the end of the current entries
                     return entries
                 if entry.value is not None:
@@ -308,9 +328,8 @@ class JetStreamBus:
     @staticmethod
     async def _pump_peers(watcher: KeyValue.KeyWatcher, handler: PeerHandler) -> None:
         while True:
-            try:
-                entry = await watcher.updates(timeout=PEER_WATCH_IDLE)  # type: ignore[no-untyped-call]
-            except NatsTimeoutError:
+            entry = await _next_entry(watcher, PEER_WATCH_IDLE)
+            if entry is _QUIET:
                 logger.info("the peer board went quiet; watching it afresh")
                 return
             if entry is None:  # the end of the current entries
