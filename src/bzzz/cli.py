@@ -9,6 +9,7 @@ import json
 import logging
 import os
 import signal
+import socket
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -147,7 +148,14 @@ async def _serve_http(settings: Settings) -> None:
     from bzzz.mcp.server import build_server
     from bzzz.node import Node
 
-    address = f"http://{settings.node.http_host}:{settings.node.http_port}/mcp"
+    host, port = settings.node.http_host, settings.node.http_port
+    sockets = []
+    if port == 0:
+        # Bind now so peers see the real port in this node's address, not 0.
+        listener = socket.create_server((host, 0))
+        port = listener.getsockname()[1]
+        sockets.append(listener)
+    address = f"http://{host}:{port}/mcp"
     async with Node(settings, address=address) as node:
         server, _ = build_server(node)
         app = build_app(node, server, settings.node.http_host)
@@ -163,8 +171,8 @@ async def _serve_http(settings: Settings) -> None:
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, setattr, web, "should_exit", True)
-        logger.info("MCP at http://%s:%d/mcp", settings.node.http_host, settings.node.http_port)
-        await web.serve()
+        logger.info("MCP at %s", address)
+        await web.serve(sockets=sockets or None)
 
 
 async def _run_until_signal(coro: Any) -> None:
