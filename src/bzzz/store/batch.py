@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, cast
 
-from sqlalchemy import Table, event, insert, inspect, select, update
+from sqlalchemy import Insert, Table, bindparam, event, insert, inspect, select, update
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session
 
@@ -112,10 +112,7 @@ def apply_batch(
     result = BatchResult()
     ids = [env.id for env, _ in envelopes]
     # Plain Core on the session's connection: the ORM execute path costs far more per call.
-    applied_rows = cast(Table, AppliedEnvelope.__table__)
-    rows = session.connection().execute(
-        select(applied_rows.c.id, applied_rows.c.outcome).where(applied_rows.c.id.in_(ids))
-    )
+    rows = session.connection().execute(_APPLIED_OF, {"ids": ids})
     for row in rows:
         result.outcomes[row.id] = dict(row.outcome)
         result.replayed.append(row.id)
@@ -146,18 +143,40 @@ def apply_batch(
     return result
 
 
+# The statements of every batch, built once: SQLAlchemy spends more on building a statement
+# and its cache key than SQLite spends on running it.
+_APPLIED = cast(Table, AppliedEnvelope.__table__)
+_APPLIED_OF = select(_APPLIED.c.id, _APPLIED.c.outcome).where(
+    _APPLIED.c.id.in_(bindparam("ids", expanding=True))
+)
+_AGENTS = cast(Table, AgentRow.__table__)
+_TOUCH_AGENT = (
+    update(_AGENTS)
+    .where(_AGENTS.c.id == bindparam("agent_id"))
+    .values(last_activity=bindparam("at"))
+)
+_INSERTS: dict[Any, Insert] = {}
+
+
+def _insert_of(model: Any) -> Insert:
+    statement = _INSERTS.get(model)
+    if statement is None:
+        statement = _INSERTS[model] = insert(model.__table__)
+    return statement
+
+
 def _write_staged(session: Session, result: BatchResult) -> None:
     """Write the staged rows and last-activity updates, then start staging afresh."""
     seen: dict[str, datetime] = session.info[SEEN]
-    agents = cast(Table, AgentRow.__table__)
     # Core on the connection: the ORM bulk and execute paths cost several times more per row.
     connection = session.connection()
-    for agent_id, at in seen.items():
-        connection.execute(update(agents).where(agents.c.id == agent_id).values(last_activity=at))
+    if seen:
+        touched = [{"agent_id": agent_id, "at": at} for agent_id, at in seen.items()]
+        connection.execute(_TOUCH_AGENT, touched)
     result.seen.update(seen)
     for model, rows in session.info[STAGED].items():
         if rows:
-            connection.execute(insert(model.__table__), rows)
+            connection.execute(_insert_of(model), rows)
     session.info[STAGED] = {}
     session.info[SEEN] = {}
 

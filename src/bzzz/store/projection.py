@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, cast
 
-from sqlalchemy import Table, func, select
+from sqlalchemy import Table, bindparam, func, select
 from sqlalchemy.orm import Session
 
 from bzzz import domain
@@ -154,6 +154,11 @@ def _check_announcement(p: dict[str, Any]) -> None:
         raise TypeError("metadata must be an object")
 
 
+_MESSAGES = cast(Table, MessageRow.__table__)
+# Built once: a statement built per call costs more in SQLAlchemy than its execution in SQLite.
+_MESSAGE_EXISTS = select(_MESSAGES.c.id).where(_MESSAGES.c.id == bindparam("message_id"))
+
+
 def _check_message(session: Session, p: dict[str, Any]) -> list[str]:
     """Validate a message.posted payload; return its recipients without repeats."""
     message_id = _text(p["message_id"], ID_LENGTH, "message_id")
@@ -169,8 +174,7 @@ def _check_message(session: Session, p: dict[str, Any]) -> list[str]:
     recipients = _check_names(p["recipients"], "recipients")
     staged = session.info.setdefault(STAGED_MESSAGE_IDS, set())
     # Core, not session.get: no autoflush and no ORM load on the hottest path of the log.
-    messages = cast(Table, MessageRow.__table__)
-    stored = session.connection().execute(select(messages.c.id).where(messages.c.id == message_id))
+    stored = session.connection().execute(_MESSAGE_EXISTS, {"message_id": message_id})
     if message_id in staged or stored.first() is not None:
         raise ValueError(f"message {message_id} exists already")
     staged.add(message_id)
