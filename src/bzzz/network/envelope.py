@@ -31,8 +31,7 @@ class Envelope(BaseModel):
 
     def signing_bytes(self) -> bytes:
         """The canonical bytes the signature covers (everything but the signature)."""
-        body = self.model_dump(exclude={"sig"})
-        return json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
+        return canonical_bytes(self.model_dump(exclude={"sig"}))
 
     def to_bytes(self) -> bytes:
         """The wire form."""
@@ -42,6 +41,11 @@ class Envelope(BaseModel):
     def timestamp(self) -> datetime:
         """The envelope's time as an aware datetime."""
         return datetime.fromisoformat(self.ts)
+
+
+def canonical_bytes(body: dict[str, Any]) -> bytes:
+    """The signed form of an envelope's fields (without ``sig``): sorted, compact JSON."""
+    return json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
 
 
 def seal(
@@ -55,17 +59,19 @@ def seal(
     envelope_id: str | None = None,
 ) -> Envelope:
     """Build and sign an envelope originating at this node (a fresh ULID unless given)."""
-    unsigned = Envelope(
-        id=envelope_id or str(ULID()),
-        network=network,
-        origin=identity.node_id,
-        origin_key=identity.public_key_b64,
-        type=type_,
-        subject=subject,
-        payload=payload,
-        ts=(now or datetime.now(UTC)).isoformat(),
-    )
-    return unsigned.model_copy(update={"sig": identity.sign(unsigned.signing_bytes())})
+    body: dict[str, Any] = {
+        "id": envelope_id or str(ULID()),
+        "network": network,
+        "origin": identity.node_id,
+        "origin_key": identity.public_key_b64,
+        "type": type_,
+        "subject": subject,
+        "payload": payload,
+        "ts": (now or datetime.now(UTC)).isoformat(),
+    }
+    # Signed from the fields as given and validated once with the signature: validation keeps
+    # str fields and the payload's values as they are, so signing_bytes() gives these bytes.
+    return Envelope.model_validate(body | {"sig": identity.sign(canonical_bytes(body))})
 
 
 class EnvelopeRejected(Exception):
@@ -83,8 +89,9 @@ def open_envelope(data: bytes, network: str, trusted: frozenset[str] | None = No
     outside it is refused even with a valid signature.
     """
     try:
-        envelope = Envelope.model_validate_json(data)
-    except ValidationError as exc:
+        fields = json.loads(data)
+        envelope = Envelope.model_validate(fields)
+    except (ValueError, ValidationError) as exc:
         raise EnvelopeRejected("malformed") from exc
     if envelope.network != network:
         raise EnvelopeRejected("wrong_network")
@@ -94,7 +101,10 @@ def open_envelope(data: bytes, network: str, trusted: frozenset[str] | None = No
         raise EnvelopeRejected("bad_key") from exc
     if origin != envelope.origin:
         raise EnvelopeRejected("origin_mismatch")
-    if not verify_signature(envelope.origin_key, envelope.sig, envelope.signing_bytes()):
+    # The parsed fields are what the model holds (validation keeps them as they are), so the
+    # signed bytes come from them without dumping the model again.
+    fields.pop("sig", None)
+    if not verify_signature(envelope.origin_key, envelope.sig, canonical_bytes(fields)):
         raise EnvelopeRejected("bad_signature")
     if trusted is not None and not ({envelope.origin_key, envelope.origin} & trusted):
         raise EnvelopeRejected("untrusted")
