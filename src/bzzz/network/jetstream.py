@@ -226,7 +226,8 @@ class JetStreamBus:
             stream=self.stream,
             manual_ack=True,
             config=ConsumerConfig(
-                ack_policy=AckPolicy.EXPLICIT,
+                # Acking a batch's last message acks the whole batch: one ack per batch.
+                ack_policy=AckPolicy.ALL,
                 deliver_policy=DeliverPolicy.BY_START_SEQUENCE,
                 opt_start_seq=max(1, start_seq),
                 max_ack_pending=20_000,
@@ -239,8 +240,7 @@ class JetStreamBus:
                 first = await sub.next_msg(timeout=None)
                 batch = [first, *self._drain(sub)]
                 await handler([self._to_bus(msg) for msg in batch])
-                for msg in batch:
-                    await msg.ack()
+                await batch[-1].ack()
         finally:
             with contextlib.suppress(ConnectionClosedError, NatsTimeoutError):
                 await sub.unsubscribe()
