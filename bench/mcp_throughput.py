@@ -12,6 +12,9 @@ tasks in this process, and 8 clients as 8 processes: calls/s, p50, p99 and mean 
 
     .venv/bin/python bench/mcp_throughput.py [--calls 2000] [--profile]
 
+It also times the floor under every post: a raw nats-py publish to bzzz's own embedded
+nats-server (``sync_interval: always``), acknowledged, and until its own consumer receives it.
+
 Prints a table and writes bench/results/mcp_throughput.json. ``--profile`` also samples the
 server processes with py-spy during the measured phases (figures from such a run are slower;
 the collapsed stacks and their summaries land in bench/results/profile_*.folded / .txt).
@@ -520,6 +523,70 @@ async def run_all(
     return figures
 
 
+# --- the floor of a post: one JetStream publish with sync_interval always ----------------------
+
+
+async def publish_floor(data_dir: Path, calls: int) -> dict[str, float]:
+    """Raw nats-py on bzzz's own embedded nats-server (fsync on every publish), own stream.
+
+    What no post can go below: the publish acknowledged once stored, and the same publish
+    until the publisher's own durable push consumer receives it (a post's read-your-writes).
+    """
+    import nats
+    from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy, StorageType, StreamConfig
+
+    from bzzz.network.embedded import running_url
+
+    url = running_url(data_dir)
+    assert url is not None, "bzzz's embedded nats-server is not running"
+    nc = await nats.connect(url)
+    js = nc.jetstream()
+    await js.add_stream(
+        StreamConfig(name="BENCH_FLOOR", subjects=["bench.floor.>"], storage=StorageType.FILE)
+    )
+    payload = b"x" * 700  # about a post envelope's size
+    waiting: dict[str, asyncio.Future[None]] = {}
+
+    async def on_msg(msg: Any) -> None:
+        await msg.ack()
+        future = waiting.pop((msg.headers or {}).get("Nats-Msg-Id", ""), None)
+        if future is not None:
+            future.set_result(None)
+
+    acked: list[float] = []
+    delivered: list[float] = []
+    try:
+        for n in range(calls + 100):
+            started = time.perf_counter()
+            await js.publish("bench.floor.a", payload, headers={"Nats-Msg-Id": f"a{n}"})
+            acked.append((time.perf_counter() - started) * 1000)
+        await js.subscribe(
+            "bench.floor.>",
+            durable="floor",
+            stream="BENCH_FLOOR",
+            cb=on_msg,
+            manual_ack=True,
+            config=ConsumerConfig(ack_policy=AckPolicy.EXPLICIT, deliver_policy=DeliverPolicy.NEW),
+        )
+        for n in range(calls + 100):
+            msg_id = f"d{n}"
+            arrived = waiting[msg_id] = asyncio.get_running_loop().create_future()
+            started = time.perf_counter()
+            await js.publish("bench.floor.d", payload, headers={"Nats-Msg-Id": msg_id})
+            await arrived
+            delivered.append((time.perf_counter() - started) * 1000)
+        await js.delete_stream("BENCH_FLOOR")
+    finally:
+        await nc.close()
+    acked, delivered = sorted(acked[100:]), sorted(delivered[100:])
+    return {
+        "publish_acked_p50_ms": round(percentile(acked, 50), 3),
+        "publish_acked_p99_ms": round(percentile(acked, 99), 3),
+        "publish_delivered_p50_ms": round(percentile(delivered, 50), 3),
+        "publish_delivered_p99_ms": round(percentile(delivered, 99), 3),
+    }
+
+
 # --- report ------------------------------------------------------------------------------------
 
 HEADER = (
@@ -663,6 +730,9 @@ def main() -> None:
         action="store_true",
         help="also measure the no-op server on the other transport (SSE vs plain JSON)",
     )
+    parser.add_argument(
+        "--floor-calls", type=int, default=1000, help="raw publishes timed for the floor"
+    )
     parser.add_argument("--output", default=str(RESULTS / "mcp_throughput.json"))
     parser.add_argument("--worker", help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -677,6 +747,8 @@ def main() -> None:
             transport = probe_transport(processes["bzzz"].url)
             processes |= spawn_noops(transport, other=args.other_transport)
             print(f"bzzz answers POSTs with {transport}; the no-op server does the same")
+            floor = asyncio.run(publish_floor(Path(tmp) / "data", args.floor_calls))
+            print(f"floor (raw nats-py on bzzz's nats-server, sync_interval always): {floor}")
             print(HEADER)
             servers = Servers(processes, args.profile, args.quiet_wait)
             tools = set(args.tools.split(",")) if args.tools else None
@@ -695,6 +767,7 @@ def main() -> None:
         "lookup_address": LOOKUP_ADDRESS,
         "bzzz_transport": transport,
         "profiled": args.profile,
+        "publish_floor": floor,
         "results": [asdict(f) for f in figures],
         "targets": entries,
     }
