@@ -25,6 +25,10 @@ from bzzz.store.repository import Repository
 
 logger = logging.getLogger(__name__)
 
+# From this many envelopes a batch is verified on two threads; below, a thread hop costs more.
+PARALLEL_VERIFY_AT = 64
+
+_Verified = tuple[list[tuple[Envelope, int]], Sequence[BusMessage]]
 EventListener = Callable[[Sequence[tuple[domain.Subscription, domain.Event]]], Awaitable[None]]
 # Sees every envelope's outcome after its batch committed (hosted agents find their tasks here).
 OutcomeListener = Callable[[dict[str, Outcome]], None]
@@ -110,8 +114,26 @@ class Projector:
         self._applied_seq = max(self._applied_seq, stored)
 
     async def run(self) -> None:
-        """Consume the log from just after what the store has applied, until cancelled."""
-        await self._bus.consume(self.durable, self._apply_batch, self._applied_seq + 1)
+        """Consume the log from just after what the store has applied, until cancelled.
+
+        Two stages: signatures of the next batch are verified while the database thread
+        writes the previous one (verification releases the GIL, so both cores work when a
+        node catches up). Where consumption resumes comes from the store, never from acks, so
+        acknowledging a batch before it is written loses nothing.
+        """
+        verified: asyncio.Queue[_Verified] = asyncio.Queue(maxsize=2)
+
+        async def verify(messages: Sequence[BusMessage]) -> None:
+            await verified.put((await self._verify(messages), messages))
+
+        async with asyncio.TaskGroup() as group:
+            group.create_task(self._write_verified(verified), name="bzzz-projector-write")
+            await self._bus.consume(self.durable, verify, self._applied_seq + 1)
+
+    async def _write_verified(self, verified: asyncio.Queue[_Verified]) -> None:
+        while True:
+            opened, messages = await verified.get()
+            await self._write(opened, messages)
 
     async def wait_for_sequence(self, seq: int, within: float) -> None:
         """Wait until the log is applied up to ``seq`` (start-up catch-up, tests)."""
@@ -142,15 +164,38 @@ class Projector:
 
     # --- applying ----------------------------------------------------------------------------
 
-    def _open(self, messages: Sequence[BusMessage]) -> list[tuple[Envelope, int]]:
+    async def _verify(self, messages: Sequence[BusMessage]) -> list[tuple[Envelope, int]]:
+        """Parse and verify a batch: on the loop when small, else on two worker threads."""
+        if len(messages) < PARALLEL_VERIFY_AT:
+            return self._collect(messages, [self._check(msg) for msg in messages])
+        half = len(messages) // 2
+        parts = await asyncio.gather(
+            asyncio.to_thread(self._check_all, messages[:half]),
+            asyncio.to_thread(self._check_all, messages[half:]),
+        )
+        return self._collect(messages, [result for part in parts for result in part])
+
+    def _check_all(self, messages: Sequence[BusMessage]) -> list[Envelope | EnvelopeRejected]:
+        return [self._check(msg) for msg in messages]
+
+    def _check(self, msg: BusMessage) -> Envelope | EnvelopeRejected:
+        # Runs on worker threads too: touches nothing shared.
+        try:
+            return open_envelope(msg.data, self._network, self._trusted)
+        except EnvelopeRejected as exc:
+            return exc
+
+    def _collect(
+        self, messages: Sequence[BusMessage], results: list[Envelope | EnvelopeRejected]
+    ) -> list[tuple[Envelope, int]]:
         opened = []
-        for msg in messages:
-            try:
-                opened.append((open_envelope(msg.data, self._network, self._trusted), msg.seq))
-            except EnvelopeRejected as exc:
-                self.rejected[exc.reason] += 1
-                logger.warning("rejected envelope at seq %d: %s", msg.seq, exc.reason)
-                self._answer_rejected(msg.data, exc.reason)
+        for msg, result in zip(messages, results, strict=True):
+            if isinstance(result, EnvelopeRejected):
+                self.rejected[result.reason] += 1
+                logger.warning("rejected envelope at seq %d: %s", msg.seq, result.reason)
+                self._answer_rejected(msg.data, result.reason)
+            else:
+                opened.append((result, msg.seq))
         return opened
 
     def _answer_rejected(self, data: bytes, reason: str) -> None:
@@ -165,8 +210,9 @@ class Projector:
         if future is not None and not future.done():
             future.set_result({"ok": False, "reason": f"the network rejected it ({reason})"})
 
-    async def _apply_batch(self, messages: Sequence[BusMessage]) -> None:
-        opened = self._open(messages)
+    async def _write(
+        self, opened: list[tuple[Envelope, int]], messages: Sequence[BusMessage]
+    ) -> None:
         ctx = BatchContext(
             self._node_id, self._limits, self._subscriptions, self.directory.online_count
         )

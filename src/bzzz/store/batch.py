@@ -23,12 +23,20 @@ from bzzz.address import parse_address
 from bzzz.errors import BzzzError
 from bzzz.network.envelope import Envelope
 from bzzz.store.llm_projection import LLM_APPLIERS
-from bzzz.store.models import AgentRow, AppliedEnvelope, DeliveryRow, EventRow, SubscriptionRow
+from bzzz.store.models import (
+    AgentRow,
+    AppliedEnvelope,
+    DeliveryRow,
+    EventRow,
+    MessageRow,
+    SubscriptionRow,
+)
 from bzzz.store.projection import (
     ONLINE,
     SEEN,
     STAGED,
     STAGED_MESSAGE_IDS,
+    STORED_MESSAGE_IDS,
     Applied,
     Outcome,
     ProjectionLimits,
@@ -116,6 +124,7 @@ def apply_batch(
     for row in rows:
         result.outcomes[row.id] = dict(row.outcome)
         result.replayed.append(row.id)
+    session.info[STORED_MESSAGE_IDS] = _stored_message_ids(session, envelopes)
     for env, seq in envelopes:
         if env.id in result.outcomes:
             continue
@@ -143,9 +152,24 @@ def apply_batch(
     return result
 
 
+def _stored_message_ids(session: Session, envelopes: Sequence[tuple[Envelope, int]]) -> set[str]:
+    """Which message ids the batch's posts carry that the store already holds (one query)."""
+    wanted = [
+        env.payload["message_id"]
+        for env, _ in envelopes
+        if env.type == "message.posted" and isinstance(env.payload.get("message_id"), str)
+    ]
+    if not wanted:
+        return set()
+    rows = session.connection().execute(_MESSAGES_OF, {"ids": wanted})
+    return {str(row.id) for row in rows}
+
+
 # The statements of every batch, built once: SQLAlchemy spends more on building a statement
 # and its cache key than SQLite spends on running it.
 _APPLIED = cast(Table, AppliedEnvelope.__table__)
+_MESSAGES = cast(Table, MessageRow.__table__)
+_MESSAGES_OF = select(_MESSAGES.c.id).where(_MESSAGES.c.id.in_(bindparam("ids", expanding=True)))
 _APPLIED_OF = select(_APPLIED.c.id, _APPLIED.c.outcome).where(
     _APPLIED.c.id.in_(bindparam("ids", expanding=True))
 )

@@ -173,9 +173,15 @@ def _check_message(session: Session, p: dict[str, Any]) -> list[str]:
         raise TypeError("content must be an object")
     recipients = _check_names(p["recipients"], "recipients")
     staged = session.info.setdefault(STAGED_MESSAGE_IDS, set())
-    # Core, not session.get: no autoflush and no ORM load on the hottest path of the log.
-    stored = session.connection().execute(_MESSAGE_EXISTS, {"message_id": message_id})
-    if message_id in staged or stored.first() is not None:
+    known: set[str] | None = session.info.get(STORED_MESSAGE_IDS)
+    if known is not None:
+        # The batch looked up all its message ids at once (apply_batch).
+        exists = message_id in known
+    else:
+        # Core, not session.get: no autoflush and no ORM load on the hottest path of the log.
+        stored = session.connection().execute(_MESSAGE_EXISTS, {"message_id": message_id})
+        exists = stored.first() is not None
+    if message_id in staged or exists:
         raise ValueError(f"message {message_id} exists already")
     staged.add(message_id)
     return list(dict.fromkeys(recipients))
@@ -183,6 +189,8 @@ def _check_message(session: Session, p: dict[str, Any]) -> list[str]:
 
 STAGED = "bzzz_staged_rows"
 STAGED_MESSAGE_IDS = "bzzz_staged_message_ids"
+# Message ids of a batch that the store already holds, looked up once per batch.
+STORED_MESSAGE_IDS = "bzzz_stored_message_ids"
 
 
 def stage(session: Session, model: type[Any], **values: Any) -> None:
