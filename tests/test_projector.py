@@ -261,3 +261,16 @@ async def test_a_payload_with_non_json_numbers_is_skipped_and_the_log_moves_on(
     assert store_node.projector.rejected["bad_payload"] == 1
     assert await agent_ids(store_node) == ["local", "remote-1", "remote-2"]
     assert store_node.failure is None
+
+
+async def test_only_the_exact_bytes_a_node_sealed_skip_its_signature_check(
+    node: Node, memory_bus: InMemoryBus
+) -> None:
+    own = announcement(node.identity, "mine", session_id="s1")
+    tampered = own.model_copy(update={"payload": {**own.payload, "role": "admin"}})
+    # The node waits for its own envelope; a tampered copy with the same id comes first.
+    node.projector._sealed.add(own.to_bytes())  # the state submit() keeps
+    await publish(node, memory_bus, tampered, own)
+    assert node.projector.rejected["bad_signature"] == 1
+    agent = node.projector.directory.get("mine")
+    assert agent is not None and agent.role == "architect"

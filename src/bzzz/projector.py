@@ -55,6 +55,8 @@ class Projector:
         self._limits = limits
         self._apply_timeout = apply_timeout
         self._trusted = trusted
+        # The exact bytes of envelopes this node published and still waits for.
+        self._sealed: set[bytes] = set()
         self._waiting: dict[str, asyncio.Future[Outcome]] = {}
         self._subscriptions: list[domain.Subscription] | None = None
         self._listeners: list[EventListener] = []
@@ -149,8 +151,10 @@ class Projector:
         """Publish an envelope and return its outcome once this node has applied it."""
         future: asyncio.Future[Outcome] = asyncio.get_running_loop().create_future()
         self._waiting[envelope.id] = future
+        data = envelope.to_bytes()
+        self._sealed.add(data)
         try:
-            await self._bus.publish(envelope.subject, envelope.to_bytes(), envelope.id)
+            await self._bus.publish(envelope.subject, data, envelope.id)
             async with asyncio.timeout(self._apply_timeout):
                 return await future
         except TimeoutError as exc:
@@ -161,6 +165,7 @@ class Projector:
             ) from exc
         finally:
             self._waiting.pop(envelope.id, None)
+            self._sealed.discard(data)
 
     # --- applying ----------------------------------------------------------------------------
 
@@ -181,7 +186,9 @@ class Projector:
     def _check(self, msg: BusMessage) -> Envelope | EnvelopeRejected:
         # Runs on worker threads too: touches nothing shared.
         try:
-            return open_envelope(msg.data, self._network, self._trusted)
+            # Bytes this node signed and is waiting for are authentic as they are.
+            sealed_here = msg.data in self._sealed
+            return open_envelope(msg.data, self._network, self._trusted, sealed_here=sealed_here)
         except EnvelopeRejected as exc:
             return exc
 

@@ -82,11 +82,18 @@ class EnvelopeRejected(Exception):
         self.reason = reason
 
 
-def open_envelope(data: bytes, network: str, trusted: frozenset[str] | None = None) -> Envelope:
+def open_envelope(
+    data: bytes,
+    network: str,
+    trusted: frozenset[str] | None = None,
+    *,
+    sealed_here: bool = False,
+) -> Envelope:
     """Parse and verify wire bytes; raise EnvelopeRejected when they are not a valid envelope.
 
     ``trusted`` (public keys or node ids), when given, is the network's allow-list: an origin
-    outside it is refused even with a valid signature.
+    outside it is refused even with a valid signature. ``sealed_here`` says the bytes are exactly
+    those this process signed and published: their signature needs no second check.
     """
     try:
         fields = json.loads(data)
@@ -104,7 +111,9 @@ def open_envelope(data: bytes, network: str, trusted: frozenset[str] | None = No
     # The parsed fields are what the model holds (validation keeps them as they are), so the
     # signed bytes come from them without dumping the model again.
     fields.pop("sig", None)
-    if not verify_signature(envelope.origin_key, envelope.sig, canonical_bytes(fields)):
+    if not sealed_here and not verify_signature(
+        envelope.origin_key, envelope.sig, canonical_bytes(fields)
+    ):
         raise EnvelopeRejected("bad_signature")
     if trusted is not None and not ({envelope.origin_key, envelope.origin} & trusted):
         raise EnvelopeRejected("untrusted")
