@@ -244,16 +244,14 @@ class Node:
         self._reclaimer = Reclaimer(self.log, self.agents)
         self.projector.add_applied_listener(self._reclaimer.on_applied)
         self.projector.add_outcome_listener(self._reclaimer.on_outcomes)
-        self._build_thread_services(node_secret)
+        self._build_thread_services()
         self._build_llm()
 
-    def _build_thread_services(self, node_secret: bytes) -> None:
+    def _build_thread_services(self) -> None:
         """Escalation rules, consensus and SLURP, and the monitor that sweeps threads."""
         wakeup = asyncio.Event()
         directory = self.projector.directory
-        actions = EscalationActions(
-            self.db, self.log, directory, self.settings.escalation, node_secret
-        )
+        actions = EscalationActions(self.db, self.log, directory, self.settings.escalation)
         self.escalations = EscalationService(
             self.db,
             self.log,

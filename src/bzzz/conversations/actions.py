@@ -53,9 +53,7 @@ class EscalationActions:
         log: EventLog,
         directory: AgentDirectory,
         settings: EscalationSettings,
-        node_secret: bytes | None = None,
     ) -> None:
-        # node_secret is no longer used (see human_secret); the node still passes it.
         self._db = db
         self._log = log
         self._directory = directory

@@ -31,6 +31,7 @@ from bzzz.store.models import (
     MessageRow,
     SubscriptionRow,
 )
+from bzzz.store.node_projection import NODE_APPLIERS
 from bzzz.store.projection import (
     ONLINE,
     SEEN,
@@ -47,7 +48,7 @@ from bzzz.store.thread_projection import APPLIERS
 
 logger = logging.getLogger(__name__)
 
-_APPLIERS = APPLIERS | LLM_APPLIERS
+_APPLIERS = APPLIERS | LLM_APPLIERS | NODE_APPLIERS
 
 _TRACK = "bzzz_projection"
 _TOUCHED = "bzzz_touched_agents"
