@@ -256,3 +256,33 @@ async def test_a_hosted_agent_cannot_change_a_threads_status(
     assert thread.structured_content["content"]["thread"]["status"] == "active"
     assert listed.structured_content is not None
     assert len(listed.structured_content["result"]) == 1
+
+
+async def test_another_agents_inbox_of_another_project_stays_out_of_prompts(
+    hosted_node: Node, model_server: ScriptedModelServer, watcher: TaskWatcher
+) -> None:
+    server, _ = build_server(hosted_node)
+    async with (
+        Client(server, mode="legacy") as boss,
+        Client(server, mode="legacy") as alice,
+    ):
+        await boss.call_tool("bzzz_announce", {"agent_id": "boss", "role": "lead"})
+        await alice.call_tool(
+            "bzzz_announce", {"agent_id": "alice", "role": "dev", "project": "alpha"}
+        )
+        await alice.call_tool(
+            "bzzz_post",
+            {"target_address": "bzzz://boss", "message_type": "text",
+             "content": {"text": f"the launch code is {SECRET}", "project": "alpha"}},
+        )  # fmt: skip
+        reads = [("bzzz_get", {"address": a}) for a in ("bzzz://boss/inbox", "bzzz://boss")]
+        model_server.push(Step(content="", tool_calls=reads), Step(content="beta done"))
+        assert await run_task(boss, watcher, "arch-1", "look around", "beta") == "completed"
+        model_server.push(Step(content="", tool_calls=reads[:1]), Step(content="alpha done"))
+        assert await run_task(boss, watcher, "arch-1", "look again", "alpha") == "completed"
+
+    # Everything each request carried (system, user and tool messages), as the server saw it.
+    seen = [json.dumps(body) for body in model_server.requests]
+    assert len(seen) == 4
+    assert all(SECRET not in body for body in seen[:2])
+    assert SECRET in seen[3]

@@ -170,26 +170,31 @@ class ToolBox:
         content = answer.get("content") or {}
         if isinstance(content.get("threads"), list):
             content["threads"] = await self.scope.keep(content["threads"], "id")
-        if address.agent == self._agent_id:
-            # The agent's own history is its memory, and memory never crosses projects: what it
-            # did for another project stays out of this task's prompts.
-            await self._keep_own_project(content)
+        if address.agent is not None:
+            # An agent's history is memory, and memory never crosses projects: what this agent
+            # (or another one, whose inbox may hold another project's work) did for another
+            # project stays out of this task's prompts.
+            if address.agent == self._agent_id:
+                owner_project = self._agent_project
+            else:
+                owner_project = str((content.get("agent_info") or {}).get("project") or "")
+            await self._keep_this_project(content, owner_project)
         return answer
 
-    async def _keep_own_project(self, content: dict[str, Any]) -> None:
+    async def _keep_this_project(self, content: dict[str, Any], owner_project: str) -> None:
         content.pop("recent_activity", None)
         for key in ("current_tasks", "tasks", "messages"):
             if isinstance(content.get(key), list):
-                content[key] = await self.scope.keep(
-                    [item for item in content[key] if self._own_project(item)], "thread_id"
-                )
+                kept = [item for item in content[key] if self._in_project(item, owner_project)]
+                content[key] = await self.scope.keep(kept, "thread_id")
 
-    def _own_project(self, item: dict[str, Any]) -> bool:
+    def _in_project(self, item: dict[str, Any], owner_project: str) -> bool:
         declared = _declared_project(item)
         if item.get("thread_id"):
             # Most thread messages name no project: their thread's project decides (in keep).
             return declared in (None, self._project)
-        return (declared or self._agent_project) == self._project
+        # Work that names no project belongs to its owner's project.
+        return (declared or owner_project) == self._project
 
     async def _post(self, arguments: dict[str, Any]) -> dict[str, Any]:
         params = validate_input(PostInput, arguments)
