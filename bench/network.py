@@ -98,16 +98,7 @@ async def ceiling(url: str, count: int, size: int) -> dict[str, float]:
         StreamConfig(name="CEILING", subjects=["ceiling.>"], storage=StorageType.FILE)
     )
     payload = b"x" * size
-    done = asyncio.Event()
-    received = 0
-
-    async def on_msg(msg: Any) -> None:
-        nonlocal received
-        await msg.ack()
-        received += 1
-        if received == count:
-            done.set()
-
+    on_msg, done = _acking_counter(count)
     config = ConsumerConfig(ack_policy=AckPolicy.EXPLICIT, max_ack_pending=20_000)
     sub = await js.subscribe("ceiling.>", durable="live", cb=on_msg, config=config)
     started = time.perf_counter()
@@ -123,8 +114,8 @@ async def ceiling(url: str, count: int, size: int) -> dict[str, float]:
     return {"publish_consume_per_s": live, "consumer_per_s": consumer_rate}
 
 
-async def _raw_consume(js: Any, stream: str, subject: str, count: int) -> float:
-    """A fresh durable push consumer reads ``count`` messages from the start, acking each."""
+def _acking_counter(count: int) -> tuple[Any, asyncio.Event]:
+    """A consumer callback that acks each message, and the event set at the ``count``-th."""
     done = asyncio.Event()
     received = 0
 
@@ -135,6 +126,12 @@ async def _raw_consume(js: Any, stream: str, subject: str, count: int) -> float:
         if received >= count:
             done.set()
 
+    return on_msg, done
+
+
+async def _raw_consume(js: Any, stream: str, subject: str, count: int) -> float:
+    """A fresh durable push consumer reads ``count`` messages from the start, acking each."""
+    on_msg, done = _acking_counter(count)
     config = ConsumerConfig(
         ack_policy=AckPolicy.EXPLICIT, deliver_policy=DeliverPolicy.ALL, max_ack_pending=20_000
     )

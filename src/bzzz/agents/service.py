@@ -5,20 +5,18 @@ from __future__ import annotations
 import logging
 from collections import OrderedDict
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from bzzz import domain
 from bzzz.address import Address, agent_address, parse_address
 from bzzz.domain import RESERVED_AGENT_IDS, iso
 from bzzz.errors import AgentNotFound, InvalidParameters, ThreadNotFound
 from bzzz.eventlog import Caller, EventLog
+from bzzz.federation.service import FederationService, not_federated
 from bzzz.schemas import AnnounceInput, FilterCriteria, GetInput, LookupInput
 from bzzz.store.database import Database
 from bzzz.store.directory import AgentDirectory
 from bzzz.store.repository import Repository
-
-if TYPE_CHECKING:
-    from bzzz.federation.service import FederationService
 
 logger = logging.getLogger(__name__)
 
@@ -248,15 +246,16 @@ class AgentService:
         if network == self._log.network:
             return own
         if network is not None:
-            if self.federation is None:
-                raise InvalidParameters(
-                    f"network '{network}' is not federated with this node",
-                    details={"network": network, "federated_networks": []},
-                )
-            return [(network, self.federation.directory(network))]
+            return [(network, self.federation_of(network).directory(network))]
         if self.federation is None:
             return own
         return own + list(self.federation.directories().items())
+
+    def federation_of(self, network: str) -> FederationService:
+        """The federation that reaches ``network``; INVALID_PARAMETERS when there is none."""
+        if self.federation is None:
+            raise not_federated(network, [])
+        return self.federation
 
     def _match(self, agent: domain.Agent, score: float, network: str | None) -> dict[str, Any]:
         if network is None:
@@ -296,12 +295,7 @@ class AgentService:
     def _remote_get(self, params: GetInput, address: Address) -> dict[str, Any]:
         """An agent of a federated network: what that network announced of it, nothing more."""
         assert address.network is not None
-        if self.federation is None:
-            raise InvalidParameters(
-                f"network '{address.network}' is not federated with this node",
-                details={"network": address.network, "federated_networks": []},
-            )
-        directory = self.federation.directory(address.network)
+        directory = self.federation_of(address.network).directory(address.network)
         if address.path is not None or address.agent is None:
             raise InvalidParameters(
                 "on another network only an agent itself can be read (no path, no wildcard); "

@@ -188,12 +188,7 @@ class ConversationService:
                 "network's agent instead",
                 details={"network": address.network, "message_type": params.message_type},
             )
-        federation = self._agents.federation
-        if federation is None:
-            raise InvalidParameters(
-                f"network '{address.network}' is not federated with this node",
-                details={"network": address.network, "federated_networks": []},
-            )
+        federation = self._agents.federation_of(address.network)
         sender = await self.sender_of(caller, params.agent_id)
         recipients = self._address_recipients(
             address, sender, federation.directory(address.network)

@@ -32,6 +32,14 @@ logger = logging.getLogger(__name__)
 FOLLOWED_KINDS = ("agent", "node")
 
 
+def not_federated(network: str, federated: list[str]) -> InvalidParameters:
+    """The error for an address on a network this node does not federate with."""
+    return InvalidParameters(
+        f"network '{network}' is not federated with this node",
+        details={"network": network, "federated_networks": federated},
+    )
+
+
 class FollowedLog:
     """Another network's log, read-only, as a Bus for a Projector (it only consumes)."""
 
@@ -138,10 +146,7 @@ class FederationService:
         """One federated network's directory; INVALID_PARAMETERS when it is not federated."""
         followed = self._followed.get(network)
         if followed is None:
-            raise InvalidParameters(
-                f"network '{network}' is not federated with this node",
-                details={"network": network, "federated_networks": self.networks},
-            )
+            raise not_federated(network, self.networks)
         return followed.projector.directory
 
     async def post(self, network: str, sender: str, payload: dict[str, Any]) -> int:
