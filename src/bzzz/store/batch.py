@@ -9,13 +9,26 @@ from __future__ import annotations
 import json
 import logging
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, cast
 
-from sqlalchemy import Insert, Table, bindparam, event, insert, inspect, select, update
-from sqlalchemy.exc import SQLAlchemyError
+from sqlalchemy import (
+    Connection,
+    Executable,
+    Insert,
+    Select,
+    Table,
+    bindparam,
+    event,
+    insert,
+    inspect,
+    select,
+    update,
+)
+from sqlalchemy.engine.interfaces import Dialect
+from sqlalchemy.exc import DBAPIError, SQLAlchemyError
 from sqlalchemy.orm import Session
 
 from bzzz import domain
@@ -120,11 +133,9 @@ def apply_batch(
     session.info[STAGED_MESSAGE_IDS] = set()
     result = BatchResult()
     ids = [env.id for env, _ in envelopes]
-    # Plain Core on the session's connection: the ORM execute path costs far more per call.
-    rows = session.connection().execute(_APPLIED_OF, {"ids": ids})
-    for row in rows:
-        result.outcomes[row.id] = dict(row.outcome)
-        result.replayed.append(row.id)
+    for env_id, outcome in _rows_with_ids(session.connection(), _APPLIED_OF, ids):
+        result.outcomes[env_id] = dict(json.loads(outcome) if isinstance(outcome, str) else outcome)
+        result.replayed.append(env_id)
     session.info[STORED_MESSAGE_IDS] = _stored_message_ids(session, envelopes)
     for env, seq in envelopes:
         if env.id in result.outcomes:
@@ -162,8 +173,7 @@ def _stored_message_ids(session: Session, envelopes: Sequence[tuple[Envelope, in
     ]
     if not wanted:
         return set()
-    rows = session.connection().execute(_MESSAGES_OF, {"ids": wanted})
-    return {str(row.id) for row in rows}
+    return {str(row[0]) for row in _rows_with_ids(session.connection(), _MESSAGES_OF, wanted)}
 
 
 # The statements of every batch, built once: SQLAlchemy spends more on building a statement
@@ -174,6 +184,13 @@ _MESSAGES_OF = select(_MESSAGES.c.id).where(_MESSAGES.c.id.in_(bindparam("ids", 
 _APPLIED_OF = select(_APPLIED.c.id, _APPLIED.c.outcome).where(
     _APPLIED.c.id.in_(bindparam("ids", expanding=True))
 )
+# The same two queries for SQLite's driver: one JSON array parameter instead of one per id.
+_BY_IDS_SQLITE = {
+    _MESSAGES_OF: f"SELECT id FROM {_MESSAGES.name} WHERE id IN (SELECT value FROM json_each(?))",
+    _APPLIED_OF: (
+        f"SELECT id, outcome FROM {_APPLIED.name} WHERE id IN (SELECT value FROM json_each(?))"
+    ),
+}
 _AGENTS = cast(Table, AgentRow.__table__)
 _TOUCH_AGENT = (
     update(_AGENTS)
@@ -190,6 +207,88 @@ def _insert_of(model: Any) -> Insert:
     return statement
 
 
+@dataclass(frozen=True, slots=True)
+class _Compiled:
+    """A statement compiled once for SQLite: its SQL and how to turn a row into parameters."""
+
+    sql: str
+    names: tuple[str, ...]
+    processors: tuple[Callable[[Any], Any] | None, ...]
+
+    def parameters(self, row: dict[str, Any]) -> tuple[Any, ...]:
+        return tuple(
+            value if process is None else process(value)
+            for value, process in zip(
+                [row[name] for name in self.names], self.processors, strict=True
+            )
+        )
+
+
+# (statement, parameter names) -> compiled form; None where the plain path must run (a column
+# default computed in Python, a parameter the rows do not name).
+_COMPILED: dict[tuple[Executable, tuple[str, ...]], _Compiled | None] = {}
+
+
+def _compile(statement: Executable, keys: tuple[str, ...], dialect: Dialect) -> _Compiled | None:
+    cache_key = (statement, keys)
+    if cache_key in _COMPILED:
+        return _COMPILED[cache_key]
+    compiled = statement.compile(dialect=dialect, column_keys=list(keys))  # type: ignore[attr-defined]
+    names = tuple(compiled.positiontup or ())
+    runnable: _Compiled | None = None
+    if not compiled.insert_prefetch and not compiled.update_prefetch and set(names) <= set(keys):
+        processors = compiled._bind_processors
+        runnable = _Compiled(str(compiled), names, tuple(processors.get(n) for n in names))
+    _COMPILED[cache_key] = runnable
+    return runnable
+
+
+def _execute_many(
+    connection: Connection, statement: Executable, rows: list[dict[str, Any]]
+) -> None:
+    """Run a write for each row: on SQLite straight on the driver's cursor, else through Core.
+
+    Core's per-execution bookkeeping costs SQLite several times what running the statement
+    does; the parameters still go through the column types' own bind processors, so the
+    stored values are exactly those Core would store.
+    """
+    dialect = connection.dialect
+    compiled = _compile(statement, tuple(rows[0]), dialect) if dialect.name == "sqlite" else None
+    if compiled is None:
+        connection.execute(statement, rows)
+        return
+    parameters = [compiled.parameters(row) for row in rows]
+    dbapi = connection.connection.dbapi_connection
+    assert dbapi is not None
+    cursor = dbapi.cursor()
+    try:
+        cursor.executemany(compiled.sql, parameters)
+    except dialect.loaded_dbapi.Error as exc:
+        raise DBAPIError.instance(
+            compiled.sql, parameters, exc, dialect.loaded_dbapi.Error, dialect=dialect
+        ) from exc
+    finally:
+        cursor.close()
+
+
+def _rows_with_ids(connection: Connection, query: Select[Any], ids: list[str]) -> list[Any]:
+    """Rows of ``_APPLIED_OF`` or ``_MESSAGES_OF`` for ``ids`` (on SQLite, JSON comes as text)."""
+    if connection.dialect.name != "sqlite":
+        return list(connection.execute(query, {"ids": ids}))
+    sql = _BY_IDS_SQLITE[query]
+    dbapi = connection.connection.dbapi_connection
+    assert dbapi is not None
+    cursor = dbapi.cursor()
+    parameters = (json.dumps(ids),)
+    try:
+        return list(cursor.execute(sql, parameters))
+    except connection.dialect.loaded_dbapi.Error as exc:
+        error = connection.dialect.loaded_dbapi.Error
+        raise DBAPIError.instance(sql, parameters, exc, error, dialect=connection.dialect) from exc
+    finally:
+        cursor.close()
+
+
 def _write_staged(session: Session, result: BatchResult) -> None:
     """Write the staged rows and last-activity updates, then start staging afresh."""
     seen: dict[str, datetime] = session.info[SEEN]
@@ -197,11 +296,11 @@ def _write_staged(session: Session, result: BatchResult) -> None:
     connection = session.connection()
     if seen:
         touched = [{"agent_id": agent_id, "at": at} for agent_id, at in seen.items()]
-        connection.execute(_TOUCH_AGENT, touched)
+        _execute_many(connection, _TOUCH_AGENT, touched)
     result.seen.update(seen)
     for model, rows in session.info[STAGED].items():
         if rows:
-            connection.execute(_insert_of(model), rows)
+            _execute_many(connection, _insert_of(model), rows)
     session.info[STAGED] = {}
     session.info[SEEN] = {}
 
