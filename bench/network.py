@@ -370,6 +370,12 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         async with default_sync_server(work / "plain") as plain:
             results["ceiling_default_sync"] = await ceiling(plain, args.messages, size)
             print("ceiling (default sync)", results["ceiling_default_sync"], flush=True)
+            # The same two nodes on a server of the operator's (BZZZ_NATS_URL) with its default
+            # sync, as a network across machines usually runs.
+            results["cross_node_default_sync"] = await cross_node(
+                plain, work / "plain-nodes", args.messages, args.rate, args.seconds
+            )
+            print("cross_node (default sync)", results["cross_node_default_sync"], flush=True)
         async with EmbeddedNats(work / "server") as server:
             results["ceiling"] = await ceiling(server.url, args.messages, size)
             print("ceiling", results["ceiling"], flush=True)
@@ -405,6 +411,10 @@ def main() -> None:
     ceiling_rate = results["ceiling"]["publish_consume_per_s"]
     results["cross_node"]["fraction_of_ceiling"] = (
         results["cross_node"]["sustained_per_s"] / ceiling_rate
+    )
+    plain = results["cross_node_default_sync"]
+    plain["fraction_of_ceiling"] = (
+        plain["sustained_per_s"] / results["ceiling_default_sync"]["publish_consume_per_s"]
     )
     record = {"machine": machine(), "code": code_version(), "args": vars(args), **results}
     RESULTS.mkdir(exist_ok=True)

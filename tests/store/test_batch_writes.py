@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -11,6 +12,7 @@ from sqlalchemy import insert, select
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.orm import Session
 
+from bzzz.store import database as database_module
 from bzzz.store.batch import _APPLIED_OF, _MESSAGES_OF, _execute_many, _rows_with_ids
 from bzzz.store.database import Database, StoreError
 from bzzz.store.models import AgentRow, AppliedEnvelope, MessageRow
@@ -129,3 +131,58 @@ async def test_a_python_side_default_takes_the_core_path(db: Database) -> None:
     assert agent is not None
     assert agent.capabilities == []
     assert agent.max_tasks == 3
+
+
+def _rows(first: int, count: int) -> list[dict[str, Any]]:
+    return [_message(f"m-{n:06d}") | {"content": {"text": "x" * 2000}} for n in range(first, count)]
+
+
+async def test_the_writer_leaves_checkpoints_to_the_background(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(database_module, "CHECKPOINT_INTERVAL", 3600.0)
+    db = Database(f"sqlite+aiosqlite:///{tmp_path / 'store.db'}")
+    await db.open()
+    try:
+        main_file = tmp_path / "store.db"
+        before = main_file.stat().st_size
+        # ~12 MB of rows: three times SQLite's own autocheckpoint threshold (1,000 pages).
+        for first in range(0, 6000, 500):
+            rows = _rows(first, first + 500)
+            await db.write(
+                lambda s, rows=rows: _execute_many(
+                    s.connection(), insert(MessageRow.__table__), rows
+                )
+            )
+        # A commit past the threshold would have copied the WAL into the database file.
+        assert main_file.stat().st_size == before
+        assert (tmp_path / "store.db-wal").stat().st_size > 10_000_000
+    finally:
+        await db.close()
+
+
+async def test_the_background_checkpoint_moves_the_wal_into_the_database(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(database_module, "CHECKPOINT_INTERVAL", 0.05)
+    db = Database(f"sqlite+aiosqlite:///{tmp_path / 'store.db'}")
+    await db.open()
+    try:
+        rows = _rows(0, 2000)
+        db.checkpointed.clear()
+        await db.write(lambda s: _execute_many(s.connection(), insert(MessageRow.__table__), rows))
+        # A round already running when the write committed may have missed it: the second
+        # round to finish from here started after the commit.
+        async with asyncio.timeout(10):
+            for _ in range(2):
+                db.checkpointed.clear()
+                await db.checkpointed.wait()
+        # 2,000 rows of 2 KB now live in the database file itself.
+        assert (tmp_path / "store.db").stat().st_size > 4_000_000
+
+        def count(session: Session) -> int:
+            return len(session.execute(select(MessageRow.id)).all())
+
+        assert await db.write(count) == 2000
+    finally:
+        await db.close()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from collections.abc import AsyncIterator, Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -30,6 +31,9 @@ MIGRATIONS = Path(__file__).parent / "migrations"
 
 T = TypeVar("T")
 
+# How often the WAL is checkpointed in the background (see Database._checkpoint_loop).
+CHECKPOINT_INTERVAL = 1.0
+
 
 class StoreError(BzzzError):
     """The database failed; the client sees a generic message, the log keeps the cause."""
@@ -48,11 +52,27 @@ def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
     cursor.close()
 
 
+def _writer_pragmas(dbapi_connection: Any, record: Any) -> None:
+    _sqlite_pragmas(dbapi_connection, record)
+    cursor = dbapi_connection.cursor()
+    # The writer never checkpoints: a checkpoint copies the WAL into the database file and
+    # syncs it, which would stall the commit that crosses the threshold (and every post
+    # waiting behind it) for tens of milliseconds. Database checkpoints in the background.
+    cursor.execute("PRAGMA wal_autocheckpoint=0")
+    cursor.close()
+
+
 def _upgrade(connection: Connection) -> None:
     config = Config()
     config.set_main_option("script_location", str(MIGRATIONS))
     config.attributes["connection"] = connection
     command.upgrade(config, "head")
+
+
+def _checkpoint(engine: Engine) -> None:
+    # Its own connection (not the writer's pooled one), so it runs while the writer commits.
+    with engine.connect() as connection:
+        connection.exec_driver_sql("PRAGMA wal_checkpoint(PASSIVE)")
 
 
 class Database:
@@ -74,8 +94,11 @@ class Database:
         self._writer: ThreadPoolExecutor | None = None
         if self.is_sqlite:
             self._sync_engine = create_engine(url.replace("+aiosqlite", ""), pool_size=1)
-            event.listen(self._sync_engine, "connect", _sqlite_pragmas)
+            event.listen(self._sync_engine, "connect", _writer_pragmas)
             self._writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="bzzz-db")
+        self._checkpointer: asyncio.Task[None] | None = None
+        # Set after each background checkpoint (cleared by whoever waits for the next one).
+        self.checkpointed = asyncio.Event()
 
     async def open(self) -> None:
         """Bring the schema to the newest migration."""
@@ -88,9 +111,36 @@ class Database:
                 await conn.run_sync(_upgrade)
         except SQLAlchemyError as exc:
             raise StoreError("the database could not be opened or migrated") from exc
+        if self._sync_engine is not None and self._checkpointer is None:
+            self._checkpointer = asyncio.create_task(
+                self._checkpoint_loop(), name="bzzz-db-checkpoint"
+            )
+
+    async def _checkpoint_loop(self) -> None:
+        """Move the WAL into the database file every ``CHECKPOINT_INTERVAL`` s, off the writer.
+
+        A PASSIVE checkpoint on a connection of its own runs beside the writer's commits
+        (WAL mode allows it) and never waits for readers; what it cannot copy yet, the next
+        round copies.
+        """
+        assert self._sync_engine is not None
+        engine = self._sync_engine
+        while True:
+            await asyncio.sleep(CHECKPOINT_INTERVAL)
+            try:
+                await asyncio.to_thread(_checkpoint, engine)
+            except SQLAlchemyError:
+                logger.warning("WAL checkpoint failed; retrying later", exc_info=True)
+            else:
+                self.checkpointed.set()
 
     async def close(self) -> None:
         """Dispose of the engines' connections."""
+        if self._checkpointer is not None:
+            self._checkpointer.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._checkpointer
+            self._checkpointer = None
         if self._writer is not None:
             self._writer.shutdown(wait=True)
         if self._sync_engine is not None:
