@@ -174,17 +174,26 @@ async def default_sync_server(directory: Path) -> Any:
 # --- 2. across two node processes ---------------------------------------------------------------
 
 
-async def receiver(url: str, data_dir: Path, expect: int, out: Path) -> None:
-    """Node B (child process): hold the sink agent, note when each message is applied."""
+async def receiver(url: str, data_dir: Path, sustained: int, paced: int, out: Path) -> None:
+    """Node B (child process): hold the sink agent, note when each message is applied.
+
+    Says SUSTAINED on stdout once the sustained phase's messages are all applied, so that the
+    paced phase starts from a node that has no backlog left.
+    """
     delivered: list[tuple[int, int, int]] = []
     finished = asyncio.Event()
+    expect = sustained + paced
 
     def on_applied(envelopes: Sequence[Envelope]) -> None:
         now = time.perf_counter_ns()
+        before = len(delivered)
         for env in envelopes:
             if env.type == "message.posted" and env.payload.get("sender") == "source":
                 content = env.payload["content"]
                 delivered.append((int(content["phase"]), int(content["t"]), now))
+        if before < sustained <= len(delivered):
+            sys.stdout.write("SUSTAINED\n")
+            sys.stdout.flush()
         if len(delivered) >= expect:
             finished.set()
 
@@ -208,11 +217,11 @@ async def _post(node: Node, phase: int) -> None:
 
 
 async def cross_node(url: str, work: Path, count: int, rate: int, seconds: float) -> dict[str, Any]:
-    """Sustained posts A -> B, then paced posts at ``rate``/s."""
+    """Sustained posts A -> B, then (once B has applied them all) paced posts at ``rate``/s."""
     paced = int(rate * seconds)
     out = work / "delivered.json"
     child = await asyncio.create_subprocess_exec(
-        sys.executable, __file__, "--receiver", url, str(work / "b"), str(count + paced),
+        sys.executable, __file__, "--receiver", url, str(work / "b"), str(count), str(paced),
         str(out), stdout=asyncio.subprocess.PIPE,
     )  # fmt: skip
     assert child.stdout is not None
@@ -230,6 +239,9 @@ async def cross_node(url: str, work: Path, count: int, rate: int, seconds: float
 
         await asyncio.gather(*(worker() for _ in range(IN_FLIGHT)))
         posted_ns = time.perf_counter_ns()
+        async with asyncio.timeout(300):
+            drained = await child.stdout.readline()
+        assert drained.strip() == b"SUSTAINED", drained
         tasks = []
         interval = 1.0 / rate
         begin = time.perf_counter()
@@ -400,12 +412,12 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=5.0)
     parser.add_argument("--catchup", type=int, default=100_000)
     parser.add_argument("--skip-stall", action="store_true")
-    parser.add_argument("--receiver", nargs=4, metavar=("URL", "DIR", "EXPECT", "OUT"))
+    parser.add_argument("--receiver", nargs=5, metavar=("URL", "DIR", "SUSTAINED", "PACED", "OUT"))
     args = parser.parse_args()
     logging.basicConfig(level=logging.ERROR, stream=sys.stderr)
     if args.receiver:
-        url, data_dir, expect, out = args.receiver
-        asyncio.run(receiver(url, Path(data_dir), int(expect), Path(out)))
+        url, data_dir, sustained, paced, out = args.receiver
+        asyncio.run(receiver(url, Path(data_dir), int(sustained), int(paced), Path(out)))
         return
     results = asyncio.run(run(args))
     ceiling_rate = results["ceiling"]["publish_consume_per_s"]

@@ -31,8 +31,11 @@ MIGRATIONS = Path(__file__).parent / "migrations"
 
 T = TypeVar("T")
 
-# How often the WAL is checkpointed in the background (see Database._checkpoint_loop).
-CHECKPOINT_INTERVAL = 1.0
+# How often the WAL is checkpointed in the background (see Database._checkpoint_loop). Short:
+# a checkpoint first syncs the WAL written since the last one, and on a disk the event log
+# syncs too, a few megabytes synced at once stall both for tens of milliseconds (measured:
+# p99 of cross-node delivery at 1,000 msg/s 69-74 ms with 1 s, 15-44 ms with 0.2 s).
+CHECKPOINT_INTERVAL = 0.2
 
 
 class StoreError(BzzzError):
@@ -97,6 +100,7 @@ class Database:
             event.listen(self._sync_engine, "connect", _writer_pragmas)
             self._writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="bzzz-db")
         self._checkpointer: asyncio.Task[None] | None = None
+        self._writes = 0  # transactions ended, so that an idle node does not checkpoint
         # Set after each background checkpoint (cleared by whoever waits for the next one).
         self.checkpointed = asyncio.Event()
 
@@ -125,8 +129,12 @@ class Database:
         """
         assert self._sync_engine is not None
         engine = self._sync_engine
+        done = self._writes
         while True:
             await asyncio.sleep(CHECKPOINT_INTERVAL)
+            if self._writes == done:
+                continue  # nothing written since the last round
+            done = self._writes
             try:
                 await asyncio.to_thread(_checkpoint, engine)
             except SQLAlchemyError:
@@ -158,6 +166,10 @@ class Database:
         except SQLAlchemyError as exc:
             logger.exception("database error")
             raise StoreError("the node's database failed; nothing was changed") from exc
+        finally:
+            # Counted once the transaction is over: a checkpoint round that sees the count
+            # change started after the commit.
+            self._writes += 1
 
     def _write_sync(self, work: Callable[[Session], T]) -> T:
         assert self._sync_engine is not None
@@ -173,3 +185,5 @@ class Database:
         except SQLAlchemyError as exc:
             logger.exception("database error")
             raise StoreError("the node's database failed; nothing was changed") from exc
+        finally:
+            self._writes += 1
