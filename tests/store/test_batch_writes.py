@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
+from collections.abc import AsyncIterator
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -35,12 +37,24 @@ def _message(message_id: str) -> dict[str, Any]:
     }
 
 
-@pytest.fixture
-async def db(tmp_path: Path) -> Any:
-    database = Database(f"sqlite+aiosqlite:///{tmp_path / 'store.db'}")
+@contextlib.asynccontextmanager
+async def _store(path: Path) -> AsyncIterator[Database]:
+    database = Database(f"sqlite+aiosqlite:///{path}")
     await database.open()
-    yield database
-    await database.close()
+    try:
+        yield database
+    finally:
+        await database.close()
+
+
+async def _insert(db: Database, rows: list[dict[str, Any]]) -> None:
+    await db.write(lambda s: _execute_many(s.connection(), insert(MessageRow.__table__), rows))
+
+
+@pytest.fixture
+async def db(tmp_path: Path) -> AsyncIterator[Database]:
+    async with _store(tmp_path / "store.db") as database:
+        yield database
 
 
 async def test_driver_rows_equal_core_rows(db: Database) -> None:
@@ -141,35 +155,23 @@ async def test_the_writer_leaves_checkpoints_to_the_background(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(database_module, "CHECKPOINT_INTERVAL", 3600.0)
-    db = Database(f"sqlite+aiosqlite:///{tmp_path / 'store.db'}")
-    await db.open()
-    try:
-        main_file = tmp_path / "store.db"
+    main_file = tmp_path / "store.db"
+    async with _store(main_file) as db:
         before = main_file.stat().st_size
         # ~12 MB of rows: three times SQLite's own autocheckpoint threshold (1,000 pages).
         for first in range(0, 6000, 500):
-            rows = _rows(first, first + 500)
-            await db.write(
-                lambda s, rows=rows: _execute_many(
-                    s.connection(), insert(MessageRow.__table__), rows
-                )
-            )
+            await _insert(db, _rows(first, first + 500))
         # A commit past the threshold would have copied the WAL into the database file.
         assert main_file.stat().st_size == before
         assert (tmp_path / "store.db-wal").stat().st_size > 10_000_000
-    finally:
-        await db.close()
 
 
 async def test_the_background_checkpoint_moves_the_wal_into_the_database(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(database_module, "CHECKPOINT_INTERVAL", 0.05)
-    db = Database(f"sqlite+aiosqlite:///{tmp_path / 'store.db'}")
-    await db.open()
-    try:
-        rows = _rows(0, 2000)
-        await db.write(lambda s: _execute_many(s.connection(), insert(MessageRow.__table__), rows))
+    async with _store(tmp_path / "store.db") as db:
+        await _insert(db, _rows(0, 2000))
         db.checkpointed.clear()
         async with asyncio.timeout(10):
             await db.checkpointed.wait()
@@ -180,5 +182,3 @@ async def test_the_background_checkpoint_moves_the_wal_into_the_database(
             return len(session.execute(select(MessageRow.id)).all())
 
         assert await db.write(count) == 2000
-    finally:
-        await db.close()
