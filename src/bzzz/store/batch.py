@@ -184,12 +184,11 @@ _MESSAGES_OF = select(_MESSAGES.c.id).where(_MESSAGES.c.id.in_(bindparam("ids", 
 _APPLIED_OF = select(_APPLIED.c.id, _APPLIED.c.outcome).where(
     _APPLIED.c.id.in_(bindparam("ids", expanding=True))
 )
-# The same two queries for SQLite's driver: one JSON array parameter instead of one per id.
+# The same two queries for SQLite's driver (the parameter list is added per call).
+_IDS_PER_QUERY = 500
 _BY_IDS_SQLITE = {
-    _MESSAGES_OF: f"SELECT id FROM {_MESSAGES.name} WHERE id IN (SELECT value FROM json_each(?))",
-    _APPLIED_OF: (
-        f"SELECT id, outcome FROM {_APPLIED.name} WHERE id IN (SELECT value FROM json_each(?))"
-    ),
+    _MESSAGES_OF: f"SELECT id FROM {_MESSAGES.name} WHERE id IN ",
+    _APPLIED_OF: f"SELECT id, outcome FROM {_APPLIED.name} WHERE id IN ",
 }
 _AGENTS = cast(Table, AgentRow.__table__)
 _TOUCH_AGENT = (
@@ -275,18 +274,25 @@ def _rows_with_ids(connection: Connection, query: Select[Any], ids: list[str]) -
     """Rows of ``_APPLIED_OF`` or ``_MESSAGES_OF`` for ``ids`` (on SQLite, JSON comes as text)."""
     if connection.dialect.name != "sqlite":
         return list(connection.execute(query, {"ids": ids}))
-    sql = _BY_IDS_SQLITE[query]
     dbapi = connection.connection.dbapi_connection
     assert dbapi is not None
+    rows: list[Any] = []
     cursor = dbapi.cursor()
-    parameters = (json.dumps(ids),)
     try:
-        return list(cursor.execute(sql, parameters))
-    except connection.dialect.loaded_dbapi.Error as exc:
-        error = connection.dialect.loaded_dbapi.Error
-        raise DBAPIError.instance(sql, parameters, exc, error, dialect=connection.dialect) from exc
+        # In slices, each far under SQLite's limit on parameters (32,766).
+        for first in range(0, len(ids), _IDS_PER_QUERY):
+            part = tuple(ids[first : first + _IDS_PER_QUERY])
+            sql = f"{_BY_IDS_SQLITE[query]}({','.join('?' * len(part))})"
+            try:
+                rows.extend(cursor.execute(sql, part))
+            except connection.dialect.loaded_dbapi.Error as exc:
+                error = connection.dialect.loaded_dbapi.Error
+                raise DBAPIError.instance(
+                    sql, part, exc, error, dialect=connection.dialect
+                ) from exc
     finally:
         cursor.close()
+    return rows
 
 
 def _write_staged(session: Session, result: BatchResult) -> None:

@@ -72,10 +72,59 @@ def _upgrade(connection: Connection) -> None:
     command.upgrade(config, "head")
 
 
-def _checkpoint(engine: Engine) -> None:
-    # Its own connection (not the writer's pooled one), so it runs while the writer commits.
-    with engine.connect() as connection:
-        connection.exec_driver_sql("PRAGMA wal_checkpoint(PASSIVE)")
+class _Checkpointer:
+    """Moves a SQLite WAL into the database file in the background, off the writer.
+
+    A PASSIVE checkpoint on a connection and a thread of its own runs beside the writer's
+    commits (WAL mode allows it) and never waits for readers; what it cannot copy yet, the next
+    round copies. A round runs every ``CHECKPOINT_INTERVAL`` s, when transactions ended since
+    the last one.
+    """
+
+    def __init__(self, url: str, writes: Callable[[], int]) -> None:
+        self._engine = create_engine(url, pool_size=1, max_overflow=0)
+        event.listen(self._engine, "connect", _sqlite_pragmas)
+        self._thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="bzzz-db-checkpoint")
+        self._writes = writes
+        self._task: asyncio.Task[None] | None = None
+        # Set after each round (cleared by whoever waits for the next one).
+        self.done = asyncio.Event()
+
+    def start(self) -> None:
+        if self._task is None:
+            self._task = asyncio.create_task(self._run(), name="bzzz-db-checkpoint")
+
+    async def _run(self) -> None:
+        loop = asyncio.get_running_loop()
+        seen = self._writes()
+        while True:
+            await asyncio.sleep(CHECKPOINT_INTERVAL)
+            writes = self._writes()
+            if writes == seen:
+                continue  # nothing written since the last successful round
+            try:
+                await loop.run_in_executor(self._thread, self._checkpoint)
+            except Exception:
+                # Maintenance only: the writer's commits stay durable without it, and the
+                # next round tries again.
+                logger.warning("WAL checkpoint failed; retrying", exc_info=True)
+            else:
+                seen = writes
+                self.done.set()
+
+    def _checkpoint(self) -> None:
+        with self._engine.connect() as connection:
+            connection.exec_driver_sql("PRAGMA wal_checkpoint(PASSIVE)")
+
+    async def close(self) -> None:
+        """Stop the rounds, wait for one still running, close the connection."""
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+            self._task = None
+        await asyncio.to_thread(self._thread.shutdown, wait=True)
+        self._engine.dispose()
 
 
 class Database:
@@ -96,13 +145,20 @@ class Database:
         self._sync_engine: Engine | None = None
         self._writer: ThreadPoolExecutor | None = None
         if self.is_sqlite:
-            self._sync_engine = create_engine(url.replace("+aiosqlite", ""), pool_size=1)
+            sync_url = url.replace("+aiosqlite", "")
+            self._sync_engine = create_engine(sync_url, pool_size=1)
             event.listen(self._sync_engine, "connect", _writer_pragmas)
             self._writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="bzzz-db")
-        self._checkpointer: asyncio.Task[None] | None = None
         self._writes = 0  # transactions ended, so that an idle node does not checkpoint
-        # Set after each background checkpoint (cleared by whoever waits for the next one).
-        self.checkpointed = asyncio.Event()
+        self._checkpointer: _Checkpointer | None = None
+        if self._sync_engine is not None:
+            self._checkpointer = _Checkpointer(sync_url, lambda: self._writes)
+
+    @property
+    def checkpointed(self) -> asyncio.Event:
+        """Set after each background WAL checkpoint (SQLite; tests clear it and wait)."""
+        assert self._checkpointer is not None, "only a SQLite database checkpoints"
+        return self._checkpointer.done
 
     async def open(self) -> None:
         """Bring the schema to the newest migration."""
@@ -115,40 +171,13 @@ class Database:
                 await conn.run_sync(_upgrade)
         except SQLAlchemyError as exc:
             raise StoreError("the database could not be opened or migrated") from exc
-        if self._sync_engine is not None and self._checkpointer is None:
-            self._checkpointer = asyncio.create_task(
-                self._checkpoint_loop(), name="bzzz-db-checkpoint"
-            )
-
-    async def _checkpoint_loop(self) -> None:
-        """Move the WAL into the database file every ``CHECKPOINT_INTERVAL`` s, off the writer.
-
-        A PASSIVE checkpoint on a connection of its own runs beside the writer's commits
-        (WAL mode allows it) and never waits for readers; what it cannot copy yet, the next
-        round copies.
-        """
-        assert self._sync_engine is not None
-        engine = self._sync_engine
-        done = self._writes
-        while True:
-            await asyncio.sleep(CHECKPOINT_INTERVAL)
-            if self._writes == done:
-                continue  # nothing written since the last round
-            done = self._writes
-            try:
-                await asyncio.to_thread(_checkpoint, engine)
-            except SQLAlchemyError:
-                logger.warning("WAL checkpoint failed; retrying later", exc_info=True)
-            else:
-                self.checkpointed.set()
+        if self._checkpointer is not None:
+            self._checkpointer.start()
 
     async def close(self) -> None:
         """Dispose of the engines' connections."""
         if self._checkpointer is not None:
-            self._checkpointer.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._checkpointer
-            self._checkpointer = None
+            await self._checkpointer.close()
         if self._writer is not None:
             self._writer.shutdown(wait=True)
         if self._sync_engine is not None:
