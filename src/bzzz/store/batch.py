@@ -216,10 +216,8 @@ class _Compiled:
 
     def parameters(self, row: dict[str, Any]) -> tuple[Any, ...]:
         return tuple(
-            value if process is None else process(value)
-            for value, process in zip(
-                [row[name] for name in self.names], self.processors, strict=True
-            )
+            row[name] if process is None else process(row[name])
+            for name, process in zip(self.names, self.processors, strict=True)
         )
 
 
@@ -242,6 +240,30 @@ def _compile(statement: Executable, keys: tuple[str, ...], dialect: Dialect) -> 
     return runnable
 
 
+def _on_driver(
+    connection: Connection, sql: str, parameters: Any, *, many: bool = False
+) -> list[Any]:
+    """Run ``sql`` on the session's own sqlite3 connection (so inside its transaction).
+
+    A driver error comes back as SQLAlchemy's, which ``Database.write`` turns into a
+    StoreError and the projector answers by applying the batch envelope by envelope.
+    """
+    dialect = connection.dialect
+    dbapi = connection.connection.dbapi_connection
+    assert dbapi is not None
+    cursor = dbapi.cursor()
+    try:
+        if many:
+            cursor.executemany(sql, parameters)
+            return []
+        return list(cursor.execute(sql, parameters))
+    except dialect.loaded_dbapi.Error as exc:
+        error = dialect.loaded_dbapi.Error
+        raise DBAPIError.instance(sql, parameters, exc, error, dialect=dialect) from exc
+    finally:
+        cursor.close()
+
+
 def _execute_many(
     connection: Connection, statement: Executable, rows: list[dict[str, Any]]
 ) -> None:
@@ -257,41 +279,19 @@ def _execute_many(
         connection.execute(statement, rows)
         return
     parameters = [compiled.parameters(row) for row in rows]
-    dbapi = connection.connection.dbapi_connection
-    assert dbapi is not None
-    cursor = dbapi.cursor()
-    try:
-        cursor.executemany(compiled.sql, parameters)
-    except dialect.loaded_dbapi.Error as exc:
-        raise DBAPIError.instance(
-            compiled.sql, parameters, exc, dialect.loaded_dbapi.Error, dialect=dialect
-        ) from exc
-    finally:
-        cursor.close()
+    _on_driver(connection, compiled.sql, parameters, many=True)
 
 
 def _rows_with_ids(connection: Connection, query: Select[Any], ids: list[str]) -> list[Any]:
     """Rows of ``_APPLIED_OF`` or ``_MESSAGES_OF`` for ``ids`` (on SQLite, JSON comes as text)."""
     if connection.dialect.name != "sqlite":
         return list(connection.execute(query, {"ids": ids}))
-    dbapi = connection.connection.dbapi_connection
-    assert dbapi is not None
     rows: list[Any] = []
-    cursor = dbapi.cursor()
-    try:
-        # In slices, each far under SQLite's limit on parameters (32,766).
-        for first in range(0, len(ids), _IDS_PER_QUERY):
-            part = tuple(ids[first : first + _IDS_PER_QUERY])
-            sql = f"{_BY_IDS_SQLITE[query]}({','.join('?' * len(part))})"
-            try:
-                rows.extend(cursor.execute(sql, part))
-            except connection.dialect.loaded_dbapi.Error as exc:
-                error = connection.dialect.loaded_dbapi.Error
-                raise DBAPIError.instance(
-                    sql, part, exc, error, dialect=connection.dialect
-                ) from exc
-    finally:
-        cursor.close()
+    # In slices, each far under SQLite's limit on parameters (32,766).
+    for first in range(0, len(ids), _IDS_PER_QUERY):
+        part = tuple(ids[first : first + _IDS_PER_QUERY])
+        sql = f"{_BY_IDS_SQLITE[query]}({','.join('?' * len(part))})"
+        rows.extend(_on_driver(connection, sql, part))
     return rows
 
 

@@ -31,7 +31,7 @@ MIGRATIONS = Path(__file__).parent / "migrations"
 
 T = TypeVar("T")
 
-# How often the WAL is checkpointed in the background (see Database._checkpoint_loop). Short:
+# How often the WAL is checkpointed in the background (see _Checkpointer). Short:
 # a checkpoint first syncs the WAL written since the last one, and on a disk the event log
 # syncs too, a few megabytes synced at once stall both for tens of milliseconds (measured:
 # p99 of cross-node delivery at 1,000 msg/s 69-74 ms with 1 s, 15-44 ms with 0.2 s).
@@ -144,14 +144,13 @@ class Database:
         # the log costs one thread hop instead of one per statement (aiosqlite's model).
         self._sync_engine: Engine | None = None
         self._writer: ThreadPoolExecutor | None = None
+        self._writes = 0  # transactions ended, so that an idle node does not checkpoint
+        self._checkpointer: _Checkpointer | None = None
         if self.is_sqlite:
             sync_url = url.replace("+aiosqlite", "")
             self._sync_engine = create_engine(sync_url, pool_size=1)
             event.listen(self._sync_engine, "connect", _writer_pragmas)
             self._writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="bzzz-db")
-        self._writes = 0  # transactions ended, so that an idle node does not checkpoint
-        self._checkpointer: _Checkpointer | None = None
-        if self._sync_engine is not None:
             self._checkpointer = _Checkpointer(sync_url, lambda: self._writes)
 
     @property
