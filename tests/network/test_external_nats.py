@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 
 import nats
@@ -35,5 +36,33 @@ async def test_a_node_with_a_nats_url_keeps_its_log_on_that_server(
         info = await nc.jetstream().stream_info(stream_name("team-a"))
         assert info.config.subjects == ["bzzz.team-a.>"]
         assert info.state.messages >= 2  # the node's status and the announcement, at least
+    finally:
+        await nc.close()
+
+
+async def test_the_node_acknowledges_what_it_applied_once_the_log_is_quiet(
+    tmp_path: Path, nats_url: str
+) -> None:
+    settings = load_settings(
+        environ={"BZZZ_NATS_URL": nats_url, "BZZZ_NETWORK_ID": "team-a"},
+        overrides={"node": {"data_dir": str(tmp_path / "node")}},
+    )
+    nc = await nats.connect(nats_url)
+    try:
+        async with Node(settings) as node:
+            for n in range(5):
+                await node.agents.announce(
+                    Caller(f"s{n}"), AnnounceInput(agent_id=f"dev-{n}", role="developer")
+                )
+            js = nc.jetstream()
+            last = (await js.stream_info(stream_name("team-a"))).state.last_seq
+            # Acks go out a while after the last batch, not one per batch: poll the server.
+            async with asyncio.timeout(5):
+                while True:
+                    info = await js.consumer_info(stream_name("team-a"), node.projector.durable)
+                    if info.ack_floor.stream_seq == last:
+                        break
+                    await asyncio.sleep(0.05)
+            assert info.num_ack_pending == 0
     finally:
         await nc.close()

@@ -83,8 +83,50 @@ def peer_bucket(network: str) -> str:
 # A watch that hears nothing this long is rebuilt (its ephemeral consumer may have been lost
 # with a server); a node's own heartbeats keep a healthy watch busy.
 PEER_WATCH_IDLE = 30.0
+# The consumer acknowledges after this many messages, or this long after the last batch.
+ACK_EVERY = 1_000
+ACK_AFTER = 0.2
+# The server sends a node at most this many messages it has not acknowledged.
+MAX_ACK_PENDING = 20_000
 PEER_ENTRY_MAX_AGE = 7 * 86_400.0
 FOLLOW_RETRY = 2.0
+
+
+class _Acks:
+    """Acknowledges a durable consumer's deliveries a few at a time.
+
+    Acks only pace the server (``max_ack_pending``); where a node resumes comes from its store.
+    With ``AckPolicy.ALL`` one ack covers everything before it, so the newest handled message
+    is acknowledged every ``ACK_EVERY`` messages and ``ACK_AFTER`` seconds after it was
+    handled: an ack per batch cost every lone post one more send to the server.
+    """
+
+    def __init__(self) -> None:
+        self._newest: Msg | None = None
+        self._count = 0
+
+    async def handled(self, msg: Msg, count: int) -> None:
+        """Note a handled batch ending at ``msg``; acknowledge now if many are waiting."""
+        self._newest = msg
+        self._count += count
+        if self._count >= ACK_EVERY:
+            await self.flush()
+
+    async def flush(self) -> None:
+        """Acknowledge everything handled so far."""
+        newest, self._newest, self._count = self._newest, None, 0
+        if newest is not None:
+            await newest.ack()
+
+    async def run(self) -> None:
+        """Acknowledge what was handled, every ACK_AFTER seconds, until cancelled."""
+        while True:
+            await asyncio.sleep(ACK_AFTER)
+            try:
+                await self.flush()
+            except (ConnectionClosedError, NatsError) as exc:
+                # A lost ack costs nothing: a later one covers the same messages.
+                logger.info("could not acknowledge the log's deliveries: %r", exc)
 
 
 class JetStreamBus:
@@ -230,17 +272,20 @@ class JetStreamBus:
                 ack_policy=AckPolicy.ALL,
                 deliver_policy=DeliverPolicy.BY_START_SEQUENCE,
                 opt_start_seq=max(1, start_seq),
-                max_ack_pending=20_000,
+                max_ack_pending=MAX_ACK_PENDING,
                 ack_wait=60.0,
             ),
             pending_msgs_limit=100_000,
         )
+        acks = _Acks()
         try:
-            while True:
-                first = await sub.next_msg(timeout=None)
-                batch = [first, *self._drain(sub)]
-                await handler([self._to_bus(msg) for msg in batch])
-                await batch[-1].ack()
+            async with asyncio.TaskGroup() as group:
+                group.create_task(acks.run(), name="bzzz-bus-acks")
+                while True:
+                    first = await sub.next_msg(timeout=None)
+                    batch = [first, *self._drain(sub)]
+                    await handler([self._to_bus(msg) for msg in batch])
+                    await acks.handled(batch[-1], len(batch))
         finally:
             with contextlib.suppress(ConnectionClosedError, NatsTimeoutError):
                 await sub.unsubscribe()
