@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 from typing import Any
 
@@ -274,3 +275,57 @@ async def test_only_the_exact_bytes_a_node_sealed_skip_its_signature_check(
     assert node.projector.rejected["bad_signature"] == 1
     agent = node.projector.directory.get("mine")
     assert agent is not None and agent.role == "architect"
+
+
+async def test_an_origin_applies_its_envelope_as_soon_as_the_log_stores_it_next(
+    node: Node, memory_bus: InMemoryBus, peer: NodeIdentity, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    written: list[list[str]] = []
+    write = node.db.write
+
+    async def noted(work: Any, **kwargs: Any) -> Any:
+        result = await write(work, **kwargs)
+        written.append(sorted(getattr(result, "outcomes", {})))
+        return result
+
+    # The consumer's write stage waits until the origin has its answer.
+    answered = asyncio.Event()
+    consumer_write = node.projector._write
+
+    async def held(*args: Any) -> None:
+        await answered.wait()
+        await consumer_write(*args)
+
+    monkeypatch.setattr(node.db, "write", noted)
+    monkeypatch.setattr(node.projector, "_write", held)
+    applied = node.projector.applied_count
+    mine = announcement(node.identity, "mine", session_id="s1")
+    theirs = announcement(peer, "theirs")
+
+    async with asyncio.timeout(5):
+        outcome = await node.projector.submit(mine)
+    answered.set()
+    # Once a later envelope is applied, the consumer has passed the origin's one too.
+    await publish(node, memory_bus, theirs)
+
+    assert outcome["ok"] is True
+    assert written == [[mine.id], [theirs.id]]  # each applied once
+    assert node.projector.applied_count == applied + 2
+    assert node.projector.rejected["replayed"] == 0
+    assert await agent_ids(node) == ["mine", "theirs"]
+
+
+async def test_an_origin_leaves_its_envelope_to_the_log_when_another_is_ahead_of_it(
+    node: Node, memory_bus: InMemoryBus, peer: NodeIdentity
+) -> None:
+    theirs = announcement(peer, "taken")
+    mine = announcement(node.identity, "taken", session_id="s1")
+    # The peer's announcement is stored first, and the consumer has not applied it yet.
+    await memory_bus.publish(theirs.subject, theirs.to_bytes(), theirs.id)
+
+    outcome = await node.projector.submit(mine)
+
+    # Applied in log order, the second claim on the id is the one refused.
+    assert outcome["ok"] is False
+    agent = node.projector.directory.get("taken")
+    assert agent is not None and agent.node_id == peer.node_id

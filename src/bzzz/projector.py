@@ -27,6 +27,9 @@ logger = logging.getLogger(__name__)
 
 # From this many envelopes a batch is verified on two threads; below, a thread hop costs more.
 PARALLEL_VERIFY_AT = 64
+# Batches up to this size are written on the event loop when the database thread is idle:
+# one envelope's transaction costs less than the two thread hops around it.
+SMALL_BATCH = 8
 
 _Verified = tuple[list[tuple[Envelope, int]], Sequence[BusMessage]]
 EventListener = Callable[[Sequence[tuple[domain.Subscription, domain.Event]]], Awaitable[None]]
@@ -64,6 +67,8 @@ class Projector:
         self._outcome_listeners: list[OutcomeListener] = []
         self._applied_seq = 0
         self._progress = asyncio.Condition()
+        # Held while envelopes are applied and settled, by the consumer or by an origin.
+        self._applying = asyncio.Lock()
         self.directory = AgentDirectory()
         self.rejected: Counter[str] = Counter()
         self.applied_count = 0
@@ -126,7 +131,10 @@ class Projector:
         verified: asyncio.Queue[_Verified] = asyncio.Queue(maxsize=2)
 
         async def verify(messages: Sequence[BusMessage]) -> None:
-            await verified.put((await self._verify(messages), messages))
+            # What this node applied as soon as the network stored it needs no second look.
+            fresh = [msg for msg in messages if msg.seq > self._applied_seq]
+            if fresh:
+                await verified.put((await self._verify(fresh), messages))
 
         async with asyncio.TaskGroup() as group:
             group.create_task(self._write_verified(verified), name="bzzz-projector-write")
@@ -154,7 +162,11 @@ class Projector:
         data = envelope.to_bytes()
         self._sealed.add(data)
         try:
-            await self._bus.publish(envelope.subject, data, envelope.id)
+            seq = await self._bus.publish(envelope.subject, data, envelope.id)
+            if not future.done() and self._stored_next(seq):
+                # Shielded: once begun, a transaction must also be settled (directory,
+                # progress, listeners), even if the caller gives up waiting.
+                await asyncio.shield(self._apply_stored(data, seq))
             async with asyncio.timeout(self._apply_timeout):
                 return await future
         except TimeoutError as exc:
@@ -166,6 +178,30 @@ class Projector:
         finally:
             self._waiting.pop(envelope.id, None)
             self._sealed.discard(data)
+
+    async def _apply_stored(self, data: bytes, seq: int) -> None:
+        """Apply this node's envelope as soon as the network stored it next in the log.
+
+        If the log holds it at the sequence right after the last one applied, nothing before
+        it is missing here, and applying it now reaches the outcome the consumer would reach
+        once the log delivers it (the consumer then skips it). Otherwise the consumer applies
+        it in its turn.
+        """
+        async with self._applying:
+            if seq != self._applied_seq + 1:
+                return
+            try:
+                envelope = open_envelope(data, self._network, self._trusted, sealed_here=True)
+            except EnvelopeRejected:
+                return  # the consumer rejects it and answers the origin
+            try:
+                await self._apply([(envelope, seq)], seq)
+            except StoreError:
+                # Stored in the log all the same: the consumer applies it in its turn.
+                logger.warning("could not apply envelope %s at once; the log will", envelope.id)
+
+    def _stored_next(self, seq: int) -> bool:
+        return seq == self._applied_seq + 1 and not self._applying.locked()
 
     # --- applying ----------------------------------------------------------------------------
 
@@ -220,18 +256,30 @@ class Projector:
     async def _write(
         self, opened: list[tuple[Envelope, int]], messages: Sequence[BusMessage]
     ) -> None:
+        last_seq = messages[-1].seq if messages else 0
+        async with self._applying:
+            # What this node applied as soon as the network stored it is in the store already.
+            opened = [(env, seq) for env, seq in opened if seq > self._applied_seq]
+            if opened:
+                await self._apply(opened, last_seq)
+            else:
+                await self._advance(last_seq)
+
+    async def _apply(self, opened: list[tuple[Envelope, int]], last_seq: int) -> None:
+        """Apply envelopes in one transaction, then settle (the caller holds ``_applying``)."""
         ctx = BatchContext(
             self._node_id, self._limits, self._subscriptions, self.directory.online_count
         )
+        small = len(opened) <= SMALL_BATCH
         try:
             result: BatchResult = await self._db.write(
-                lambda session: apply_batch(session, opened, ctx)
+                lambda session: apply_batch(session, opened, ctx), small=small
             )
         except (StoreError, KeyError, TypeError, ValueError, AttributeError):
             logger.warning("a batch failed as a whole; applying it envelope by envelope")
             ctx = BatchContext(self._node_id, self._limits, None)
             result = await self._db.write(
-                lambda session: apply_batch(session, opened, ctx, isolate=True)
+                lambda session: apply_batch(session, opened, ctx, isolate=True), small=small
             )
         self._subscriptions = ctx.subscriptions
         self.rejected.update(result.counters)
@@ -246,7 +294,7 @@ class Projector:
             except Exception:
                 # A listener (metrics, a benchmark, recovery) must never stop the log.
                 logger.exception("applied-envelope listener failed")
-        await self._advance(messages[-1].seq if messages else 0)
+        await self._advance(last_seq)
         for env_id, outcome in result.outcomes.items():
             future = self._waiting.get(env_id)
             if future is not None and not future.done():

@@ -5,7 +5,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import AsyncIterator, Callable
+import sqlite3
+import threading
+from collections.abc import AsyncIterator, Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -14,7 +16,7 @@ from typing import Any, TypeVar
 from alembic import command
 from alembic.config import Config
 from sqlalchemy import Connection, Engine, create_engine, event
-from sqlalchemy.exc import SQLAlchemyError
+from sqlalchemy.exc import DBAPIError, OperationalError, SQLAlchemyError
 from sqlalchemy.ext.asyncio import (
     AsyncEngine,
     AsyncSession,
@@ -36,6 +38,8 @@ T = TypeVar("T")
 # syncs too, a few megabytes synced at once stall both for tens of milliseconds (measured:
 # p99 of cross-node delivery at 1,000 msg/s 69-74 ms with 1 s, 15-44 ms with 0.2 s).
 CHECKPOINT_INTERVAL = 0.2
+# How long a connection waits for another one's write lock.
+BUSY_TIMEOUT_MS = 10_000
 
 
 class StoreError(BzzzError):
@@ -50,7 +54,7 @@ def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
     # in WAL mode (only an OS crash can lose the last commits, and the log replays them).
     cursor.execute("PRAGMA journal_mode=WAL")
     cursor.execute("PRAGMA synchronous=NORMAL")
-    cursor.execute("PRAGMA busy_timeout=10000")
+    cursor.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
     cursor.execute("PRAGMA foreign_keys=ON")
     cursor.close()
 
@@ -63,6 +67,54 @@ def _writer_pragmas(dbapi_connection: Any, record: Any) -> None:
     # waiting behind it) for tens of milliseconds. Database checkpoints in the background.
     cursor.execute("PRAGMA wal_autocheckpoint=0")
     cursor.close()
+    # The writer's transactions are begun by _Writer.begin, not implicitly by sqlite3: then a
+    # savepoint is always inside one, and the write lock is taken at the start.
+    dbapi_connection.isolation_level = None
+
+
+class _Writer:
+    """Begins the writer connection's transactions: ``BEGIN IMMEDIATE``.
+
+    Taking the write lock at the start means a transaction never fails halfway for another
+    connection's commit. On the event loop it must not wait for the lock at all (the holder,
+    an async session, needs the loop to finish): there it fails at once, and the write goes
+    to the writer thread, which may wait.
+    """
+
+    def __init__(self) -> None:
+        self._local = threading.local()
+
+    @contextlib.contextmanager
+    def without_waiting(self) -> Iterator[None]:
+        """Transactions begun inside fail at once when another connection holds the lock."""
+        self._local.nowait = True
+        try:
+            yield
+        finally:
+            self._local.nowait = False
+
+    def begin(self, connection: Connection) -> None:
+        # On the sqlite3 connection itself: through SQLAlchemy each statement costs ~40 µs.
+        driver = connection.connection.driver_connection
+        assert driver is not None
+        try:
+            if not getattr(self._local, "nowait", False):
+                driver.execute("BEGIN IMMEDIATE")
+                return
+            driver.execute("PRAGMA busy_timeout=0")
+            try:
+                driver.execute("BEGIN IMMEDIATE")
+            finally:
+                driver.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
+        except sqlite3.Error as exc:
+            raise DBAPIError.instance(
+                "BEGIN IMMEDIATE", None, exc, sqlite3.Error, dialect=connection.dialect
+            ) from exc
+
+
+def _is_busy(exc: OperationalError) -> bool:
+    code = getattr(exc.orig, "sqlite_errorcode", None)
+    return code is not None and code & 0xFF == sqlite3.SQLITE_BUSY
 
 
 def _upgrade(connection: Connection) -> None:
@@ -145,11 +197,17 @@ class Database:
         self._sync_engine: Engine | None = None
         self._writer: ThreadPoolExecutor | None = None
         self._writes = 0  # transactions ended, so that an idle node does not checkpoint
+        # Writes submitted to the writer thread and not yet over: while there are any, small
+        # writes queue behind them instead of waiting for the one connection on the loop.
+        self._in_thread = 0
+        self._writer_connection: Connection | None = None
         self._checkpointer: _Checkpointer | None = None
         if self.is_sqlite:
             sync_url = url.replace("+aiosqlite", "")
             self._sync_engine = create_engine(sync_url, pool_size=1)
             event.listen(self._sync_engine, "connect", _writer_pragmas)
+            self._begin = _Writer()
+            event.listen(self._sync_engine, "begin", self._begin.begin)
             self._writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="bzzz-db")
             self._checkpointer = _Checkpointer(sync_url, lambda: self._writes)
 
@@ -179,16 +237,35 @@ class Database:
             await self._checkpointer.close()
         if self._writer is not None:
             self._writer.shutdown(wait=True)
+        if self._writer_connection is not None:
+            self._writer_connection.close()
+            self._writer_connection = None
         if self._sync_engine is not None:
             self._sync_engine.dispose()
         await self.engine.dispose()
 
-    async def write(self, work: Callable[[Session], T]) -> T:
-        """Run ``work`` with a sync session in one transaction (committed on success)."""
+    async def write(self, work: Callable[[Session], T], *, small: bool = False) -> T:
+        """Run ``work`` with a sync session in one transaction (committed on success).
+
+        ``small`` work (one envelope of the log) runs on the event loop when no write is
+        under way in the writer thread: it takes less time than the two thread hops.
+        """
         try:
             if self._sync_engine is not None and self._writer is not None:
+                if small and not self._in_thread:
+                    try:
+                        with self._begin.without_waiting():
+                            return self._write_sync(work)
+                    except OperationalError as exc:
+                        if not _is_busy(exc):
+                            raise
+                        # Another connection writes: wait for it in the writer thread.
                 loop = asyncio.get_running_loop()
-                return await loop.run_in_executor(self._writer, self._write_sync, work)
+                self._in_thread += 1
+                try:
+                    return await loop.run_in_executor(self._writer, self._write_sync, work)
+                finally:
+                    self._in_thread -= 1
             async with self._sessions() as session, session.begin():
                 return await session.run_sync(work)
         except SQLAlchemyError as exc:
@@ -201,8 +278,22 @@ class Database:
 
     def _write_sync(self, work: Callable[[Session], T]) -> T:
         assert self._sync_engine is not None
-        with Session(self._sync_engine, expire_on_commit=False) as session, session.begin():
-            return work(session)
+        # The writer keeps its one connection: a pool checkout and reset per transaction
+        # cost more than a small transaction's statements.
+        if self._writer_connection is None:
+            self._writer_connection = self._sync_engine.connect()
+        try:
+            with (
+                Session(bind=self._writer_connection, expire_on_commit=False) as session,
+                session.begin(),
+            ):
+                session.connection()  # BEGIN IMMEDIATE: the write lock is held before the work
+                return work(session)
+        except BaseException:
+            # Whatever state a failure left the connection in, the next write starts afresh.
+            connection, self._writer_connection = self._writer_connection, None
+            connection.close()
+            raise
 
     @asynccontextmanager
     async def session(self) -> AsyncIterator[AsyncSession]:
