@@ -9,8 +9,11 @@ are the official MCP client (``streamable_http_client`` + ``ClientSession``, leg
 handshake), one session per client. For every tool it measures 1 client, 8 clients as asyncio
 tasks in this process, and 8 clients as 8 processes: calls/s, p50, p99 and mean latency over
 ``--calls`` calls after a warm-up, plus the CPU the server (and the clients) spent meanwhile.
+Each configuration runs in ``--rounds`` rounds that alternate the servers (bzzz's tools and the
+no-op), so that the machine's drift in speed hits them alike; the ratio to the no-op rate is
+over all rounds, and its spread over the rounds is printed beside it.
 
-    .venv/bin/python bench/mcp_throughput.py [--calls 2000] [--profile]
+    .venv/bin/python bench/mcp_throughput.py [--calls 2000] [--rounds 5] [--profile]
 
 It also times the floor under every post: a raw nats-py publish to bzzz's own embedded
 nats-server (``sync_interval: always``), acknowledged, and until its own consumer receives it.
@@ -34,7 +37,7 @@ import sys
 import tempfile
 import time
 from collections.abc import AsyncIterator
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -130,6 +133,7 @@ class Figures:
     others_cpu_pct: float
     busy_before_pct: float = 0.0
     first_error: str | None = None
+    round_rates: list[float] = field(default_factory=list)
 
 
 # --- processes ---------------------------------------------------------------------------------
@@ -264,15 +268,17 @@ async def warm_up(session: ClientSession, workload: Workload, client: int, calls
 
 @dataclass(frozen=True, slots=True)
 class Plan:
-    """How many calls, warm-up calls and seconds one configuration gets."""
+    """How many calls, warm-up calls, seconds and rounds one configuration gets."""
 
     calls: int
     warmup: int
     max_seconds: float
+    rounds: int = 1
 
     def share(self, clients: int) -> tuple[int, int]:
-        """(measured calls, warm-up calls) per client."""
-        return -(-self.calls // clients), max(5, self.warmup // clients)
+        """(measured calls, warm-up calls) per client and round."""
+        calls, warmup = -(-self.calls // self.rounds), -(-self.warmup // self.rounds)
+        return -(-calls // clients), max(5, warmup // clients)
 
 
 class Meter:
@@ -315,7 +321,7 @@ async def run_tasks(
         async with asyncio.TaskGroup() as tg:
             for i, session in enumerate(sessions):
                 tg.create_task(warm_up(session, workload, i, warm))
-        deadline = time.monotonic() + plan.max_seconds
+        deadline = time.monotonic() + plan.max_seconds / plan.rounds
         meter.start()
         async with asyncio.TaskGroup() as tg:
             tasks = [
@@ -369,7 +375,7 @@ async def run_processes(
             "agent_id": f"bench-{tag}-{i}",
             "warmup": warm,
             "calls": per_client,
-            "max_s": plan.max_seconds,
+            "max_s": plan.max_seconds / plan.rounds,
         }
         procs.append(
             await asyncio.create_subprocess_exec(
@@ -424,12 +430,31 @@ class Servers:
         return [w for w in WORKLOADS if w.server in self.processes]
 
 
-def summarize(
-    workload: Workload, clients: int, mode: str, runs: list[ClientRun], cpu: dict[str, float]
-) -> Figures:
-    """Merge the clients' runs into one configuration's figures."""
+@dataclass(slots=True)
+class Round:
+    """One round of a configuration: the clients' runs and the CPU over the same window."""
+
+    runs: list[ClientRun]
+    cpu: dict[str, float]
+    busy_before_pct: float = 0.0
+
+    @property
+    def seconds(self) -> float:
+        """From the first client's start to the last one's end."""
+        return max(run.ended for run in self.runs) - min(run.started for run in self.runs)
+
+    @property
+    def calls(self) -> int:
+        """Calls measured."""
+        return sum(len(run.latencies_ms) for run in self.runs)
+
+
+def summarize(workload: Workload, clients: int, mode: str, rounds: list[Round]) -> Figures:
+    """Merge a configuration's rounds into its figures (time and CPU summed over rounds)."""
+    runs = [run for r in rounds for run in r.runs]
     latencies = sorted(lat for run in runs for lat in run.latencies_ms)
-    seconds = max(run.ended for run in runs) - min(run.started for run in runs)
+    seconds = sum(r.seconds for r in rounds)
+    cpu = {key: sum(r.cpu[key] for r in rounds) for key in rounds[0].cpu}
     errors = sum(run.errors for run in runs)
     calls = len(latencies)
     return Figures(
@@ -449,33 +474,36 @@ def summarize(
         nats_cpu_pct=round(100 * cpu["nats"] / seconds, 1) if workload.server == "bzzz" else None,
         client_cpu_pct=round(100 * cpu["clients"] / seconds, 1),
         others_cpu_pct=round(100 * cpu["others"] / seconds, 1),
+        busy_before_pct=max(r.busy_before_pct for r in rounds),
         first_error=next((run.first_error for run in runs if run.first_error), None),
+        round_rates=[round(r.calls / r.seconds, 1) if r.seconds > 0 else 0.0 for r in rounds],
     )
 
 
-async def run_config(
-    servers: Servers, workload: Workload, clients: int, mode: str, plan: Plan
-) -> Figures:
-    """Measure one (workload, clients, mode), with the server's CPU over the same window."""
+async def run_round(
+    servers: Servers, workload: Workload, clients: int, mode: str, plan: Plan, first: bool
+) -> Round:
+    """One round of (workload, clients, mode), with the server's CPU over the same window.
+
+    The first round of a configuration waits for a quiet machine and is the one profiled.
+    """
     server = servers.of(workload)
     tag = f"{mode[0]}{clients}-{workload.tool}-{int(time.time() * 1000) % 100000}"
     runner = run_tasks if mode == "tasks" else run_processes
     meter = Meter(server)
-    busy = await asyncio.to_thread(wait_for_quiet, servers.quiet_wait) if servers.quiet_wait else 0
+    quiet = servers.quiet_wait if first else 0.0
+    busy = await asyncio.to_thread(wait_for_quiet, quiet) if quiet else 0.0
     label = workload.server if workload.tool == "noop" else workload.tool
     name = f"{label}_{clients}{mode[0]}"
+    profile = servers.profile and first
     with contextlib.ExitStack() as spies:
         out = RESULTS / f"profile_{name}.folded"
-        spies.enter_context(
-            profile_summary.recording(server.proc.pid, out, enabled=servers.profile)
-        )
+        spies.enter_context(profile_summary.recording(server.proc.pid, out, enabled=profile))
         if mode == "tasks":  # the clients are this process: profile them too
             out = RESULTS / f"profile_client_{name}.folded"
-            spies.enter_context(
-                profile_summary.recording(os.getpid(), out, enabled=servers.profile)
-            )
+            spies.enter_context(profile_summary.recording(os.getpid(), out, enabled=profile))
         runs = await runner(server.url, workload, clients, plan, tag, meter)
-    return replace(summarize(workload, clients, mode, runs, meter.cpu), busy_before_pct=busy)
+    return Round(runs, meter.cpu, busy)
 
 
 # --- population and the whole run --------------------------------------------------------------
@@ -509,15 +537,24 @@ def configurations(modes: list[str]) -> list[tuple[int, str]]:
 async def run_all(
     servers: Servers, plan: Plan, modes: list[str], tools: set[str] | None = None
 ) -> list[Figures]:
-    """Every configuration; servers alternate so drift hits both alike."""
+    """Every configuration, in rounds that alternate the servers so drift hits all alike.
+
+    This VM's speed drifts by 10-20% over tens of seconds; a configuration measured in one go
+    a minute after its no-op baseline can land on either side of a target by drift alone.
+    """
     figures = []
+    workloads = [w for w in servers.workloads if tools is None or w.tool in tools]
     async with mcp_session(servers.processes["bzzz"].url) as population:
         await populate(population)
         for clients, mode in configurations(modes):
-            for workload in servers.workloads:
-                if tools is not None and workload.tool not in tools:
-                    continue
-                fig = await run_config(servers, workload, clients, mode, plan)
+            rounds: dict[Workload, list[Round]] = {w: [] for w in workloads}
+            for n in range(plan.rounds):
+                for workload in workloads:
+                    rounds[workload].append(
+                        await run_round(servers, workload, clients, mode, plan, first=n == 0)
+                    )
+            for workload in workloads:
+                fig = summarize(workload, clients, mode, rounds[workload])
                 print_row(fig)
                 figures.append(fig)
     return figures
@@ -620,12 +657,22 @@ def verdicts(figures: list[Figures]) -> list[dict[str, Any]]:
             continue
         base = noop.get((fig.clients, fig.mode))
         ratio = fig.calls_per_s / base.calls_per_s if base and base.calls_per_s else None
+        per_round = (
+            sorted(
+                round(ours / theirs, 3)
+                for ours, theirs in zip(fig.round_rates, base.round_rates, strict=True)
+                if theirs
+            )
+            if base
+            else []
+        )
         entry: dict[str, Any] = {
             "tool": fig.tool,
             "clients": fig.clients,
             "mode": fig.mode,
             "rate_vs_noop": round(ratio, 3) if ratio is not None else None,
             "rate_target_met": ratio is not None and ratio >= 0.5,
+            "rate_vs_noop_by_round": per_round,
         }
         if fig.clients == 1:
             entry["p50_ms"] = fig.p50_ms
@@ -640,6 +687,9 @@ def print_verdicts(entries: list[dict[str, Any]]) -> None:
     for e in entries:
         line = f"  {e['tool']:12} {e['clients']} {e['mode']:9} rate/no-op {e['rate_vs_noop']}"
         line += " met" if e["rate_target_met"] else " MISSED"
+        by_round = e["rate_vs_noop_by_round"]
+        if len(by_round) > 1:
+            line += f" (rounds {by_round[0]}-{by_round[-1]})"
         if "p50_ms" in e:
             line += f"; p50 {e['p50_ms']} ms " + ("met" if e["p50_target_met"] else "MISSED")
         print(line)
@@ -714,6 +764,9 @@ def main() -> None:
     parser.add_argument("--calls", type=int, default=2000, help="measured calls per config")
     parser.add_argument("--warmup", type=int, default=200, help="warm-up calls per config")
     parser.add_argument("--max-seconds", type=float, default=120.0, help="bound per config")
+    parser.add_argument(
+        "--rounds", type=int, default=5, help="rounds per config, alternating the servers"
+    )
     parser.add_argument("--modes", default="tasks,processes", help="8-client modes to run")
     parser.add_argument("--profile", action="store_true", help="py-spy the server processes")
     parser.add_argument(
@@ -739,7 +792,7 @@ def main() -> None:
     if args.worker:
         asyncio.run(worker(json.loads(args.worker)))
         return
-    plan = Plan(args.calls, args.warmup, args.max_seconds)
+    plan = Plan(args.calls, args.warmup, args.max_seconds, max(1, args.rounds))
     RESULTS.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="bzzz-bench-") as tmp:
         processes = {"bzzz": spawn_bzzz(Path(tmp) / "data")}
