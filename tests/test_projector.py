@@ -3,20 +3,25 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
+from collections.abc import Iterator
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
-from sqlalchemy import select
+from sqlalchemy import insert, select
 from ulid import ULID
 
+from bzzz import projector as projector_module
 from bzzz.eventlog import Caller
+from bzzz.network.base import Stored
 from bzzz.network.envelope import Envelope, seal
 from bzzz.network.identity import NodeIdentity
 from bzzz.network.memory import InMemoryBus
 from bzzz.node import Node
 from bzzz.schemas import AnnounceInput, GetInput, LookupInput
-from bzzz.store.models import Base
+from bzzz.store.models import AppliedEnvelope, Base
 
 
 @pytest.fixture
@@ -26,10 +31,15 @@ def peer() -> NodeIdentity:
 
 
 def announcement(
-    peer: NodeIdentity, agent_id: str, network: str = "main", **extra: Any
+    peer: NodeIdentity,
+    agent_id: str,
+    network: str = "main",
+    envelope_id: str | None = None,
+    **extra: Any,
 ) -> Envelope:
     payload = {"agent_id": agent_id, "role": "architect", "session_id": "peer-session"} | extra
-    return seal(peer, network, "agent.announced", f"bzzz.{network}.agent.{agent_id}", payload)
+    subject = f"bzzz.{network}.agent.{agent_id}"
+    return seal(peer, network, "agent.announced", subject, payload, envelope_id=envelope_id)
 
 
 async def publish(node: Node, bus: InMemoryBus, *items: Envelope | bytes) -> None:
@@ -39,6 +49,17 @@ async def publish(node: Node, bus: InMemoryBus, *items: Envelope | bytes) -> Non
         data = item.to_bytes() if isinstance(item, Envelope) else item
         seq = await bus.publish("bzzz.main.test", data, str(ULID()))
     await node.projector.wait_for_sequence(seq, within=5)
+
+
+def _applied_row(envelope_id: str) -> dict[str, Any]:
+    return {
+        "id": envelope_id,
+        "seq": 0,
+        "type": "test",
+        "origin": "test",
+        "outcome": {"ok": True},
+        "applied_at": datetime.now(UTC),
+    }
 
 
 async def agent_ids(node: Node) -> list[str]:
@@ -277,55 +298,187 @@ async def test_only_the_exact_bytes_a_node_sealed_skip_its_signature_check(
     assert agent is not None and agent.role == "architect"
 
 
-async def test_an_origin_applies_its_envelope_as_soon_as_the_log_stores_it_next(
-    node: Node, memory_bus: InMemoryBus, peer: NodeIdentity, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    written: list[list[str]] = []
-    write = node.db.write
+# --- an origin applies its own envelopes -----------------------------------------------------
 
-    async def noted(work: Any, **kwargs: Any) -> Any:
-        result = await write(work, **kwargs)
-        written.append(sorted(getattr(result, "outcomes", {})))
-        return result
 
-    # The consumer's write stage waits until the origin has its answer.
-    answered = asyncio.Event()
+class _Spy:
+    """Notes the store's transactions: on the event loop while publishing, and batch writes."""
+
+    def __init__(self, node: Node, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.here: list[str] = []  # "commit" or "rollback", per transaction on the loop
+        self.written: list[list[str]] = []  # the envelope ids of each batch write
+        self.ended = asyncio.Event()
+        transaction_here, write = node.db.transaction_here, node.db.write
+
+        @contextlib.contextmanager
+        def noted_here() -> Iterator[Any]:
+            try:
+                with transaction_here() as session:
+                    yield session
+                self.here.append("commit")
+            except BaseException:
+                self.here.append("rollback")
+                raise
+            finally:
+                self.ended.set()
+
+        async def noted_write(work: Any, **kwargs: Any) -> Any:
+            result = await write(work, **kwargs)
+            self.written.append(sorted(result.outcomes))
+            return result
+
+        monkeypatch.setattr(node.db, "transaction_here", noted_here)
+        monkeypatch.setattr(node.db, "write", noted_write)
+
+
+def _hold_consumer(node: Node, monkeypatch: pytest.MonkeyPatch) -> asyncio.Event:
+    """Keep the consumer's write stage waiting until the returned event is set."""
+    release = asyncio.Event()
     consumer_write = node.projector._write
 
     async def held(*args: Any) -> None:
-        await answered.wait()
+        await release.wait()
         await consumer_write(*args)
 
-    monkeypatch.setattr(node.db, "write", noted)
     monkeypatch.setattr(node.projector, "_write", held)
+    return release
+
+
+async def test_an_origin_applies_its_envelope_without_waiting_for_the_consumer(
+    store_node: Node, memory_bus: InMemoryBus, peer: NodeIdentity, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # SQLite applies it while the network stores it; PostgreSQL once the network acknowledged
+    # it as the log's next entry.
+    node = store_node
+    while_storing = node.db.writes_here
+    spy = _Spy(node, monkeypatch)
+    release = _hold_consumer(node, monkeypatch)
     applied = node.projector.applied_count
     mine = announcement(node.identity, "mine", session_id="s1")
     theirs = announcement(peer, "theirs")
 
     async with asyncio.timeout(5):
         outcome = await node.projector.submit(mine)
-    answered.set()
+    release.set()
     # Once a later envelope is applied, the consumer has passed the origin's one too.
     await publish(node, memory_bus, theirs)
 
     assert outcome["ok"] is True
-    assert written == [[mine.id], [theirs.id]]  # each applied once
-    assert node.projector.applied_count == applied + 2
+    assert spy.here == (["commit"] if while_storing else [])
+    assert spy.written == ([[theirs.id]] if while_storing else [[mine.id], [theirs.id]])
+    assert node.projector.applied_count == applied + 2  # each once
     assert node.projector.rejected["replayed"] == 0
     assert await agent_ids(node) == ["mine", "theirs"]
 
 
-async def test_an_origin_leaves_its_envelope_to_the_log_when_another_is_ahead_of_it(
-    node: Node, memory_bus: InMemoryBus, peer: NodeIdentity
+async def test_an_origin_applies_what_the_log_holds_when_a_peer_stored_the_same_id_first(
+    store_node: Node, memory_bus: InMemoryBus, peer: NodeIdentity
 ) -> None:
+    # Nodes that witness one fact publish it under one id, each signing its own bytes: the
+    # log keeps the first, and every node must apply that one, the origin included.
+    node = store_node
+    shared = str(ULID())
+    theirs = announcement(peer, "fact", envelope_id=shared)
+    mine = announcement(
+        node.identity, "fact", session_id="s1", role="developer", envelope_id=shared
+    )
+    seq = await memory_bus.publish(theirs.subject, theirs.to_bytes(), theirs.id)
+
+    await node.projector.submit(mine)
+    await node.projector.wait_for_sequence(seq, within=5)
+
+    agent = node.projector.directory.get("fact")
+    assert agent is not None
+    assert (agent.node_id, agent.role) == (peer.node_id, "architect")
+
+
+async def test_an_origin_leaves_its_envelope_to_the_log_when_another_is_ahead_of_it(
+    node: Node, memory_bus: InMemoryBus, peer: NodeIdentity, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    spy = _Spy(node, monkeypatch)
     theirs = announcement(peer, "taken")
     mine = announcement(node.identity, "taken", session_id="s1")
-    # The peer's announcement is stored first, and the consumer has not applied it yet.
+    # The peer's announcement is stored first, and the consumer has not received it yet.
     await memory_bus.publish(theirs.subject, theirs.to_bytes(), theirs.id)
 
     outcome = await node.projector.submit(mine)
 
-    # Applied in log order, the second claim on the id is the one refused.
+    # Applied in log order, the second claim on the id is the one refused; what the origin
+    # applied as the next envelope was rolled back.
+    assert spy.here == ["rollback"]
     assert outcome["ok"] is False
     agent = node.projector.directory.get("taken")
     assert agent is not None and agent.node_id == peer.node_id
+
+
+async def test_an_origin_rolls_back_when_the_network_is_slow_to_store_its_envelope(
+    node: Node, memory_bus: InMemoryBus, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    spy = _Spy(node, monkeypatch)
+    monkeypatch.setattr(projector_module, "AHEAD_WAIT", 0.01)
+    stored = asyncio.Event()
+    store_now = memory_bus.store
+
+    async def slow(subject: str, data: bytes, msg_id: str) -> Stored:
+        await stored.wait()
+        return await store_now(subject, data, msg_id)
+
+    monkeypatch.setattr(memory_bus, "store", slow)
+    mine = announcement(node.identity, "mine", session_id="s1")
+
+    posting = asyncio.create_task(node.projector.submit(mine))
+    async with asyncio.timeout(5):
+        await spy.ended.wait()
+    # The store was not held while the network took its time, and holds nothing yet.
+    assert spy.here == ["rollback"]
+    assert not node.projector._applying.locked()
+    assert node.projector.directory.get("mine") is None
+    stored.set()
+    async with asyncio.timeout(5):
+        outcome = await posting
+
+    assert outcome["ok"] is True
+    assert await agent_ids(node) == ["mine"]
+
+
+async def test_an_origin_leaves_its_envelope_to_the_log_while_a_session_holds_the_store(
+    node: Node, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    spy = _Spy(node, monkeypatch)
+    mine = announcement(node.identity, "mine", session_id="s1")
+    async with node.db.session() as session:
+        # An async session's write holds SQLite's write lock until it commits.
+        await session.execute(insert(AppliedEnvelope), [_applied_row("held")])
+        posting = asyncio.create_task(node.projector.submit(mine))
+        async with asyncio.timeout(5):
+            await spy.ended.wait()
+        assert spy.here == ["rollback"]  # refused at once, not waited for on the loop
+    async with asyncio.timeout(5):
+        outcome = await posting
+
+    assert outcome["ok"] is True
+    assert spy.written == [[mine.id]]  # the consumer applied it, in the writer thread
+    assert await agent_ids(node) == ["mine"]
+
+
+async def test_an_origin_that_gives_up_still_settles_what_it_committed(
+    node: Node, memory_bus: InMemoryBus, peer: NodeIdentity, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    spy = _Spy(node, monkeypatch)
+    applied = node.projector.applied_count
+    mine = announcement(node.identity, "mine", session_id="s1")
+
+    posting = asyncio.create_task(node.projector.submit(mine))
+    async with node.projector._progress:  # settling waits for this lock after the commit
+        async with asyncio.timeout(5):
+            await spy.ended.wait()
+        assert spy.here == ["commit"]
+        posting.cancel()  # the caller gives up between the commit and the settling
+        with pytest.raises(asyncio.CancelledError):
+            await posting
+    await publish(node, memory_bus, announcement(peer, "theirs"))
+
+    # Settled all the same: the consumer found it applied, the directory has it.
+    assert node.projector.rejected["replayed"] == 0
+    assert node.projector.applied_count == applied + 2
+    assert node.projector.directory.get("mine") is not None

@@ -453,6 +453,9 @@ class Node:
             # its tasks must not outlive the bus and the store.
             await self.hosted.abort()
         await self._stop_tasks()
+        if hasattr(self, "projector"):
+            # An origin may hold a transaction open for its publish's answer (at most 50 ms).
+            await self.projector.settle_origins(within=1.0)
         if self.federation is not None:
             await self.federation.close()
         if hasattr(self, "llm"):

@@ -10,15 +10,15 @@ import asyncio
 import json
 import logging
 from collections import Counter
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from typing import Any
 
 from bzzz import domain
 from bzzz.errors import NetworkError
-from bzzz.network.base import Bus, BusMessage
+from bzzz.network.base import Bus, BusMessage, Stored
 from bzzz.network.envelope import Envelope, EnvelopeRejected, open_envelope
 from bzzz.store.batch import BatchContext, BatchResult, apply_batch
-from bzzz.store.database import Database, StoreError
+from bzzz.store.database import Database, StoreError, WriterBusy
 from bzzz.store.directory import AgentDirectory
 from bzzz.store.projection import Outcome, ProjectionLimits
 from bzzz.store.repository import Repository
@@ -30,11 +30,26 @@ PARALLEL_VERIFY_AT = 64
 # Batches up to this size are written on the event loop when the database thread is idle:
 # one envelope's transaction costs less than the two thread hops around it.
 SMALL_BATCH = 8
+# How long an envelope applied while the network stores it keeps its transaction open for
+# the network's answer; past that it is rolled back and the consumer applies the envelope.
+AHEAD_WAIT = 0.05
 
 _Verified = tuple[list[tuple[Envelope, int]], Sequence[BusMessage]]
 EventListener = Callable[[Sequence[tuple[domain.Subscription, domain.Event]]], Awaitable[None]]
 # Sees every envelope's outcome after its batch committed (hosted agents find their tasks here).
 OutcomeListener = Callable[[dict[str, Outcome]], None]
+
+
+class _NotNext(Exception):
+    """The network did not store an envelope as the log's next one (or did not answer)."""
+
+
+def _acknowledged_at(publishing: asyncio.Future[Stored], seq: int) -> bool:
+    """The network stored these very bytes at ``seq`` (a duplicate's entry may be others)."""
+    if not publishing.done() or publishing.cancelled() or publishing.exception() is not None:
+        return False
+    stored = publishing.result()
+    return stored.seq == seq and not stored.duplicate
 
 
 class Projector:
@@ -66,9 +81,11 @@ class Projector:
         self._applied_listeners: list[Callable[[Sequence[Envelope]], None]] = []
         self._outcome_listeners: list[OutcomeListener] = []
         self._applied_seq = 0
+        self._received_seq = 0  # the newest sequence the consumer has handed over
         self._progress = asyncio.Condition()
         # Held while envelopes are applied and settled, by the consumer or by an origin.
         self._applying = asyncio.Lock()
+        self._origins: set[asyncio.Future[None]] = set()  # origins applying their envelopes
         self.directory = AgentDirectory()
         self.rejected: Counter[str] = Counter()
         self.applied_count = 0
@@ -131,6 +148,8 @@ class Projector:
         verified: asyncio.Queue[_Verified] = asyncio.Queue(maxsize=2)
 
         async def verify(messages: Sequence[BusMessage]) -> None:
+            if messages:
+                self._received_seq = max(self._received_seq, messages[-1].seq)
             # What this node applied as soon as the network stored it needs no second look.
             fresh = [msg for msg in messages if msg.seq > self._applied_seq]
             if fresh:
@@ -162,11 +181,12 @@ class Projector:
         data = envelope.to_bytes()
         self._sealed.add(data)
         try:
-            seq = await self._bus.publish(envelope.subject, data, envelope.id)
-            if not future.done() and self._stored_next(seq):
-                # Shielded: once begun, a transaction must also be settled (directory,
-                # progress, listeners), even if the caller gives up waiting.
-                await asyncio.shield(self._apply_stored(data, seq))
+            if self._db.writes_here and self._idle():
+                await self._shielded(self._submit_ahead(envelope, data))
+            else:
+                stored = await self._bus.store(envelope.subject, data, envelope.id)
+                if not future.done() and self._stored_next(stored):
+                    await self._shielded(self._apply_stored(data, stored.seq))
             async with asyncio.timeout(self._apply_timeout):
                 return await future
         except TimeoutError as exc:
@@ -178,6 +198,70 @@ class Projector:
         finally:
             self._waiting.pop(envelope.id, None)
             self._sealed.discard(data)
+
+    async def _shielded(self, work: Coroutine[Any, Any, None]) -> None:
+        # Once begun, a transaction must also be settled (directory, progress, listeners),
+        # even if the caller gives up waiting; a stopping node waits for it (settle_origins).
+        task = asyncio.ensure_future(work)
+        self._origins.add(task)
+        task.add_done_callback(self._origins.discard)
+        await asyncio.shield(task)
+
+    async def settle_origins(self, within: float) -> None:
+        """Wait (at most ``within`` s) for envelopes origins are applying (a stopping node)."""
+        if self._origins:
+            await asyncio.wait(set(self._origins), timeout=within)
+
+    def _idle(self) -> bool:
+        """Nothing is being applied, and the consumer holds nothing it has not applied."""
+        return not self._applying.locked() and self._received_seq <= self._applied_seq
+
+    async def _submit_ahead(self, envelope: Envelope, data: bytes) -> None:
+        """Publish the envelope and apply it while the network stores it (SQLite).
+
+        The store's transaction stays open until the network acknowledges the envelope and
+        commits only if the log holds it at the sequence after the last one applied: then
+        nothing before it is missing here and the outcome is the one the consumer would
+        reach. Any other answer (another envelope came first, a duplicate, no answer within
+        AHEAD_WAIT) rolls it back and the consumer applies it in its turn. Both run on the
+        event loop while nats-server syncs the envelope to disk.
+        """
+        publishing = asyncio.ensure_future(self._bus.store(envelope.subject, data, envelope.id))
+        try:
+            async with self._applying:
+                # Let the publish reach the socket (the task, then nats-py's flusher) before
+                # the loop turns to the store.
+                await asyncio.sleep(0)
+                await asyncio.sleep(0)
+                await self._apply_ahead(data, publishing)
+            await publishing
+        finally:
+            if not publishing.done():
+                publishing.cancel()
+
+    async def _apply_ahead(self, data: bytes, publishing: asyncio.Future[Stored]) -> None:
+        expected = self._applied_seq + 1
+        try:
+            opened = [
+                (open_envelope(data, self._network, self._trusted, sealed_here=True), expected)
+            ]
+        except EnvelopeRejected:
+            return  # the consumer rejects it and answers the origin
+        ctx = self._context()
+        try:
+            with self._db.transaction_here() as session:
+                result = apply_batch(session, opened, ctx)
+                await asyncio.wait({publishing}, timeout=AHEAD_WAIT)
+                if not _acknowledged_at(publishing, expected):
+                    raise _NotNext
+        except (_NotNext, WriterBusy):
+            return  # rolled back: the consumer applies it in its turn
+        except Exception:
+            # Rolled back; the consumer applies it (envelope by envelope if need be) and the
+            # publish goes on: whatever went wrong here must not cost the post.
+            logger.warning("could not apply envelope %s ahead; the log will", opened[0][0].id)
+            return
+        await self._settle(result, ctx, opened, expected)
 
     async def _apply_stored(self, data: bytes, seq: int) -> None:
         """Apply this node's envelope as soon as the network stored it next in the log.
@@ -200,8 +284,13 @@ class Projector:
                 # Stored in the log all the same: the consumer applies it in its turn.
                 logger.warning("could not apply envelope %s at once; the log will", envelope.id)
 
-    def _stored_next(self, seq: int) -> bool:
-        return seq == self._applied_seq + 1 and not self._applying.locked()
+    def _stored_next(self, stored: Stored) -> bool:
+        # A duplicate's sequence is another entry's: its bytes may differ from these.
+        return (
+            not stored.duplicate
+            and stored.seq == self._applied_seq + 1
+            and not self._applying.locked()
+        )
 
     # --- applying ----------------------------------------------------------------------------
 
@@ -265,11 +354,14 @@ class Projector:
             else:
                 await self._advance(last_seq)
 
-    async def _apply(self, opened: list[tuple[Envelope, int]], last_seq: int) -> None:
-        """Apply envelopes in one transaction, then settle (the caller holds ``_applying``)."""
-        ctx = BatchContext(
+    def _context(self) -> BatchContext:
+        return BatchContext(
             self._node_id, self._limits, self._subscriptions, self.directory.online_count
         )
+
+    async def _apply(self, opened: list[tuple[Envelope, int]], last_seq: int) -> None:
+        """Apply envelopes in one transaction, then settle (the caller holds ``_applying``)."""
+        ctx = self._context()
         small = len(opened) <= SMALL_BATCH
         try:
             result: BatchResult = await self._db.write(
@@ -281,6 +373,16 @@ class Projector:
             result = await self._db.write(
                 lambda session: apply_batch(session, opened, ctx, isolate=True), small=small
             )
+        await self._settle(result, ctx, opened, last_seq)
+
+    async def _settle(
+        self,
+        result: BatchResult,
+        ctx: BatchContext,
+        opened: list[tuple[Envelope, int]],
+        last_seq: int,
+    ) -> None:
+        """After a commit: directory, counters, listeners, progress, the waiting origins."""
         self._subscriptions = ctx.subscriptions
         self.rejected.update(result.counters)
         self.rejected["replayed"] += sum(1 for i in result.replayed if i not in self._waiting)

@@ -10,7 +10,7 @@ import pytest
 
 from bzzz.config import load_settings
 from bzzz.eventlog import Caller
-from bzzz.network.jetstream import stream_name
+from bzzz.network.jetstream import JetStreamBus, stream_name
 from bzzz.node import Node
 from bzzz.schemas import AnnounceInput, LookupInput
 
@@ -66,3 +66,20 @@ async def test_the_node_acknowledges_what_it_applied_once_the_log_is_quiet(
             assert info.num_ack_pending == 0
     finally:
         await nc.close()
+
+
+async def test_the_log_keeps_the_first_of_two_envelopes_with_one_id_and_says_so(
+    nats_url: str,
+) -> None:
+    bus = JetStreamBus([nats_url], "team-b")
+    await bus.start()
+    try:
+        first = await bus.store("bzzz.team-b.node.n1", b"from node a", "shared-id")
+        second = await bus.store("bzzz.team-b.node.n1", b"from node b", "shared-id")
+        other = await bus.store("bzzz.team-b.node.n1", b"another fact", "other-id")
+    finally:
+        await bus.close()
+
+    assert (first.seq, first.duplicate) == (1, False)
+    assert (second.seq, second.duplicate) == (1, True)  # where the log holds node a's bytes
+    assert (other.seq, other.duplicate) == (2, False)

@@ -9,6 +9,7 @@ from typing import Any
 from sqlalchemy import select
 
 from bzzz.eventlog import Caller
+from bzzz.network.base import Stored
 from bzzz.network.memory import InMemoryBus
 from bzzz.node import Node
 from bzzz.schemas import AnnounceInput, PostInput, SubscribeInput, ThreadInput
@@ -43,9 +44,9 @@ class RecordingBus(InMemoryBus):
         super().__init__()
         self.published: list[tuple[str, bytes]] = []
 
-    async def publish(self, subject: str, data: bytes, msg_id: str) -> int:
+    async def store(self, subject: str, data: bytes, msg_id: str) -> Stored:
         self.published.append((subject, data))
-        return await super().publish(subject, data, msg_id)
+        return await super().store(subject, data, msg_id)
 
 
 def closed_port_url() -> str:

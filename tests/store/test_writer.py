@@ -13,7 +13,7 @@ import pytest
 from sqlalchemy import insert, select
 from sqlalchemy.orm import Session
 
-from bzzz.store.database import Database, StoreError
+from bzzz.store.database import Database, StoreError, WriterBusy
 from bzzz.store.models import MessageRow
 
 WHEN = datetime(2026, 11, 30, 21, 0, tzinfo=UTC)
@@ -129,3 +129,34 @@ async def test_a_savepoint_first_in_a_transaction_rolls_back_with_it(
         await db.write(work, small=small)
 
     assert await db.write(_ids) == []
+
+
+async def test_the_loop_does_not_write_while_a_cancelled_thread_write_still_runs(
+    db: Database,
+) -> None:
+    threads: list[int] = []
+    started, release = threading.Event(), threading.Event()
+
+    def slow(session: Session) -> None:
+        started.set()
+        release.wait(5)
+        _inserting("thread", threads)(session)
+
+    writing = asyncio.create_task(db.write(slow))
+    async with asyncio.timeout(5):
+        while not started.is_set():  # noqa: ASYNC110 - the thread has no event for the loop
+            await asyncio.sleep(0.01)
+    writing.cancel()  # the caller stops waiting; the thread's transaction goes on
+    with pytest.raises(asyncio.CancelledError):
+        await writing
+    # The writer's connection is still the thread's: no transaction on the loop now.
+    with pytest.raises(WriterBusy), db.transaction_here():
+        pass
+    small = asyncio.create_task(db.write(_inserting("small", threads), small=True))
+    await asyncio.sleep(0)
+    release.set()
+    async with asyncio.timeout(5):
+        await small
+
+    assert threads[0] == threads[1] != threading.get_ident()  # both in the writer thread
+    assert await db.write(_ids) == ["small", "thread"]

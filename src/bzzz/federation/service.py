@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from bzzz.errors import InvalidParameters
-from bzzz.network.base import BatchHandler, Bus, PeerHandler
+from bzzz.network.base import BatchHandler, Bus, PeerHandler, Stored
 from bzzz.network.envelope import seal
 from bzzz.network.identity import NodeIdentity
 from bzzz.projector import Projector
@@ -54,6 +54,10 @@ class FollowedLog:
         """Nothing of its own to close."""
 
     async def publish(self, subject: str, data: bytes, msg_id: str) -> int:
+        """A follower never writes through here (posts go through FederationService.post)."""
+        raise RuntimeError("a followed network is read-only")
+
+    async def store(self, subject: str, data: bytes, msg_id: str) -> Stored:
         """A follower never writes through here (posts go through FederationService.post)."""
         raise RuntimeError("a followed network is read-only")
 

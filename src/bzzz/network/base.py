@@ -21,6 +21,16 @@ class BusMessage:
     seq: int
 
 
+@dataclass(frozen=True, slots=True)
+class Stored:
+    """Where the log holds a published envelope."""
+
+    seq: int
+    # The log held this msg_id already: ``seq`` is the earlier entry's, whose bytes may differ
+    # from these (nodes that witness one fact publish it under one id, each signing its own).
+    duplicate: bool = False
+
+
 BatchHandler = Callable[[Sequence[BusMessage]], Awaitable[None]]
 # A peer board change: (node id, its newest heartbeat) or (node id, None) when it was removed.
 PeerHandler = Callable[[str, bytes | None], Awaitable[None]]
@@ -39,6 +49,10 @@ class Bus(Protocol):
 
     async def publish(self, subject: str, data: bytes, msg_id: str) -> int:
         """Store one envelope; return its sequence once stored. Same ``msg_id`` = stored once."""
+        ...
+
+    async def store(self, subject: str, data: bytes, msg_id: str) -> Stored:
+        """``publish``, and whether the log held ``msg_id`` already."""
         ...
 
     async def consume(self, durable: str, handler: BatchHandler, start_seq: int = 1) -> None:

@@ -38,7 +38,7 @@ from nats.js.errors import (
 from nats.js.kv import KeyValue
 
 from bzzz.errors import NetworkError
-from bzzz.network.base import BatchHandler, BusMessage, PeerHandler
+from bzzz.network.base import BatchHandler, BusMessage, PeerHandler, Stored
 
 logger = logging.getLogger(__name__)
 
@@ -226,6 +226,10 @@ class JetStreamBus:
 
     async def publish(self, subject: str, data: bytes, msg_id: str) -> int:
         """Store one envelope, retrying with the same id until stored or publish_timeout."""
+        return (await self.store(subject, data, msg_id)).seq
+
+    async def store(self, subject: str, data: bytes, msg_id: str) -> Stored:
+        """``publish``, and whether the stream held ``msg_id`` already (its duplicate window)."""
         js = self._jetstream()
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self._publish_timeout
@@ -253,7 +257,7 @@ class JetStreamBus:
                 raise NetworkError(
                     f"the network refused the message ({exc}); it was not posted"
                 ) from exc
-            return int(ack.seq)
+            return Stored(int(ack.seq), duplicate=bool(ack.duplicate))
 
     async def consume(self, durable: str, handler: BatchHandler, start_seq: int = 1) -> None:
         """Deliver batches from the node's durable push consumer; ack after the handler."""

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Sequence
 
-from bzzz.network.base import BatchHandler, BusMessage, PeerHandler
+from bzzz.network.base import BatchHandler, BusMessage, PeerHandler, Stored
 
 
 class InMemoryBus:
@@ -30,14 +30,18 @@ class InMemoryBus:
 
     async def publish(self, subject: str, data: bytes, msg_id: str) -> int:
         """Append unless ``msg_id`` was seen; return the sequence."""
+        return (await self.store(subject, data, msg_id)).seq
+
+    async def store(self, subject: str, data: bytes, msg_id: str) -> Stored:
+        """Append unless ``msg_id`` was seen; where the log holds it."""
         if msg_id in self._ids:
-            return self._ids[msg_id]
+            return Stored(self._ids[msg_id], duplicate=True)
         seq = len(self._log) + 1
         self._log.append(BusMessage(subject=subject, data=data, seq=seq))
         self._ids[msg_id] = seq
         async with self._changed:
             self._changed.notify_all()
-        return seq
+        return Stored(seq)
 
     async def consume(self, durable: str, handler: BatchHandler, start_seq: int = 1) -> None:
         """Hand out batches from ``start_seq``, waiting for new messages."""

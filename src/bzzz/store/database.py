@@ -48,6 +48,10 @@ class StoreError(BzzzError):
     default_code = ErrorCode.NETWORK_ERROR
 
 
+class WriterBusy(Exception):
+    """SQLite's write lock is taken: a transaction on the event loop would have to wait."""
+
+
 def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
     cursor = dbapi_connection.cursor()
     # WAL lets readers run beside the projector; NORMAL is durable across process crashes
@@ -254,18 +258,12 @@ class Database:
             if self._sync_engine is not None and self._writer is not None:
                 if small and not self._in_thread:
                     try:
-                        with self._begin.without_waiting():
-                            return self._write_sync(work)
+                        return self._write_sync(work, wait=False)
                     except OperationalError as exc:
                         if not _is_busy(exc):
                             raise
                         # Another connection writes: wait for it in the writer thread.
-                loop = asyncio.get_running_loop()
-                self._in_thread += 1
-                try:
-                    return await loop.run_in_executor(self._writer, self._write_sync, work)
-                finally:
-                    self._in_thread -= 1
+                return await self._write_in_thread(work)
             async with self._sessions() as session, session.begin():
                 return await session.run_sync(work)
         except SQLAlchemyError as exc:
@@ -276,7 +274,56 @@ class Database:
             # change started after the commit.
             self._writes += 1
 
-    def _write_sync(self, work: Callable[[Session], T]) -> T:
+    async def _write_in_thread(self, work: Callable[[Session], T]) -> T:
+        assert self._writer is not None
+        loop = asyncio.get_running_loop()
+        self._in_thread += 1
+        running = self._writer.submit(self._write_sync, work)
+        # Counted down when the thread is done, not when a cancelled caller stops waiting:
+        # until then the connection is the thread's.
+        running.add_done_callback(lambda _: loop.call_soon_threadsafe(self._thread_done))
+        return await asyncio.wrap_future(running)
+
+    def _thread_done(self) -> None:
+        self._in_thread -= 1
+
+    @property
+    def writes_here(self) -> bool:
+        """Whether ``transaction_here`` is available (SQLite's single writer)."""
+        return self._writer is not None
+
+    @contextlib.contextmanager
+    def transaction_here(self) -> Iterator[Session]:
+        """A write transaction on the event loop that stays open across awaits in the block.
+
+        Committed when the block ends, rolled back when it raises. It never waits for the
+        write lock: ``WriterBusy`` when another connection holds it (or a write is under way
+        in the writer thread), before the block runs. While it is open no other write of this
+        database may start: the caller serializes its writes (the projector does).
+        """
+        if self._writer is None or self._in_thread:
+            raise WriterBusy("a write is under way")
+        try:
+            with self._transaction(wait=False) as session:
+                yield session
+        except OperationalError as exc:
+            if _is_busy(exc):
+                raise WriterBusy("another connection holds the write lock") from exc
+            logger.exception("database error")
+            raise StoreError("the node's database failed; nothing was changed") from exc
+        except SQLAlchemyError as exc:
+            logger.exception("database error")
+            raise StoreError("the node's database failed; nothing was changed") from exc
+        finally:
+            self._writes += 1
+
+    def _write_sync(self, work: Callable[[Session], T], *, wait: bool = True) -> T:
+        with self._transaction(wait=wait) as session:
+            return work(session)
+
+    @contextlib.contextmanager
+    def _transaction(self, *, wait: bool) -> Iterator[Session]:
+        """A transaction on the writer's connection; ``wait``: for another one's write lock."""
         assert self._sync_engine is not None
         # The writer keeps its one connection: a pool checkout and reset per transaction
         # cost more than a small transaction's statements.
@@ -287,12 +334,18 @@ class Database:
                 Session(bind=self._writer_connection, expire_on_commit=False) as session,
                 session.begin(),
             ):
-                session.connection()  # BEGIN IMMEDIATE: the write lock is held before the work
-                return work(session)
-        except BaseException:
+                # BEGIN IMMEDIATE: the write lock is held before the work.
+                if wait:
+                    session.connection()
+                else:
+                    with self._begin.without_waiting():
+                        session.connection()
+                yield session
+        except SQLAlchemyError:
             # Whatever state a failure left the connection in, the next write starts afresh.
             connection, self._writer_connection = self._writer_connection, None
-            connection.close()
+            if connection is not None:
+                connection.close()
             raise
 
     @asynccontextmanager
