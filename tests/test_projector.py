@@ -482,3 +482,27 @@ async def test_an_origin_that_gives_up_still_settles_what_it_committed(
     assert node.projector.rejected["replayed"] == 0
     assert node.projector.applied_count == applied + 2
     assert node.projector.directory.get("mine") is not None
+
+
+async def test_an_origin_with_other_envelopes_on_their_way_leaves_its_own_to_the_consumer(
+    node: Node, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Concurrent origins would each apply one envelope per transaction; the consumer applies
+    # what arrived together in one.
+    spy = _Spy(node, monkeypatch)
+    release = _hold_consumer(node, monkeypatch)
+    other = asyncio.get_running_loop().create_future()
+    node.projector._waiting["another-envelope-on-its-way"] = other
+    mine = announcement(node.identity, "mine", session_id="s1")
+
+    posting = asyncio.create_task(node.projector.submit(mine))
+    done, _ = await asyncio.wait({posting}, timeout=0.2)
+    assert not done  # waiting for the consumer, which is held
+    release.set()
+    async with asyncio.timeout(5):
+        outcome = await posting
+    node.projector._waiting.pop("another-envelope-on-its-way")
+
+    assert outcome["ok"] is True
+    assert spy.here == []
+    assert spy.written == [[mine.id]]

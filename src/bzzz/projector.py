@@ -181,11 +181,13 @@ class Projector:
         data = envelope.to_bytes()
         self._sealed.add(data)
         try:
-            if self._db.writes_here and self._idle():
+            # A lone origin applies its envelope itself; concurrent ones leave theirs to the
+            # consumer, which applies many in one transaction.
+            if self._db.writes_here and self._alone() and self._idle():
                 await self._shielded(self._submit_ahead(envelope, data))
             else:
                 stored = await self._bus.store(envelope.subject, data, envelope.id)
-                if not future.done() and self._stored_next(stored):
+                if not future.done() and self._alone() and self._stored_next(stored):
                     await self._shielded(self._apply_stored(data, stored.seq))
             async with asyncio.timeout(self._apply_timeout):
                 return await future
@@ -211,6 +213,10 @@ class Projector:
         """Wait (at most ``within`` s) for envelopes origins are applying (a stopping node)."""
         if self._origins:
             await asyncio.wait(set(self._origins), timeout=within)
+
+    def _alone(self) -> bool:
+        """No other envelope of this node is on its way."""
+        return len(self._waiting) == 1
 
     def _idle(self) -> bool:
         """Nothing is being applied, and the consumer holds nothing it has not applied."""
