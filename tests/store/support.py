@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import socket
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 from sqlalchemy import select
@@ -13,6 +17,7 @@ from bzzz.network.base import Stored
 from bzzz.network.memory import InMemoryBus
 from bzzz.node import Node
 from bzzz.schemas import AnnounceInput, PostInput, SubscribeInput, ThreadInput
+from bzzz.store.database import Database
 from bzzz.store.models import Base
 
 # Tables that only say how this node got there (when it applied what), not what the log means.
@@ -159,3 +164,30 @@ async def snapshot(node: Node, skip: frozenset[str] = BOOKKEEPING) -> dict[str, 
             query = select(*columns).order_by(*table.primary_key.columns)
             tables[table.name] = [tuple(row) for row in await session.execute(query)]
     return tables
+
+
+def message_row(message_id: str, **fields: Any) -> dict[str, Any]:
+    """A messages-table row as the projection stages it (``fields`` override)."""
+    return {
+        "id": message_id,
+        "sender": "alice",
+        "target_address": "bzzz://bob",
+        "message_type": "text",
+        "content": {"text": "hello"},
+        "priority": "medium",
+        "thread_id": None,
+        "reply_to": None,
+        "recipients": ["bob"],
+        "posted_at": datetime(2026, 11, 30, 21, 0, tzinfo=UTC),
+    } | fields
+
+
+@contextlib.asynccontextmanager
+async def sqlite_store(path: Path) -> AsyncIterator[Database]:
+    """An opened (migrated) SQLite store in ``path``, closed afterwards."""
+    database = Database(f"sqlite+aiosqlite:///{path}")
+    await database.open()
+    try:
+        yield database
+    finally:
+        await database.close()

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import threading
 from collections.abc import AsyncIterator
@@ -29,32 +28,15 @@ from bzzz.store.batch import (
 from bzzz.store.database import Database, StoreError
 from bzzz.store.models import AgentRow, AppliedEnvelope, MessageRow
 
+from .support import message_row, sqlite_store
+
 WHEN = datetime(2026, 11, 30, 19, 7, 51, 842569, tzinfo=UTC)
 
 
 def _message(message_id: str) -> dict[str, Any]:
-    return {
-        "id": message_id,
-        "sender": "alice",
-        "target_address": "bzzz://bob",
-        "message_type": "text",
-        "content": {"text": "héllo", "n": [1, 2.5, None, True]},
-        "priority": "normal",
-        "thread_id": None,
-        "reply_to": None,
-        "recipients": ["bob"],
-        "posted_at": WHEN,
-    }
-
-
-@contextlib.asynccontextmanager
-async def _store(path: Path) -> AsyncIterator[Database]:
-    database = Database(f"sqlite+aiosqlite:///{path}")
-    await database.open()
-    try:
-        yield database
-    finally:
-        await database.close()
+    return message_row(
+        message_id, content={"text": "héllo", "n": [1, 2.5, None, True]}, posted_at=WHEN
+    )
 
 
 async def _insert(db: Database, rows: list[dict[str, Any]]) -> None:
@@ -76,7 +58,7 @@ async def _stored(db: Database, table: str) -> dict[str, list[tuple[str, Any]]]:
 
 @pytest.fixture
 async def db(tmp_path: Path) -> AsyncIterator[Database]:
-    async with _store(tmp_path / "store.db") as database:
+    async with sqlite_store(tmp_path / "store.db") as database:
         yield database
 
 
@@ -227,7 +209,7 @@ async def test_the_writer_leaves_checkpoints_to_the_background(
 ) -> None:
     monkeypatch.setattr(database_module, "CHECKPOINT_INTERVAL", 3600.0)
     main_file = tmp_path / "store.db"
-    async with _store(main_file) as db:
+    async with sqlite_store(main_file) as db:
         before = main_file.stat().st_size
         # ~12 MB of rows: three times SQLite's own autocheckpoint threshold (1,000 pages).
         for first in range(0, 6000, 500):
@@ -241,7 +223,7 @@ async def test_the_background_checkpoint_moves_the_wal_into_the_database(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(database_module, "CHECKPOINT_INTERVAL", 0.05)
-    async with _store(tmp_path / "store.db") as db:
+    async with sqlite_store(tmp_path / "store.db") as db:
         await _insert(db, _rows(0, 2000))
         db.checkpointed.clear()
         async with asyncio.timeout(10):
@@ -295,7 +277,7 @@ async def test_a_failed_checkpoint_is_tried_again(
         checkpoint(self)
 
     monkeypatch.setattr(database_module._Checkpointer, "_checkpoint", flaky)
-    async with _store(tmp_path / "store.db") as db:
+    async with sqlite_store(tmp_path / "store.db") as db:
         await _insert(db, [_message("m-1")])  # one write: the retry needs no other
         async with asyncio.timeout(10):
             await db.checkpointed.wait()

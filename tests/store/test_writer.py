@@ -5,9 +5,7 @@ from __future__ import annotations
 import asyncio
 import threading
 from collections.abc import AsyncIterator, Callable
-from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
 
 import pytest
 from sqlalchemy import insert, select
@@ -16,32 +14,13 @@ from sqlalchemy.orm import Session
 from bzzz.store.database import Database, StoreError, WriterBusy
 from bzzz.store.models import MessageRow
 
-WHEN = datetime(2026, 11, 30, 21, 0, tzinfo=UTC)
-
-
-def _message(message_id: str) -> dict[str, Any]:
-    return {
-        "id": message_id,
-        "sender": "alice",
-        "target_address": "bzzz://bob",
-        "message_type": "text",
-        "content": {"text": "hello"},
-        "priority": "medium",
-        "thread_id": None,
-        "reply_to": None,
-        "recipients": ["bob"],
-        "posted_at": WHEN,
-    }
+from .support import message_row, sqlite_store
 
 
 @pytest.fixture
 async def db(tmp_path: Path) -> AsyncIterator[Database]:
-    database = Database(f"sqlite+aiosqlite:///{tmp_path / 'store.db'}")
-    await database.open()
-    try:
+    async with sqlite_store(tmp_path / "store.db") as database:
         yield database
-    finally:
-        await database.close()
 
 
 def _ids(session: Session) -> list[str]:
@@ -53,9 +32,27 @@ def _inserting(message_id: str, threads: list[int]) -> Callable[[Session], None]
 
     def work(session: Session) -> None:
         threads.append(threading.get_ident())
-        session.execute(insert(MessageRow.__table__), [_message(message_id)])
+        session.execute(insert(MessageRow.__table__), [message_row(message_id)])
 
     return work
+
+
+async def _held_thread_write(
+    db: Database, message_id: str, threads: list[int]
+) -> tuple[asyncio.Task[None], threading.Event]:
+    """A write under way in the writer thread, held there until the returned event is set."""
+    started, release = threading.Event(), threading.Event()
+
+    def held(session: Session) -> None:
+        started.set()
+        release.wait(5)
+        _inserting(message_id, threads)(session)
+
+    writing = asyncio.create_task(db.write(held))
+    async with asyncio.timeout(5):
+        while not started.is_set():  # noqa: ASYNC110 - the thread has no event for the loop
+            await asyncio.sleep(0.01)
+    return writing, release
 
 
 async def test_a_small_write_runs_on_the_event_loop_and_a_large_one_on_the_writer_thread(
@@ -79,7 +76,7 @@ async def test_a_small_write_waits_in_the_writer_thread_while_a_session_holds_th
     async with db.session() as session:
         # An async session's write holds SQLite's write lock until it commits, and it needs
         # the event loop to get there: the small write must not wait for it on the loop.
-        await session.execute(insert(MessageRow.__table__), [_message("from-session")])
+        await session.execute(insert(MessageRow.__table__), [message_row("from-session")])
         pending = asyncio.create_task(db.write(_inserting("small", threads), small=True))
         await asyncio.sleep(0)  # let the task try the loop and hand over to the thread
         assert not pending.done()
@@ -93,17 +90,7 @@ async def test_a_small_write_waits_in_the_writer_thread_while_a_session_holds_th
 
 async def test_a_small_write_behind_a_thread_write_queues_in_the_thread(db: Database) -> None:
     threads: list[int] = []
-    started, release = threading.Event(), threading.Event()
-
-    def slow(session: Session) -> None:
-        started.set()
-        release.wait(5)
-        _inserting("first", threads)(session)
-
-    first = asyncio.create_task(db.write(slow))
-    async with asyncio.timeout(5):
-        while not started.is_set():  # noqa: ASYNC110 - the thread has no event for the loop
-            await asyncio.sleep(0.01)
+    first, release = await _held_thread_write(db, "first", threads)
     second = asyncio.create_task(db.write(_inserting("second", threads), small=True))
     await asyncio.sleep(0)
     release.set()
@@ -122,8 +109,8 @@ async def test_a_savepoint_first_in_a_transaction_rolls_back_with_it(
     # not commit its rows when it is released (sqlite3's own transaction handling did).
     def work(session: Session) -> None:
         with session.begin_nested():
-            session.execute(insert(MessageRow.__table__), [_message("in-savepoint")])
-        session.execute(insert(MessageRow.__table__), [_message("in-savepoint")])  # fails
+            session.execute(insert(MessageRow.__table__), [message_row("in-savepoint")])
+        session.execute(insert(MessageRow.__table__), [message_row("in-savepoint")])  # fails
 
     with pytest.raises(StoreError):
         await db.write(work, small=small)
@@ -135,17 +122,7 @@ async def test_the_loop_does_not_write_while_a_cancelled_thread_write_still_runs
     db: Database,
 ) -> None:
     threads: list[int] = []
-    started, release = threading.Event(), threading.Event()
-
-    def slow(session: Session) -> None:
-        started.set()
-        release.wait(5)
-        _inserting("thread", threads)(session)
-
-    writing = asyncio.create_task(db.write(slow))
-    async with asyncio.timeout(5):
-        while not started.is_set():  # noqa: ASYNC110 - the thread has no event for the loop
-            await asyncio.sleep(0.01)
+    writing, release = await _held_thread_write(db, "thread", threads)
     writing.cancel()  # the caller stops waiting; the thread's transaction goes on
     with pytest.raises(asyncio.CancelledError):
         await writing
