@@ -247,12 +247,10 @@ class Projector:
 
     async def _apply_ahead(self, data: bytes, publishing: asyncio.Future[Stored]) -> None:
         expected = self._applied_seq + 1
-        try:
-            opened = [
-                (open_envelope(data, self._network, self._trusted, sealed_here=True), expected)
-            ]
-        except EnvelopeRejected:
-            return  # the consumer rejects it and answers the origin
+        envelope = self._own(data)
+        if envelope is None:
+            return
+        opened = [(envelope, expected)]
         ctx = self._context()
         try:
             with self._db.transaction_here() as session:
@@ -278,17 +276,21 @@ class Projector:
         it in its turn.
         """
         async with self._applying:
-            if seq != self._applied_seq + 1:
+            envelope = self._own(data) if seq == self._applied_seq + 1 else None
+            if envelope is None:
                 return
-            try:
-                envelope = open_envelope(data, self._network, self._trusted, sealed_here=True)
-            except EnvelopeRejected:
-                return  # the consumer rejects it and answers the origin
             try:
                 await self._apply([(envelope, seq)], seq)
             except StoreError:
                 # Stored in the log all the same: the consumer applies it in its turn.
                 logger.warning("could not apply envelope %s at once; the log will", envelope.id)
+
+    def _own(self, data: bytes) -> Envelope | None:
+        """This node's envelope as the consumer would read it; None when it would refuse it."""
+        try:
+            return open_envelope(data, self._network, self._trusted, sealed_here=True)
+        except EnvelopeRejected:
+            return None  # the consumer rejects it and answers the origin
 
     def _stored_next(self, stored: Stored) -> bool:
         # A duplicate's sequence is another entry's: its bytes may differ from these.

@@ -8,7 +8,7 @@ from pathlib import Path
 import nats
 import pytest
 
-from bzzz.config import load_settings
+from bzzz.config import Settings, load_settings
 from bzzz.eventlog import Caller
 from bzzz.network.jetstream import JetStreamBus, stream_name
 from bzzz.node import Node
@@ -17,13 +17,18 @@ from bzzz.schemas import AnnounceInput, LookupInput
 pytestmark = pytest.mark.integration
 
 
-async def test_a_node_with_a_nats_url_keeps_its_log_on_that_server(
-    tmp_path: Path, nats_url: str
-) -> None:
-    settings = load_settings(
+def _team_a(tmp_path: Path, nats_url: str) -> Settings:
+    """A node of network team-a whose log lives on the server at ``nats_url``."""
+    return load_settings(
         environ={"BZZZ_NATS_URL": nats_url, "BZZZ_NETWORK_ID": "team-a"},
         overrides={"node": {"data_dir": str(tmp_path / "node")}},
     )
+
+
+async def test_a_node_with_a_nats_url_keeps_its_log_on_that_server(
+    tmp_path: Path, nats_url: str
+) -> None:
+    settings = _team_a(tmp_path, nats_url)
     async with Node(settings) as node:
         await node.agents.announce(Caller("s1"), AnnounceInput(agent_id="arch-1", role="architect"))
         found = await node.agents.lookup(LookupInput(semantic_address="bzzz://*:architect@*"))
@@ -43,10 +48,7 @@ async def test_a_node_with_a_nats_url_keeps_its_log_on_that_server(
 async def test_the_node_acknowledges_what_it_applied_once_the_log_is_quiet(
     tmp_path: Path, nats_url: str
 ) -> None:
-    settings = load_settings(
-        environ={"BZZZ_NATS_URL": nats_url, "BZZZ_NETWORK_ID": "team-a"},
-        overrides={"node": {"data_dir": str(tmp_path / "node")}},
-    )
+    settings = _team_a(tmp_path, nats_url)
     nc = await nats.connect(nats_url)
     try:
         async with Node(settings) as node:
