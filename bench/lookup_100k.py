@@ -5,7 +5,7 @@ the in-memory bus) and SQLite in a temporary data directory. The agents are anno
 ``agent.announced`` envelopes sealed by ten peer-node identities (``bzzz.network.envelope.seal``)
 and published straight to the bus, many in flight at once; the node's projector verifies and
 applies them like any other, and the run waits for it with ``projector.wait_for_sequence``.
-Then it times ``node.agents.lookup(LookupInput(...))`` for a mix of addresses.
+Then it times ``node.agents.lookup(LOCAL_CALLER, LookupInput(...))`` for a mix of addresses.
 
 Two phases, each in its own process so that each peak RSS is its own:
 - build: start the node, announce the agents, time the lookups (peak RSS includes ingestion);
@@ -42,6 +42,7 @@ from typing import Any
 import profile_summary
 from benchutil import CpuWindow, code_version, descendants, machine, percentile, wait_for_quiet
 from bzzz.config import load_settings
+from bzzz.eventlog import LOCAL_CALLER
 from bzzz.network.envelope import seal
 from bzzz.network.identity import NodeIdentity
 from bzzz.network.memory import InMemoryBus
@@ -229,7 +230,7 @@ async def time_kind(
     rng = random.Random(seed)
     arguments = [query(kind, rng, agents) for _ in range(calls)]
     for args in arguments[: min(20, calls)]:  # warm-up
-        await node.agents.lookup(validate_input(LookupInput, args))
+        await node.agents.lookup(LOCAL_CALLER, validate_input(LookupInput, args))
     latencies, matches, totals = [], 0, 0
     begun = time.perf_counter()
     deadline = begun + within
@@ -240,7 +241,7 @@ async def time_kind(
             if time.perf_counter() > deadline:
                 break
             t0 = time.perf_counter()
-            result = await node.agents.lookup(validate_input(LookupInput, args))
+            result = await node.agents.lookup(LOCAL_CALLER, validate_input(LookupInput, args))
             latencies.append((time.perf_counter() - t0) * 1000)
             matches += result["count"]
             totals += result["total_matches"]

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from bzzz.config import Settings
-from bzzz.eventlog import Caller
+from bzzz.eventlog import LOCAL_CALLER, Caller
 from bzzz.network.memory import InMemoryBus
 from bzzz.node import Node
 from bzzz.schemas import AnnounceInput, LookupInput
@@ -18,7 +18,9 @@ async def test_a_node_over_a_reset_log_starts_and_applies_new_changes(settings: 
 
     async with Node(settings, bus=InMemoryBus()) as node:
         await node.agents.announce(Caller("s9"), AnnounceInput(agent_id="new-1", role="reviewer"))
-        found = await node.agents.lookup(LookupInput(semantic_address="bzzz://*:reviewer@*"))
+        found = await node.agents.lookup(
+            LOCAL_CALLER, LookupInput(semantic_address="bzzz://*:reviewer@*")
+        )
 
     ids = {m["id"]: m["status"] for m in found["matches"]}
     assert ids["new-1"] == "idle"

@@ -14,7 +14,7 @@ from sqlalchemy import insert, select
 from ulid import ULID
 
 from bzzz import projector as projector_module
-from bzzz.eventlog import Caller
+from bzzz.eventlog import LOCAL_CALLER, Caller
 from bzzz.network.base import Stored
 from bzzz.network.envelope import Envelope, seal
 from bzzz.network.identity import NodeIdentity
@@ -63,7 +63,7 @@ def _applied_row(envelope_id: str) -> dict[str, Any]:
 
 
 async def agent_ids(node: Node) -> list[str]:
-    found = await node.agents.lookup(LookupInput(semantic_address="bzzz://*"))
+    found = await node.agents.lookup(LOCAL_CALLER, LookupInput(semantic_address="bzzz://*"))
     return [m["id"] for m in found["matches"]]
 
 
@@ -83,7 +83,7 @@ async def test_a_peers_signed_announcement_is_applied(
 ) -> None:
     await publish(node, memory_bus, announcement(peer, "remote-1"))
 
-    got = await node.agents.get(GetInput(address="bzzz://remote-1"))
+    got = await node.agents.get(LOCAL_CALLER, GetInput(address="bzzz://remote-1"))
     assert got["content"]["agent_info"]["node_id"] == peer.node_id
     assert sum(node.projector.rejected.values()) == 0
 
@@ -249,7 +249,7 @@ async def test_a_message_id_seen_before_is_refused_and_the_log_moves_on(
         announcement(peer, "remote-2"),
     )
 
-    inbox = await store_node.agents.get(GetInput(address="bzzz://local/inbox"))
+    inbox = await store_node.agents.get(LOCAL_CALLER, GetInput(address="bzzz://local/inbox"))
     texts = [m["content"]["text"] for m in inbox["content"]["messages"]]
     assert sorted(texts) == ["first", "hi"]
     assert store_node.projector.rejected["bad_payload"] == 2
@@ -264,7 +264,7 @@ async def test_duplicate_recipients_get_the_message_once(
 
     await publish(store_node, memory_bus, _message(peer, recipients=["local", "local"]))
 
-    inbox = await store_node.agents.get(GetInput(address="bzzz://local/inbox"))
+    inbox = await store_node.agents.get(LOCAL_CALLER, GetInput(address="bzzz://local/inbox"))
     assert [m["recipients"] for m in inbox["content"]["messages"]] == [["local"]]
     assert store_node.failure is None
 

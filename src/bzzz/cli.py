@@ -15,9 +15,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from bzzz import __version__
+from bzzz import __version__, cli_tokens
 from bzzz.config import Settings, load_settings
-from bzzz.errors import BzzzError
+from bzzz.errors import BzzzError, ConfigError
 
 logger = logging.getLogger("bzzz")
 
@@ -53,6 +53,7 @@ def _parser() -> argparse.ArgumentParser:
     costs = sub.add_parser("costs", help="model spending today and this month, per model")
     costs.add_argument("--node", help="only this node's calls (a node id)")
     costs.add_argument("--json", action="store_true", help="print the CostUsage as JSON")
+    cli_tokens.add_parser(sub)
     config = sub.add_parser("config", help="settings")
     config_sub = config.add_subparsers(dest="config_command", required=True)
     config_sub.add_parser("show", help="print the effective settings, secrets masked")
@@ -149,6 +150,7 @@ async def _serve_http(settings: Settings) -> None:
     from bzzz.node import Node
 
     host, port = settings.node.http_host, settings.node.http_port
+    _check_exposure(settings)
     sockets = []
     if port == 0:
         # Bind now so peers see the real port in this node's address, not 0.
@@ -158,7 +160,8 @@ async def _serve_http(settings: Settings) -> None:
     address = f"http://{host}:{port}/mcp"
     async with Node(settings, address=address) as node:
         server, _ = build_server(node)
-        app = build_app(node, server, settings.node.http_host)
+        app = build_app(node, server, settings.node.http_host, address.removesuffix("/mcp"))
+        limits = settings.limits
         config = uvicorn.Config(
             app,
             host=settings.node.http_host,
@@ -166,6 +169,11 @@ async def _serve_http(settings: Settings) -> None:
             log_level="warning",
             timeout_graceful_shutdown=3,
             lifespan="on",
+            # One client's idle sockets cannot hold every connection: past the limit uvicorn
+            # answers 503 at once, and idle keep-alive connections close.
+            limit_concurrency=limits.http_connections,
+            timeout_keep_alive=int(limits.http_keepalive_seconds),
+            h11_max_incomplete_event_size=64 * 1024,
         )
         web = _QuietServer(config)
         loop = asyncio.get_running_loop()
@@ -173,6 +181,25 @@ async def _serve_http(settings: Settings) -> None:
             loop.add_signal_handler(sig, setattr, web, "should_exit", True)
         logger.info("MCP at %s", address)
         await web.serve(sockets=sockets or None)
+
+
+def _check_exposure(settings: Settings) -> None:
+    """A node reachable from other machines must ask for credentials."""
+    from bzzz.access.service import serves_loopback_only
+
+    auth, host = settings.auth, settings.node.http_host
+    if serves_loopback_only(host):
+        return
+    if auth.required is False:
+        raise ConfigError(
+            f"refusing to serve {host} with auth.required = false: a node reachable from "
+            "other machines must require credentials"
+        )
+    if not (settings.node.auth_tokens or auth.issuer or auth.required):
+        raise ConfigError(
+            f"refusing to serve {host} without credentials: set BZZZ_AUTH_TOKENS, "
+            "BZZZ_AUTH_ISSUER, or BZZZ_AUTH_REQUIRED=true with network tokens"
+        )
 
 
 async def _run_until_signal(coro: Any) -> None:
@@ -485,6 +512,8 @@ def main(argv: list[str] | None = None) -> int:
             return _escalations(args, settings)
         if args.command == "slurp":
             return _slurp(args, settings)
+        if args.command == "token":
+            return cli_tokens.run(args, settings)
         return _config_show(settings)
     except BzzzError as exc:
         print(f"bzzz: {exc.message}", file=sys.stderr)

@@ -37,6 +37,9 @@ ENV_ALIASES: dict[str, tuple[str, str]] = {
     "BZZZ_HTTP_HOST": ("node", "http_host"),
     "BZZZ_HTTP_PORT": ("node", "http_port"),
     "BZZZ_AUTH_TOKENS": ("node", "auth_tokens"),
+    "BZZZ_AUTH_REQUIRED": ("auth", "required"),
+    "BZZZ_AUTH_ISSUER": ("auth", "issuer"),
+    "BZZZ_AUTH_AUDIENCE": ("auth", "audience"),
     "BZZZ_NATS_URL": ("bzzz", "nats_url"),
     "BZZZ_NETWORK_ID": ("bzzz", "network_id"),
     "BZZZ_TRUSTED_NODES": ("bzzz", "trusted_nodes"),
@@ -282,6 +285,11 @@ class AgentsSettings(_Section):
     """Agents on this network."""
 
     max_agents: int = Field(100_000, gt=0)
+    lease_seconds: float = Field(
+        120.0,
+        gt=0,
+        description="a sessionless agent goes offline this long after its owner's last call",
+    )
     default_roles: list[dict[str, Any]] = Field(default_factory=list)
 
 
@@ -307,6 +315,52 @@ class WebhookSettings(_Section):
     allow_private: bool = Field(
         True, description="allow callbacks to loopback/private addresses (local receivers)"
     )
+
+
+class AuthSettings(_Section):
+    """Who may call: tokens (``node.auth_tokens``, network tokens) and an OAuth 2.1 issuer."""
+
+    required: bool | None = Field(
+        None,
+        description="refuse calls without a credential; default: on unless the node serves "
+        "loopback alone with no credential configured",
+    )
+    issuer: str | None = Field(None, description="OAuth 2.1 issuer whose JWT access tokens count")
+    audience: str | None = Field(None, description="the aud a JWT must carry (this node's URL)")
+    metrics_public: bool | None = Field(
+        None, description="serve /metrics without a credential; default: on loopback only"
+    )
+    public_url: str | None = Field(
+        None, description="this node's public base URL (the resource in OAuth metadata)"
+    )
+
+    @field_validator("audience")
+    @classmethod
+    def _audience_with_issuer(cls, value: str | None, info: ValidationInfo) -> str | None:
+        if info.data.get("issuer") and not value:
+            raise ValueError("required when auth.issuer is set (the aud a JWT must carry)")
+        return value
+
+
+class LimitsSettings(_Section):
+    """Rate limits (token buckets) and quotas; 0 means no limit. Defaults leave benchmarks be."""
+
+    node_messages_per_second: float = Field(0, ge=0, description="posts per second, whole node")
+    agent_messages_per_second: float = Field(0, ge=0, description="posts per second, per agent")
+    burst_seconds: float = Field(2.0, gt=0, description="a bucket holds this many seconds' worth")
+    subscriptions_per_agent: int = Field(100, ge=0)
+    agents_per_principal: int = Field(1000, ge=0)
+    threads_per_principal: int = Field(0, ge=0, description="0: half of max_active_threads")
+    subscriptions_per_principal: int = Field(1000, ge=0)
+    sessions_per_principal: int = Field(200, ge=0, description="MCP sessions a principal holds")
+    sessions_total: int = Field(2000, ge=0, description="MCP sessions the node holds at once")
+    idle_session_seconds: float = Field(
+        60.0, gt=0, description="a session that announced nothing ends after this long idle"
+    )
+    http_connections: int = Field(1000, gt=0, description="open HTTP connections at once")
+    http_keepalive_seconds: float = Field(15.0, gt=0)
+    http_header_timeout: float = Field(10.0, gt=0)
+    http_max_body_bytes: int = Field(4 << 20, gt=0)
 
 
 class NodeSettings(_Section):
@@ -348,6 +402,8 @@ class Settings(_Section):
     webhooks: WebhookSettings = Field(default_factory=WebhookSettings)
     escalation: EscalationSettings = Field(default_factory=EscalationSettings)
     slurp: SlurpSettings = Field(default_factory=SlurpSettings)
+    auth: AuthSettings = Field(default_factory=AuthSettings)
+    limits: LimitsSettings = Field(default_factory=LimitsSettings)
 
     def database_url(self) -> str:
         """The database URL in force: the configured one or SQLite in the data directory."""

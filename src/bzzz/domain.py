@@ -28,6 +28,16 @@ STANCES = ("agree", "disagree")
 RESERVED_AGENT_IDS = frozenset({"subscriptions", "peers", "costs", "network", "node"})
 
 
+# Agent keys of sessionless callers: a principal or a minted handle holds the agent on any
+# node of the network; every other key (an MCP session, a stdio process) lives on one node.
+NETWORK_WIDE_KEYS = ("principal-", "handle-")
+
+
+def network_wide_key(session_id: str) -> bool:
+    """Whether an agent key names a principal or handle (valid on every node)."""
+    return session_id.startswith(NETWORK_WIDE_KEYS)
+
+
 def utcnow() -> datetime:
     """Now, aware, in UTC."""
     return datetime.now(UTC)
@@ -92,6 +102,18 @@ class Agent:
     def online(self) -> bool:
         """Not offline."""
         return self.status != AgentStatus.OFFLINE
+
+    @property
+    def owner(self) -> str | None:
+        """The principal that announced it (None: announced before principals existed)."""
+        owner = self.metadata.get("owner")
+        return owner if isinstance(owner, str) else None
+
+    @property
+    def handle_hash(self) -> str | None:
+        """The SHA-256 of its agent_handle."""
+        value = self.metadata.get("handle_hash")
+        return value if isinstance(value, str) else None
 
 
 @dataclass(slots=True)
@@ -265,6 +287,7 @@ class Subscription:
     session_id: str
     status: str
     created_at: datetime
+    projects: list[str] | None = None
 
 
 @dataclass(slots=True)

@@ -9,6 +9,9 @@
     ├── OpenAIError                OPENAI_ERROR
     ├── CostLimitExceeded          COST_LIMIT_EXCEEDED
     ├── EscalationFailed           ESCALATION_FAILED
+    ├── PermissionDenied           PERMISSION_DENIED (names the missing grant)
+    │   └── Unauthenticated        PERMISSION_DENIED (HTTP 401: no or a bad credential)
+    ├── RateLimited                RATE_LIMITED (details.retry_after in seconds)
     └── ConfigError                CONFIG_ERROR (start-up only, never reaches a client)
 
 Errors from SQLAlchemy, NATS or HTTP are translated where they are caught:
@@ -24,7 +27,7 @@ from typing import Any
 
 
 class ErrorCode(StrEnum):
-    """The error codes of the API reference (plus CONFIG_ERROR for start-up)."""
+    """The error codes of the API reference, plus CONFIG_ERROR (start-up) and the access codes."""
 
     INVALID_PARAMETERS = "INVALID_PARAMETERS"
     AGENT_NOT_FOUND = "AGENT_NOT_FOUND"
@@ -34,6 +37,8 @@ class ErrorCode(StrEnum):
     COST_LIMIT_EXCEEDED = "COST_LIMIT_EXCEEDED"
     ESCALATION_FAILED = "ESCALATION_FAILED"
     CONFIG_ERROR = "CONFIG_ERROR"
+    PERMISSION_DENIED = "PERMISSION_DENIED"
+    RATE_LIMITED = "RATE_LIMITED"
 
 
 class BzzzError(Exception):
@@ -108,6 +113,22 @@ class EscalationFailed(BzzzError):
     """An escalation action could not be carried out."""
 
     default_code = ErrorCode.ESCALATION_FAILED
+
+
+class PermissionDenied(BzzzError):
+    """The caller's grants do not allow the call; ``details.missing`` names the grant."""
+
+    default_code = ErrorCode.PERMISSION_DENIED
+
+
+class RateLimited(BzzzError):
+    """A rate limit or quota was reached; ``details.retry_after`` says when to try again."""
+
+    default_code = ErrorCode.RATE_LIMITED
+
+
+class Unauthenticated(PermissionDenied):
+    """No credential, or one that is unknown, revoked, expired or malformed (HTTP 401)."""
 
 
 class ConfigError(BzzzError):

@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from bzzz.access.principal import ANONYMOUS, LOCAL, Principal
 from bzzz.clock import Clock, SystemClock
 from bzzz.network.envelope import seal
 from bzzz.network.identity import NodeIdentity
@@ -15,9 +16,16 @@ from bzzz.store.projection import Outcome
 
 @dataclass(frozen=True, slots=True)
 class Caller:
-    """Who calls a service: this node's session (an MCP session, a REST token, a hosted agent)."""
+    """Who calls a service: a session key, the principal behind it, and an agent handle.
+
+    ``session_id`` keys the agents the call may act as: an MCP session, a stdio process, a
+    principal (``principal-…``) or a minted handle (``handle-…``). ``handle`` is the
+    ``agent_handle`` the call passed, if any.
+    """
 
     session_id: str
+    principal: Principal = ANONYMOUS
+    handle: str | None = None
 
 
 class EventLog:
@@ -67,3 +75,7 @@ class EventLog:
             envelope_id=envelope_id,
         )
         return await self.projector.submit(envelope)
+
+
+# The local user of the data directory (CLI commands, tests): an admin of every project.
+LOCAL_CALLER = Caller("local", LOCAL)

@@ -13,6 +13,14 @@ from pathlib import Path
 from types import TracebackType
 from typing import IO, Any
 
+from bzzz.access.limits import PostLimiter
+from bzzz.access.service import (
+    AccessService,
+    TokenVerifier,
+    auth_required,
+    serves_loopback_only,
+)
+from bzzz.access.tokens import TokenRegistry
 from bzzz.agents.service import AgentService
 from bzzz.clock import Clock, SystemClock
 from bzzz.config import Settings
@@ -98,8 +106,12 @@ class Node:
         catch_up_timeout: float = 600.0,
         address: str | None = None,
         clock: Clock | None = None,
+        tool: bool = False,
     ) -> None:
         self.settings = settings
+        # A CLI command's node: it joins the network to read and write the log, and neither
+        # hosts agents nor beats as a peer.
+        self.tool = tool
         # What peers see as this node's address: the configured URL, else what serves it.
         self.address = settings.bzzz.node_url or address or "local"
         # Time as thread rules, idle timeouts and retries see it (tests move it by hand).
@@ -115,6 +127,8 @@ class Node:
 
     # The services exist once started; typed here so the layers above can use them.
     identity: NodeIdentity
+    tokens: TokenRegistry
+    access: AccessService
     bus: Bus
     db: Database
     projector: Projector
@@ -162,20 +176,13 @@ class Node:
         try:
             await self._build()
             await self.projector.load_directory()
+            await self.tokens.load(self.db)
             await self.projector.restore()
             await self._run_background()
             await self._federate()
             await self._catch_up()
-            # Only once caught up: a sweep over a half-applied log would take threads that are
-            # busy further on for idle ones, and close them.
-            self._spawn("monitor", self.monitor.run())
-            stale = await self.agents.release_stale()
-            if stale:
-                logger.info("took %d agents of a previous run offline", stale)
-            await self.log.emit("node.status", "node", self.node_id, {"status": "online"})
-            await self.peers.beat()
-            self._spawn("peers", self.peers.run())
-            await self.hosted.start()
+            if not self.tool:
+                await self._go_online()
         except BaseException:
             self.state = NodeState.FAILED
             await self._teardown()
@@ -184,6 +191,20 @@ class Node:
         logger.info(
             "node %s running on network %s (slot %d)", self.node_id, self.network, self.slot
         )
+
+    async def _go_online(self) -> None:
+        """Sweep threads, release a previous run's agents, beat, start the hosted agents."""
+        # Only once caught up: a sweep over a half-applied log would take threads that are
+        # busy further on for idle ones, and close them.
+        self._spawn("monitor", self.monitor.run())
+        stale = await self.agents.release_stale()
+        if stale:
+            logger.info("took %d agents of a previous run offline", stale)
+        await self.log.emit("node.status", "node", self.node_id, {"status": "online"})
+        await self.peers.beat()
+        self._spawn("peers", self.peers.run())
+        self._spawn("leases", self.agents.run_leases())
+        await self.hosted.start()
 
     async def _build(self) -> None:
         data_dir = self.settings.node.data_dir.expanduser()
@@ -212,8 +233,15 @@ class Node:
             trusted=trusted,
         )
         self.log = EventLog(self.identity, self.network, self.projector, self.clock)
+        self._build_access()
+        limits_cfg = self.settings.limits
         self.agents = AgentService(
-            self.db, self.log, self.projector.directory, self.settings.agents.max_agents
+            self.db,
+            self.log,
+            self.projector.directory,
+            self.settings.agents.max_agents,
+            lease_seconds=self.settings.agents.lease_seconds,
+            agents_per_principal=limits_cfg.agents_per_principal,
         )
         self.conversations = ConversationService(
             self.db,
@@ -222,6 +250,12 @@ class Node:
             self.settings.conversation.max_active_threads,
             clock=self.clock,
             idle_timeout=self.settings.conversation.default_timeout,
+            limiter=PostLimiter(
+                limits_cfg.node_messages_per_second,
+                limits_cfg.agent_messages_per_second,
+                limits_cfg.burst_seconds,
+            ),
+            threads_per_principal=limits_cfg.threads_per_principal,
         )
         self.subscriptions = SubscriptionService(
             self.db, self.log, node_secret, allow_private=self.settings.webhooks.allow_private
@@ -246,6 +280,24 @@ class Node:
         self.projector.add_outcome_listener(self._reclaimer.on_outcomes)
         self._build_thread_services()
         self._build_llm()
+
+    def _build_access(self) -> None:
+        """Tokens (network state), admin tokens and the OAuth issuer: who may call."""
+        auth = self.settings.auth
+        tokens = self.settings.node.auth_tokens
+        self.tokens = TokenRegistry()
+        self.projector.add_applied_listener(self.tokens.on_applied)
+        loopback = serves_loopback_only(self.settings.node.http_host)
+        required = auth_required(auth.required, loopback, bool(tokens or auth.issuer))
+        self.access = AccessService(
+            self.tokens, tokens, required=required, log=self.log, jwt=self._jwt_verifier()
+        )
+
+    def _jwt_verifier(self) -> TokenVerifier | None:
+        auth = self.settings.auth
+        if not auth.issuer or not auth.audience:
+            return None
+        raise NotImplementedError("JWT verification is wired in with bzzz.access.jwt")
 
     def _build_thread_services(self) -> None:
         """Escalation rules, consensus and SLURP, and the monitor that sweeps threads."""
@@ -394,8 +446,9 @@ class Node:
         try:
             if self.state is NodeState.RUNNING:
                 self.state = NodeState.STOPPING
-                await self._stop_hosted()
-                await self._say_goodbye()
+                if not self.tool:
+                    await self._stop_hosted()
+                    await self._say_goodbye()
         finally:
             # Even when cancelled (a second Ctrl-C), never leave the server or tasks behind.
             await self._teardown()

@@ -9,7 +9,7 @@ import pytest
 
 from bzzz.config import Settings
 from bzzz.errors import ErrorCode, InvalidParameters
-from bzzz.eventlog import Caller
+from bzzz.eventlog import LOCAL_CALLER, Caller
 from bzzz.network.memory import InMemoryBus
 from bzzz.node import Node
 from bzzz.schemas import AnnounceInput, GetInput, LookupInput, PostInput, validate_input
@@ -21,7 +21,7 @@ async def announce(node: Node, session: str, agent_id: str, role: str, **fields:
 
 
 async def agent_info(node: Node, agent_id: str) -> dict[str, Any]:
-    got = await node.agents.get(GetInput(address=f"bzzz://{agent_id}"))
+    got = await node.agents.get(LOCAL_CALLER, GetInput(address=f"bzzz://{agent_id}"))
     info: dict[str, Any] = got["content"]["agent_info"]
     return info
 
@@ -69,7 +69,7 @@ async def test_the_same_session_re_announcing_updates_the_agent(node: Node) -> N
     assert result["agent"]["role"] == "reviewer"
     info = await agent_info(node, "dev-1")
     assert (info["role"], info["capabilities"], info["max_tasks"]) == ("reviewer", ["go"], 5)
-    found = await node.agents.lookup(LookupInput(semantic_address="bzzz://*:*@*:*"))
+    found = await node.agents.lookup(LOCAL_CALLER, LookupInput(semantic_address="bzzz://*:*@*:*"))
     assert [m["id"] for m in found["matches"]] == ["dev-1"]
 
 
@@ -123,7 +123,7 @@ async def test_reserved_agent_ids_are_refused(node: Node, reserved: str) -> None
         await announce(node, "session-a", reserved, "developer")
 
     assert "reserved" in caught.value.message
-    found = await node.agents.lookup(LookupInput(semantic_address="bzzz://*"))
+    found = await node.agents.lookup(LOCAL_CALLER, LookupInput(semantic_address="bzzz://*"))
     assert found["count"] == 0
 
 
@@ -135,7 +135,7 @@ async def test_the_network_refuses_agents_beyond_max_agents(small_node: Node) ->
         await announce(small_node, "s3", "a-3", "developer")
 
     assert "maximum of 2" in caught.value.message
-    found = await small_node.agents.lookup(LookupInput(semantic_address="bzzz://*"))
+    found = await small_node.agents.lookup(LOCAL_CALLER, LookupInput(semantic_address="bzzz://*"))
     assert [m["id"] for m in found["matches"]] == ["a-1", "a-2"]
 
 
@@ -160,7 +160,8 @@ async def test_an_offline_agent_coming_back_counts_against_max_agents(small_node
 
     assert "maximum of 2" in caught.value.message
     online = await small_node.agents.lookup(
-        LookupInput(semantic_address="bzzz://*", filter_criteria={"availability": True})
+        LOCAL_CALLER,
+        LookupInput(semantic_address="bzzz://*", filter_criteria={"availability": True}),
     )
     assert [m["id"] for m in online["matches"]] == ["a-2", "a-3"]
 

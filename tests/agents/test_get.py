@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from bzzz.errors import AgentNotFound, ErrorCode, InvalidParameters, ThreadNotFound
-from bzzz.eventlog import Caller
+from bzzz.eventlog import LOCAL_CALLER, Caller
 from bzzz.node import Node
 from bzzz.schemas import AnnounceInput, GetInput, PostInput, ThreadInput
 
@@ -26,7 +26,7 @@ async def post(node: Node, sender: str, target: str, kind: str = "text", **conte
 
 
 async def get(node: Node, address: str, **options: Any) -> dict[str, Any]:
-    return await node.agents.get(GetInput(address=address, **options))
+    return await node.agents.get(LOCAL_CALLER, GetInput(address=address, **options))
 
 
 @pytest.fixture

@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from bzzz.errors import ErrorCode, InvalidParameters
-from bzzz.eventlog import Caller
+from bzzz.eventlog import LOCAL_CALLER, Caller
 from bzzz.node import Node
 from bzzz.schemas import AnnounceInput, LookupInput, PostInput
 
@@ -21,7 +21,7 @@ async def announce(node: Node, agent_id: str, role: str, **fields: Any) -> None:
 
 async def lookup(node: Node, address: str, **criteria: Any) -> dict[str, Any]:
     params = LookupInput(semantic_address=address, filter_criteria=criteria or None)
-    return await node.agents.lookup(params)
+    return await node.agents.lookup(LOCAL_CALLER, params)
 
 
 def ids(result: dict[str, Any]) -> list[str]:
@@ -186,7 +186,9 @@ async def test_lookup_limit_caps_the_matches_but_not_the_total(node: Node) -> No
     for n in range(4):
         await announce(node, f"dev-{n}", "developer")
 
-    result = await node.agents.lookup(LookupInput(semantic_address="bzzz://*", limit=2))
+    result = await node.agents.lookup(
+        LOCAL_CALLER, LookupInput(semantic_address="bzzz://*", limit=2)
+    )
 
     assert result["count"] == 2
     assert result["total_matches"] == 4

@@ -12,7 +12,7 @@ from receiver import ReceiverFactory, http_receiver  # noqa: F401 - the fixture
 from bzzz.clock import ManualClock
 from bzzz.config import EscalationRuleConfig, Settings
 from bzzz.conversations.monitor import ThreadMonitor
-from bzzz.eventlog import Caller
+from bzzz.eventlog import LOCAL_CALLER, Caller
 from bzzz.network.memory import InMemoryBus
 from bzzz.node import Node
 from bzzz.schemas import AnnounceInput, PostInput, SubscribeInput, ThreadInput
@@ -122,7 +122,7 @@ async def watch(node: Node, *event_types: str) -> str:
 
 
 async def events_of(node: Node, sub_id: str) -> list[dict[str, Any]]:
-    found: list[dict[str, Any]] = (await node.subscriptions.events(sub_id))["events"]
+    found: list[dict[str, Any]] = (await node.subscriptions.events(LOCAL_CALLER, sub_id))["events"]
     return found
 
 
@@ -130,7 +130,7 @@ async def thread_view(node: Node, thread_id: str, max_history: int = 50) -> dict
     from bzzz.schemas import GetInput
 
     got = await node.agents.get(
-        GetInput(address=f"bzzz://*/threads/{thread_id}", max_history=max_history)
+        LOCAL_CALLER, GetInput(address=f"bzzz://*/threads/{thread_id}", max_history=max_history)
     )
     view: dict[str, Any] = got["content"]["thread"]
     return view

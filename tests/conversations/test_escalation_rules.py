@@ -11,7 +11,7 @@ from bzzz import domain
 from bzzz.clock import ManualClock
 from bzzz.config import default_escalation_rules
 from bzzz.conversations.escalation import evaluate
-from bzzz.eventlog import Caller
+from bzzz.eventlog import LOCAL_CALLER, Caller
 from bzzz.node import Node
 from bzzz.schemas import PostInput
 
@@ -55,7 +55,7 @@ async def test_thread_duration_fires_once_the_thread_is_old_enough(
         clock.advance(2)
         after = await node.monitor.sweep()
         view = await thread_view(node, thread_id)
-        listing = await node.agents.get(_get("bzzz://dev/threads"))
+        listing = await node.agents.get(LOCAL_CALLER, _get("bzzz://dev/threads"))
         events = await events_of(node, sub)
 
     assert (before.fired, after.fired) == (0, 1)
@@ -139,7 +139,7 @@ async def test_error_rate_counts_failed_tasks_of_the_thread(make_node: NodeFacto
                     thread_id=thread_id,
                 ),
             )
-        tasks = await node.agents.get(_get("bzzz://dev/tasks"))
+        tasks = await node.agents.get(LOCAL_CALLER, _get("bzzz://dev/tasks"))
         [first, second] = [t["id"] for t in tasks["content"]["tasks"]]
         await _task_update(node, thread_id, "task_complete", first)
         passed = await thread_view(node, thread_id)

@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from bzzz.errors import AgentNotFound, ErrorCode, InvalidParameters, ThreadNotFound
-from bzzz.eventlog import Caller
+from bzzz.eventlog import LOCAL_CALLER, Caller
 from bzzz.node import Node
 from bzzz.schemas import AnnounceInput, GetInput, PostInput, ThreadInput, validate_input
 
@@ -27,7 +27,7 @@ async def post(node: Node, session: str, target: str, **fields: Any) -> dict[str
 
 
 async def inbox(node: Node, agent_id: str) -> list[dict[str, Any]]:
-    got = await node.agents.get(GetInput(address=f"bzzz://{agent_id}/inbox"))
+    got = await node.agents.get(LOCAL_CALLER, GetInput(address=f"bzzz://{agent_id}/inbox"))
     messages: list[dict[str, Any]] = got["content"]["messages"]
     return messages
 

@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from bzzz.errors import InvalidParameters
-from bzzz.eventlog import Caller
+from bzzz.eventlog import LOCAL_CALLER, Caller
 from bzzz.node import Node
 from bzzz.schemas import AnnounceInput, GetInput, PostInput
 
@@ -31,13 +31,13 @@ async def assign(node: Node, target: str, **content: Any) -> dict[str, Any]:
 
 
 async def agent(node: Node, agent_id: str) -> dict[str, Any]:
-    got = await node.agents.get(GetInput(address=f"bzzz://{agent_id}"))
+    got = await node.agents.get(LOCAL_CALLER, GetInput(address=f"bzzz://{agent_id}"))
     content: dict[str, Any] = got["content"]
     return content
 
 
 async def tasks(node: Node, agent_id: str) -> dict[str, dict[str, Any]]:
-    got = await node.agents.get(GetInput(address=f"bzzz://{agent_id}/tasks"))
+    got = await node.agents.get(LOCAL_CALLER, GetInput(address=f"bzzz://{agent_id}/tasks"))
     return {t["id"]: t for t in got["content"]["tasks"]}
 
 
@@ -207,6 +207,6 @@ async def test_an_unknown_task_id_is_invalid_parameters(team: Node) -> None:
 
 
 async def inbox(node: Node, agent_id: str) -> list[dict[str, Any]]:
-    got = await node.agents.get(GetInput(address=f"bzzz://{agent_id}/inbox"))
+    got = await node.agents.get(LOCAL_CALLER, GetInput(address=f"bzzz://{agent_id}/inbox"))
     messages: list[dict[str, Any]] = got["content"]["messages"]
     return messages

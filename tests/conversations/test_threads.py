@@ -9,7 +9,7 @@ import pytest
 
 from bzzz.config import Settings
 from bzzz.errors import AgentNotFound, InvalidParameters, ThreadNotFound
-from bzzz.eventlog import Caller
+from bzzz.eventlog import LOCAL_CALLER, Caller
 from bzzz.network.memory import InMemoryBus
 from bzzz.node import Node
 from bzzz.schemas import AnnounceInput, GetInput, PostInput, ThreadInput, validate_input
@@ -145,7 +145,7 @@ async def test_a_rejoining_agent_receives_posts_again(team: Node) -> None:
 
     await say(team, "arch", thread_id, "text", "welcome back")
 
-    got = await team.agents.get(GetInput(address="bzzz://dev/inbox"))
+    got = await team.agents.get(LOCAL_CALLER, GetInput(address="bzzz://dev/inbox"))
     assert [m["content"]["text"] for m in got["content"]["messages"]] == ["welcome back"]
 
 
@@ -229,7 +229,7 @@ async def test_a_summary_is_kept_on_the_thread(team: Node) -> None:
 
     summary = (await thread(team, "arch", "summarize", thread_id=thread_id))["result"]["summary"]
 
-    got = await team.agents.get(GetInput(address=f"bzzz://*/threads/{thread_id}"))
+    got = await team.agents.get(LOCAL_CALLER, GetInput(address=f"bzzz://*/threads/{thread_id}"))
     assert got["content"]["thread"]["summary"] == summary
     assert "REST API" in summary
 

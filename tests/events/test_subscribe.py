@@ -10,7 +10,7 @@ import pytest
 from bzzz.config import load_settings
 from bzzz.domain import EVENT_TYPES
 from bzzz.errors import ErrorCode, InvalidParameters
-from bzzz.eventlog import Caller
+from bzzz.eventlog import LOCAL_CALLER, Caller
 from bzzz.network.memory import InMemoryBus
 from bzzz.node import Node
 from bzzz.schemas import AnnounceInput, PostInput, SubscribeInput, ThreadInput, validate_input
@@ -23,7 +23,7 @@ async def subscribe(node: Node, *event_types: str, **params: Any) -> dict[str, A
 
 
 async def events(node: Node, subscription: dict[str, Any]) -> list[dict[str, Any]]:
-    collected = await node.subscriptions.events(subscription["subscription_id"])
+    collected = await node.subscriptions.events(LOCAL_CALLER, subscription["subscription_id"])
     found: list[dict[str, Any]] = collected["events"]
     return found
 
@@ -165,7 +165,7 @@ async def test_a_node_joining_and_leaving_is_a_network_status_event(
 
 async def test_events_of_an_unknown_subscription_are_refused(node: Node) -> None:
     with pytest.raises(InvalidParameters):
-        await node.subscriptions.events("sub-nope")
+        await node.subscriptions.events(LOCAL_CALLER, "sub-nope")
 
 
 async def test_a_webhook_subscription_returns_the_secret_to_check_signatures(node: Node) -> None:

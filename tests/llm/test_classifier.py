@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from bzzz.config import EscalationRuleConfig, Settings
-from bzzz.eventlog import Caller
+from bzzz.eventlog import LOCAL_CALLER, Caller
 from bzzz.llm.classifier import parse_stance
 from bzzz.llm.testing import ScriptedModelServer, Step
 from bzzz.network.memory import InMemoryBus
@@ -58,7 +58,7 @@ async def debate(node: Node) -> tuple[str, dict[str, Any]]:
 
 
 async def thread_view(node: Node, thread_id: str) -> dict[str, Any]:
-    got = await node.agents.get(GetInput(address=f"bzzz://ann/threads/{thread_id}"))
+    got = await node.agents.get(LOCAL_CALLER, GetInput(address=f"bzzz://ann/threads/{thread_id}"))
     view: dict[str, Any] = got["content"]["thread"]
     return view
 

@@ -15,7 +15,7 @@ from mcp import Client
 
 from bzzz.config import ModelPrice, Settings
 from bzzz.errors import CostLimitExceeded, ErrorCode, NetworkError
-from bzzz.eventlog import Caller
+from bzzz.eventlog import LOCAL_CALLER, Caller
 from bzzz.llm.testing import ScriptedModelServer, Step
 from bzzz.llm.types import CompletionOptions
 from bzzz.mcp.server import build_server
@@ -55,7 +55,9 @@ async def subscribe(node: Node, *types: str) -> str:
 
 
 async def events(node: Node, subscription_id: str) -> list[dict[str, Any]]:
-    found: list[dict[str, Any]] = (await node.subscriptions.events(subscription_id))["events"]
+    found: list[dict[str, Any]] = (await node.subscriptions.events(LOCAL_CALLER, subscription_id))[
+        "events"
+    ]
     return found
 
 

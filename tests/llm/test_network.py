@@ -10,7 +10,7 @@ import pytest
 
 from bzzz.cli import main
 from bzzz.config import Settings, load_settings
-from bzzz.eventlog import Caller
+from bzzz.eventlog import LOCAL_CALLER, Caller
 from bzzz.llm.testing import ScriptedModelServer, Step
 from bzzz.llm.types import CompletionOptions
 from bzzz.network.memory import InMemoryBus
@@ -44,7 +44,7 @@ async def test_a_task_from_another_node_is_done_here_and_seen_there(
         task_id = posted["tasks"]["rev-1"]
         async with asyncio.timeout(10):
             assert await watcher.finished(task_id) == "completed"
-        tasks = await remote.agents.get(GetInput(address="bzzz://rev-1/tasks"))
+        tasks = await remote.agents.get(LOCAL_CALLER, GetInput(address="bzzz://rev-1/tasks"))
         network = await remote.llm.usage(node_only=False)
 
     [task] = tasks["content"]["tasks"]
@@ -77,7 +77,7 @@ async def test_a_slow_answer_weighs_on_the_performance_score(hosted_node: Node) 
                 content={"task_id": posted["tasks"][agent_id], "response_ms": response_ms},
             ),
         )
-        got = await hosted_node.agents.get(GetInput(address=f"bzzz://{agent_id}"))
+        got = await hosted_node.agents.get(LOCAL_CALLER, GetInput(address=f"bzzz://{agent_id}"))
         performance: float = got["content"]["agent_info"]["performance"]
         return performance
 
@@ -145,7 +145,7 @@ async def test_a_task_cut_off_by_a_restart_is_done_after_it(
         await again.agents.announce(boss, AnnounceInput(agent_id="boss", role="lead"))
         async with asyncio.timeout(10):
             await watcher.finished(task_id)
-        tasks = await again.agents.get(GetInput(address="bzzz://docs-1/tasks"))
+        tasks = await again.agents.get(LOCAL_CALLER, GetInput(address="bzzz://docs-1/tasks"))
 
     [task] = tasks["content"]["tasks"]
     assert (task["status"], task["result"]["content"]) == ("completed", "the guide")

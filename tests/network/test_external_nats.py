@@ -9,7 +9,7 @@ import nats
 import pytest
 
 from bzzz.config import Settings, load_settings
-from bzzz.eventlog import Caller
+from bzzz.eventlog import LOCAL_CALLER, Caller
 from bzzz.network.jetstream import JetStreamBus, stream_name
 from bzzz.node import Node
 from bzzz.schemas import AnnounceInput, LookupInput
@@ -31,7 +31,9 @@ async def test_a_node_with_a_nats_url_keeps_its_log_on_that_server(
     settings = _team_a(tmp_path, nats_url)
     async with Node(settings) as node:
         await node.agents.announce(Caller("s1"), AnnounceInput(agent_id="arch-1", role="architect"))
-        found = await node.agents.lookup(LookupInput(semantic_address="bzzz://*:architect@*"))
+        found = await node.agents.lookup(
+            LOCAL_CALLER, LookupInput(semantic_address="bzzz://*:architect@*")
+        )
         assert node.status()["embedded_nats"] is None
 
     assert [m["id"] for m in found["matches"]] == ["arch-1"]

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from bzzz.config import Settings, load_settings
-from bzzz.eventlog import Caller
+from bzzz.eventlog import LOCAL_CALLER, Caller
 from bzzz.network.envelope import seal
 from bzzz.network.identity import NodeIdentity
 from bzzz.network.memory import InMemoryBus
@@ -76,7 +76,7 @@ async def test_a_silent_node_turns_offline_with_its_agents_and_subscribers_hear_
     assert directory.get("arch-1").status != "offline"  # type: ignore[union-attr]
     assert a.peers.peer(b.node_id) is not None
     assert a.peers.peer(b.node_id).status == "offline"  # type: ignore[union-attr]
-    events = (await a.subscriptions.events(sub["subscription_id"]))["events"]
+    events = (await a.subscriptions.events(LOCAL_CALLER, sub["subscription_id"]))["events"]
     lost = [
         e
         for e in events
@@ -183,7 +183,7 @@ async def test_a_node_taken_for_lost_while_alive_announces_its_agents_again(
         )
     agent = a.projector.directory.get("rev-1")
     assert agent is not None and agent.node_id == b.node_id
-    events = (await a.subscriptions.events(sub["subscription_id"]))["events"]
+    events = (await a.subscriptions.events(LOCAL_CALLER, sub["subscription_id"]))["events"]
     story = [
         (e["data"].get("action"), e["data"].get("status"))
         for e in events

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from bzzz.eventlog import Caller
+from bzzz.eventlog import LOCAL_CALLER, Caller
 from bzzz.node import Node
 from bzzz.schemas import GetInput, LookupInput, PostInput, ThreadInput, validate_input
 
@@ -13,13 +13,15 @@ async def test_agents_and_lookups(store_node: Node) -> None:
     await run_main_flows(store_node)
 
     found = await store_node.agents.lookup(
+        LOCAL_CALLER,
         LookupInput(
             semantic_address="bzzz://*:*@api",
             filter_criteria={"expertise": ["python"], "performance_threshold": 0.9},
-        )
+        ),
     )
     available = await store_node.agents.lookup(
-        LookupInput(semantic_address="bzzz://*", filter_criteria={"availability": True})
+        LOCAL_CALLER,
+        LookupInput(semantic_address="bzzz://*", filter_criteria={"availability": True}),
     )
 
     assert [m["id"] for m in found["matches"]] == ["dev"]
@@ -30,8 +32,8 @@ async def test_agents_and_lookups(store_node: Node) -> None:
 async def test_tasks(store_node: Node) -> None:
     flows = await run_main_flows(store_node)
 
-    dev = await store_node.agents.get(GetInput(address="bzzz://dev/tasks"))
-    rev = await store_node.agents.get(GetInput(address="bzzz://rev"))
+    dev = await store_node.agents.get(LOCAL_CALLER, GetInput(address="bzzz://dev/tasks"))
+    rev = await store_node.agents.get(LOCAL_CALLER, GetInput(address="bzzz://rev"))
 
     [done] = dev["content"]["tasks"]
     assert (done["id"], done["status"], done["type"]) == (flows.done_task, "completed", "code")
@@ -45,7 +47,7 @@ async def test_tasks(store_node: Node) -> None:
 async def test_messages_and_inbox(store_node: Node) -> None:
     await run_main_flows(store_node)
 
-    boss = await store_node.agents.get(GetInput(address="bzzz://boss/inbox"))
+    boss = await store_node.agents.get(LOCAL_CALLER, GetInput(address="bzzz://boss/inbox"))
 
     kinds = [m["message_type"] for m in boss["content"]["messages"]]
     assert kinds == ["question", "task_complete", "task_progress"]
@@ -55,7 +57,9 @@ async def test_threads(store_node: Node) -> None:
     flows = await run_main_flows(store_node)
 
     listed = await store_node.conversations.thread(Caller("s-dev"), ThreadInput(action="list"))
-    got = await store_node.agents.get(GetInput(address=f"bzzz://*/threads/{flows.thread_id}"))
+    got = await store_node.agents.get(
+        LOCAL_CALLER, GetInput(address=f"bzzz://*/threads/{flows.thread_id}")
+    )
     summary = await store_node.conversations.thread(
         Caller("s-boss"), ThreadInput(action="summarize", thread_id=flows.thread_id)
     )
@@ -75,7 +79,7 @@ async def test_threads(store_node: Node) -> None:
 async def test_subscriptions_events_and_webhook_queue(store_node: Node) -> None:
     flows = await run_main_flows(store_node)
 
-    collected = await store_node.subscriptions.events(flows.subscription_id)
+    collected = await store_node.subscriptions.events(LOCAL_CALLER, flows.subscription_id)
     deliveries = await store_node.subscriptions.deliveries()
 
     kinds = [e["event_type"] for e in collected["events"]]
@@ -102,7 +106,7 @@ async def test_a_long_task_type_is_clipped_and_the_store_keeps_working(store_nod
         PostInput(target_address="bzzz://dev", message_type="task_assignment", content=long_type),
     )
 
-    [task] = (await store_node.agents.get(GetInput(address="bzzz://dev")))["content"][
+    [task] = (await store_node.agents.get(LOCAL_CALLER, GetInput(address="bzzz://dev")))["content"][
         "current_tasks"
     ]
     assert task["id"] == assigned["tasks"]["dev"]
@@ -129,5 +133,7 @@ async def test_the_longest_reply_to_the_schema_allows_is_stored(store_node: Node
 
     await store_node.conversations.post(Caller("s-dev"), params)
 
-    inbox = await store_node.agents.get(GetInput(address="bzzz://boss/inbox", max_history=1))
+    inbox = await store_node.agents.get(
+        LOCAL_CALLER, GetInput(address="bzzz://boss/inbox", max_history=1)
+    )
     assert inbox["content"]["messages"][0]["reply_to"] == "m" * 64

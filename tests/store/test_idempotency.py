@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from ulid import ULID
 
-from bzzz.eventlog import Caller
+from bzzz.eventlog import LOCAL_CALLER, Caller
 from bzzz.node import Node
 from bzzz.schemas import GetInput, PostInput
 
@@ -53,11 +53,11 @@ async def test_a_task_assignment_applied_twice_creates_one_task(
     await republish(store_node, memory_bus, [assignment, assignment])
     await republish(store_node, memory_bus, [assignment])
 
-    dev = await store_node.agents.get(GetInput(address="bzzz://dev"))
+    dev = await store_node.agents.get(LOCAL_CALLER, GetInput(address="bzzz://dev"))
     assert dev["content"]["agent_info"]["active_tasks"] == 1
     assert len(dev["content"]["current_tasks"]) == 1
-    inbox = await store_node.agents.get(GetInput(address="bzzz://dev/inbox"))
+    inbox = await store_node.agents.get(LOCAL_CALLER, GetInput(address="bzzz://dev/inbox"))
     kinds = [m["message_type"] for m in inbox["content"]["messages"]]
     assert kinds.count("task_assignment") == 2  # the one from the flows, and this one
-    events = await store_node.subscriptions.events(flows.subscription_id)
+    events = await store_node.subscriptions.events(LOCAL_CALLER, flows.subscription_id)
     assert [e["event_type"] for e in events["events"]].count("task_assignment") == 3

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from bzzz.config import Settings, load_settings
-from bzzz.eventlog import Caller
+from bzzz.eventlog import LOCAL_CALLER, Caller
 from bzzz.network.memory import InMemoryBus
 from bzzz.node import Node
 from bzzz.schemas import AnnounceInput, GetInput, LookupInput, ThreadInput
@@ -25,28 +25,30 @@ async def test_a_restarted_node_keeps_all_state(
         # The durable consumer resumed where it was: nothing was applied a second time.
         assert again.projector.rejected["replayed"] == 0
 
-        agents = await again.agents.lookup(LookupInput(semantic_address="bzzz://*"))
+        agents = await again.agents.lookup(LOCAL_CALLER, LookupInput(semantic_address="bzzz://*"))
         assert sorted(m["id"] for m in agents["matches"]) == ["boss", "dev", "rev"]
         # Their sessions did not survive the restart; the agents did.
         assert {m["status"] for m in agents["matches"]} == {"offline"}
-        dev = await again.agents.get(GetInput(address="bzzz://dev/tasks"))
+        dev = await again.agents.get(LOCAL_CALLER, GetInput(address="bzzz://dev/tasks"))
         assert [(t["id"], t["status"]) for t in dev["content"]["tasks"]] == [
             (flows.done_task, "completed")
         ]
         assert dev["content"]["agent_info"]["performance"] > 0.9
-        rev = await again.agents.get(GetInput(address="bzzz://rev"))
+        rev = await again.agents.get(LOCAL_CALLER, GetInput(address="bzzz://rev"))
         assert [t["id"] for t in rev["content"]["current_tasks"]] == [flows.open_task]
-        boss = await again.agents.get(GetInput(address="bzzz://boss/inbox"))
+        boss = await again.agents.get(LOCAL_CALLER, GetInput(address="bzzz://boss/inbox"))
         assert len(boss["content"]["messages"]) == 3
 
-        thread = await again.agents.get(GetInput(address=f"bzzz://*/threads/{flows.thread_id}"))
+        thread = await again.agents.get(
+            LOCAL_CALLER, GetInput(address=f"bzzz://*/threads/{flows.thread_id}")
+        )
         content = thread["content"]["thread"]
         assert content["participants"] == ["boss", "dev"]
         question, decision = content["messages"]
         assert (question["id"], decision["messageType"]) == (flows.question_id, "decision")
         assert content["summary"] is not None
 
-        events = await again.subscriptions.events(flows.subscription_id)
+        events = await again.subscriptions.events(LOCAL_CALLER, flows.subscription_id)
         assert len(events["events"]) >= 6
         deliveries = await again.subscriptions.deliveries()
         assert len(deliveries) == 2

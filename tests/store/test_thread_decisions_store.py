@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from bzzz.config import EscalationRuleConfig
-from bzzz.eventlog import Caller
+from bzzz.eventlog import LOCAL_CALLER, Caller
 from bzzz.node import Node
 from bzzz.schemas import AnnounceInput, GetInput, PostInput, ThreadInput
 
@@ -51,7 +51,7 @@ async def test_a_thread_escalates_resolves_and_reaches_consensus_on_both_databas
     second = await post(node, "arch", thread_id, "Use NATS.", kind="decision")
     await post(node, "dev", thread_id, "Yes.", reply_to=second, stance="agree")
     report = await node.monitor.sweep()  # every sweep query, on both databases
-    got = await node.agents.get(GetInput(address=f"bzzz://arch/threads/{thread_id}"))
+    got = await node.agents.get(LOCAL_CALLER, GetInput(address=f"bzzz://arch/threads/{thread_id}"))
     [slurp] = await node.consensus.events()
 
     view = got["content"]["thread"]

@@ -2,15 +2,27 @@
 
 from __future__ import annotations
 
+import asyncio
+import hmac
 import logging
 from collections import OrderedDict
 from datetime import datetime
 from typing import Any
 
 from bzzz import domain
+from bzzz.access.keys import STATELESS, handle_agent, handle_hash, handle_key, mint_handle
+from bzzz.access.principal import Principal, Scope
 from bzzz.address import Address, agent_address, parse_address
+from bzzz.agents.leases import Leases
 from bzzz.domain import RESERVED_AGENT_IDS, iso
-from bzzz.errors import AgentNotFound, InvalidParameters, ThreadNotFound
+from bzzz.errors import (
+    AgentNotFound,
+    BzzzError,
+    InvalidParameters,
+    PermissionDenied,
+    RateLimited,
+    ThreadNotFound,
+)
 from bzzz.eventlog import Caller, EventLog
 from bzzz.federation.service import FederationService, not_federated
 from bzzz.schemas import AnnounceInput, FilterCriteria, GetInput, LookupInput
@@ -146,31 +158,47 @@ class AgentService:
     """Announcement, discovery and retrieval of agents."""
 
     def __init__(
-        self, db: Database, log: EventLog, directory: AgentDirectory, max_agents: int
+        self,
+        db: Database,
+        log: EventLog,
+        directory: AgentDirectory,
+        max_agents: int,
+        *,
+        lease_seconds: float = 120.0,
+        agents_per_principal: int = 0,
     ) -> None:
         self._db = db
         self._log = log
         self.directory = directory
+        self.leases = Leases(lease_seconds)
+        self.agents_per_principal = agents_per_principal
         self._infos: OrderedDict[str, tuple[domain.Agent, datetime, dict[str, Any]]] = OrderedDict()
         self._max_agents = max_agents
         # Set by the node when it federates with other networks.
         self.federation: FederationService | None = None
 
     async def announce(self, caller: Caller, params: AnnounceInput) -> dict[str, Any]:
-        """Put an agent on the network as this session's; refuse an id a live session holds."""
+        """Put an agent on the network as the caller's; refuse an id another caller holds."""
         if params.agent_id.lower() in RESERVED_AGENT_IDS:
             raise InvalidParameters(
                 f"agent id '{params.agent_id}' is reserved; choose another",
                 details={"reserved": sorted(RESERVED_AGENT_IDS)},
             )
+        params = self._granted(caller.principal, params)
         existing = self.directory.get(params.agent_id)
-        if (
-            existing is not None
-            and existing.online
-            and ((existing.node_id, existing.session_id) != (self._log.node_id, caller.session_id))
-        ):
+        held = existing is not None and existing.online
+        handle = caller.handle if existing and self._handle_fits(caller, existing) else None
+        if held and existing is not None and not (handle or self._holds_by_key(caller, existing)):
             raise self._exists(params.agent_id)
-        payload = params.model_dump() | {"session_id": caller.session_id, "metadata": {}}
+        if not held:
+            self._check_quota(caller.principal)
+        handle = handle or mint_handle(params.agent_id)
+        if held and existing is not None:
+            key = existing.session_id  # the holder re-announces: the agent stays where it is
+        else:
+            key = handle_key(handle) if caller.session_id == STATELESS else caller.session_id
+        metadata = {"owner": caller.principal.id, "handle_hash": handle_hash(handle)}
+        payload = params.model_dump() | {"session_id": key, "metadata": metadata}
         outcome = await self._log.emit("agent.announced", "agent", params.agent_id, payload)
         if not outcome["ok"]:
             if outcome.get("reason") == "max_agents":
@@ -181,11 +209,72 @@ class AgentService:
             raise self._exists(params.agent_id)
         agent = self.directory.get(params.agent_id)
         assert agent is not None
+        self.leases.renew(agent.id)
         return {
             "success": True,
             "message": f"Agent {agent.id} ({agent.role}) announced to BZZZ network",
             "agent": agent_info(agent),
+            "agent_handle": handle,
         }
+
+    async def announce_again(self, agent: domain.Agent) -> None:
+        """Put this node's agent back online as it was: same key, owner and handle."""
+        params = AnnounceInput(
+            agent_id=agent.id,
+            role=agent.role,
+            capabilities=list(agent.capabilities),
+            specialization=agent.specialization,
+            max_tasks=agent.max_tasks,
+            project=agent.project,
+            task=agent.task,
+        )
+        payload = params.model_dump() | {
+            "session_id": agent.session_id,
+            "metadata": dict(agent.metadata),
+        }
+        await self._log.emit("agent.announced", "agent", agent.id, payload)
+        self.leases.renew(agent.id)
+
+    @staticmethod
+    def _granted(who: Principal, params: AnnounceInput) -> AnnounceInput:
+        """The announcement within the principal's grants (its one project by default)."""
+        who.require(Scope.WRITE, "announcing an agent")
+        if not who.may_role(params.role):
+            raise PermissionDenied(
+                f"this credential may not announce agents as '{params.role}' (roles: "
+                f"{', '.join(sorted(who.roles)) or 'none'})",
+                details={"missing": f"role:{params.role}"},
+            )
+        if params.project is None and not who.all_projects and len(who.projects) == 1:
+            params = params.model_copy(update={"project": next(iter(who.projects))})
+        who.require_project(params.project, "announcing an agent")
+        return params
+
+    def _check_quota(self, who: Principal) -> None:
+        limit = self.agents_per_principal
+        if not limit or not who.authenticated:
+            return
+        held = self.directory.count_owned(who.id)
+        if held >= limit:
+            raise RateLimited(
+                f"this credential already holds {held} online agents (at most {limit})",
+                details={"limit": limit, "retry_after": self.leases.seconds},
+            )
+
+    def _holds_by_key(self, caller: Caller, agent: domain.Agent) -> bool:
+        """Whether the caller's own key (session, process, principal) holds ``agent``."""
+        if caller.session_id == STATELESS or agent.session_id != caller.session_id:
+            return False
+        return agent.node_id == self._log.node_id or domain.network_wide_key(agent.session_id)
+
+    @staticmethod
+    def _handle_fits(caller: Caller, agent: domain.Agent) -> bool:
+        if caller.handle is None or not caller.handle.startswith(f"{agent.id}:"):
+            return False
+        if not hmac.compare_digest(handle_hash(caller.handle), agent.handle_hash or ""):
+            return False
+        # A handle is the agent's, not a way around another principal's grants.
+        return not caller.principal.authenticated or agent.owner == caller.principal.id
 
     @staticmethod
     def _exists(agent_id: str) -> InvalidParameters:
@@ -207,10 +296,14 @@ class AgentService:
             self._infos.popitem(last=False)
         return info
 
-    async def lookup(self, params: LookupInput) -> dict[str, Any]:
-        """Agents matching an address and filters, best first (federated networks too)."""
+    async def lookup(self, caller: Caller, params: LookupInput) -> dict[str, Any]:
+        """Agents matching an address and filters, best first (federated networks too).
+
+        Only agents of the caller's projects are seen.
+        """
         address = parse_address(params.semantic_address)
         criteria = params.filter_criteria or FilterCriteria()
+        visible = visible_projects(caller.principal)
         total = 0
         found: list[tuple[float, dict[str, Any]]] = []
         searched = self._directories(address.network)
@@ -224,6 +317,7 @@ class AgentService:
                 min_performance=criteria.performance_threshold,
                 expertise=criteria.expertise,
                 limit=params.limit,
+                visible=visible,
             )
             total += count
             found.extend((score, self._match(agent, score, network)) for score, agent in scored)
@@ -265,8 +359,13 @@ class AgentService:
         remote["address"] = f"{remote['address']}?network={network}"
         return remote | {"score": score, "network": network}
 
-    async def get(self, params: GetInput) -> dict[str, Any]:
-        """The content at an address: an agent, its inbox, its tasks, or a thread."""
+    async def get(self, caller: Caller, params: GetInput) -> dict[str, Any]:
+        """The content at an address: an agent, its inbox, its tasks, or a thread.
+
+        An agent is seen only in the caller's projects; its inbox, tasks, activity and
+        threads only by its owner and its project's admins; a thread only by its participants
+        and its project's admins.
+        """
         address = parse_address(params.address)
         if address.network is not None and address.network != self._log.network:
             return self._remote_get(params, address)
@@ -274,10 +373,17 @@ class AgentService:
         async with self._db.session() as session:
             repo = Repository(session)
             if path.startswith("/threads/"):
-                content, kind = await self._thread_content(repo, address, params), "thread"
+                content = await self._thread_content(repo, caller, address, params)
+                kind = "thread"
             else:
-                agent = await self._agent_at(repo, address)
-                content, kind = await self._agent_content(repo, agent, path, params)
+                agent = self._agent_at(caller, address)
+                if path != "" or self.may_read(caller, agent):
+                    self.require_reader(caller, agent)
+                    content, kind = await self._agent_content(repo, agent, path, params)
+                else:
+                    info = agent_info(agent)
+                    content = {"agent_info": info, "last_updated": info["last_activity"]}
+                    kind = "agent_data"
         result: dict[str, Any] = {
             "success": True,
             "address": params.address,
@@ -325,13 +431,13 @@ class AgentService:
             }
         return result
 
-    async def _agent_at(self, repo: Repository, address: Address) -> domain.Agent:
+    def _agent_at(self, caller: Caller, address: Address) -> domain.Agent:
         if address.agent is None:
             raise InvalidParameters(
                 "bzzz_get needs a concrete agent id in the address (use bzzz_lookup for wildcards)",
                 details={"address": address.to_dict("")},
             )
-        agent = self.directory.get(address.agent)
+        agent = self.visible_agent(caller.principal, address.agent)
         if agent is None or not address.matches(agent.id, agent.role, agent.project, agent.task):
             raise AgentNotFound(
                 f"no agent '{address.agent}' at that address", details={"agent_id": address.agent}
@@ -369,7 +475,7 @@ class AgentService:
         )
 
     async def _thread_content(
-        self, repo: Repository, address: Address, params: GetInput
+        self, repo: Repository, caller: Caller, address: Address, params: GetInput
     ) -> dict[str, Any]:
         assert address.path is not None
         thread_id = address.path.removeprefix("/threads/").strip("/")
@@ -377,7 +483,8 @@ class AgentService:
         if thread is None or "/" in thread_id:
             raise ThreadNotFound(f"no thread '{thread_id}'", details={"thread_id": thread_id})
         if address.agent is not None:
-            await self._agent_at(repo, address)
+            self._agent_at(caller, address)
+        self.require_thread_reader(caller, thread)
         messages = await repo.thread_messages(thread_id, limit=params.max_history)
         shown = [m.id for m in messages]
         info = thread_info(thread, messages, await repo.reactions(thread_id, shown))
@@ -413,5 +520,108 @@ class AgentService:
         return len(agents)
 
     async def agents_of(self, caller: Caller) -> list[domain.Agent]:
-        """The online agents this session announced."""
-        return self.directory.of_session(self._log.node_id, caller.session_id)
+        """The online agents the caller may act as: its key's, and its handle's agent.
+
+        Acting as an agent renews its lease.
+        """
+        mine = self._acting(caller)
+        if caller.handle is not None and all(a.id != handle_agent(caller.handle) for a in mine):
+            agent = self.directory.get(handle_agent(caller.handle))
+            if agent is not None and agent.online:
+                raise PermissionDenied(
+                    "agent_handle does not match the agent (announce it again for a new one)",
+                    details={"missing": "agent_handle", "agent_id": agent.id},
+                )
+        for agent in mine:
+            self.leases.renew(agent.id)
+        return mine
+
+    def holds(self, caller: Caller, agent: domain.Agent) -> bool:
+        """Whether the caller may act as ``agent``."""
+        return self._holds_by_key(caller, agent) or self._handle_fits(caller, agent)
+
+    def may_read(self, caller: Caller, agent: domain.Agent) -> bool:
+        """Owner or project admin: may read the agent's inbox, tasks, activity and threads."""
+        who = caller.principal
+        if who.is_admin_of(agent.project) or self.holds(caller, agent):
+            return True
+        return who.authenticated and agent.owner == who.id
+
+    def require_reader(self, caller: Caller, agent: domain.Agent) -> None:
+        """PERMISSION_DENIED unless the caller may read the agent's private content."""
+        if not self.may_read(caller, agent):
+            raise PermissionDenied(
+                f"only the owner of '{agent.id}' and admins of its project read its inbox, "
+                "tasks and activity",
+                details={"missing": "owner_or_admin", "agent_id": agent.id},
+            )
+
+    def visible_agent(self, who: Principal, agent_id: str) -> domain.Agent | None:
+        """The agent if it exists in one of the principal's projects, else None."""
+        agent = self.directory.get(agent_id)
+        if agent is None or not who.may_see_project(agent.project):
+            return None
+        return agent
+
+    def require_thread_reader(self, caller: Caller, thread: domain.Thread) -> None:
+        """THREAD_NOT_FOUND outside the thread's project; PERMISSION_DENIED for a non-member."""
+        who = caller.principal
+        project = thread_project(thread)
+        if not who.may_see_project(project):
+            raise ThreadNotFound(f"no thread '{thread.id}'", details={"thread_id": thread.id})
+        if who.is_admin_of(project):
+            return
+        members = set(thread.active_participants)
+        if not any(a.id in members for a in self._acting(caller)):
+            raise PermissionDenied(
+                f"only participants of thread '{thread.id}' read it",
+                details={"missing": "participant", "thread_id": thread.id},
+            )
+
+    def _acting(self, caller: Caller) -> list[domain.Agent]:
+        mine: list[domain.Agent] = []
+        if caller.session_id != STATELESS:
+            mine = self.directory.of_session(self._log.node_id, caller.session_id)
+        if caller.handle is not None:
+            agent = self.directory.get(handle_agent(caller.handle))
+            fits = agent is not None and agent.online and self._handle_fits(caller, agent)
+            if fits and agent is not None and agent not in mine:
+                mine.append(agent)
+        return mine
+
+    async def expire_leases(self) -> list[str]:
+        """Take this node's sessionless agents whose lease ran out offline; their ids."""
+        expired = self.leases.expired(self.directory.online_of_node(self._log.node_id))
+        by_key: dict[str, list[str]] = {}
+        for agent in expired:
+            by_key.setdefault(agent.session_id, []).append(agent.id)
+        for key, ids in by_key.items():
+            await self._log.emit(
+                "agent.offline",
+                "agent",
+                ids[0],
+                {"agent_ids": ids, "session_id": key, "reason": "lease expired"},
+            )
+            self.leases.forget(ids)
+        return [a.id for a in expired]
+
+    async def run_leases(self) -> None:
+        """Expire leases until cancelled (a node's background task)."""
+        interval = min(max(self.leases.seconds / 4, 0.05), 5.0)
+        while True:
+            await asyncio.sleep(interval)
+            try:
+                await self.expire_leases()
+            except BzzzError as exc:
+                logger.warning("could not expire agent leases: %s", exc.message)
+
+
+def visible_projects(who: Principal) -> frozenset[str] | None:
+    """The projects whose agents a principal sees; None: every agent."""
+    return None if who.all_projects else who.projects
+
+
+def thread_project(thread: domain.Thread) -> str | None:
+    """The project a thread belongs to (its creator's, recorded when it was created)."""
+    project = thread.metadata.get("project")
+    return project if isinstance(project, str) else None

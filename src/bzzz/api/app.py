@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import contextlib
-import hmac
 from collections.abc import AsyncIterator
 from typing import Any
+from urllib.parse import parse_qs
 
 from starlette.applications import Starlette
 from starlette.requests import Request
@@ -13,38 +13,84 @@ from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Mount, Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from bzzz.access.principal import ANONYMOUS, Principal
+from bzzz.access.service import AccessService, serves_loopback_only
 from bzzz.domain import iso
+from bzzz.errors import BzzzError, PermissionDenied, Unauthenticated
 from bzzz.mcp.server import BzzzMCP
+from bzzz.mcp.sessions import PRINCIPAL_STATE, principal_of
 from bzzz.node import Node
 
-_PROTECTED = ("/mcp", "/webhooks")
+RESOURCE_METADATA_PATH = "/.well-known/oauth-protected-resource"
+SCOPES_SUPPORTED = ["bzzz:read", "bzzz:write", "bzzz:admin", "bzzz:project:*", "bzzz:role:*"]
+
+# Open to anyone: liveness, and where a client learns how to get a credential.
+OPEN_PATHS = frozenset({"/healthz", RESOURCE_METADATA_PATH})
+# Credentials travel in the Authorization header only: a URL ends up in logs and histories.
+_QUERY_CREDENTIALS = frozenset({"access_token", "token", "api_key", "apikey", "key", "auth"})
 
 
-class BearerAuth:
-    """Requires ``Authorization: Bearer <token>`` on /mcp when tokens are configured."""
+def error_response(
+    error: BzzzError, status: int, headers: dict[str, str] | None = None
+) -> Response:
+    """The seed's ErrorResponse as an HTTP answer."""
+    return JSONResponse(error.to_response(), status_code=status, headers=headers)
 
-    def __init__(self, app: ASGIApp, tokens: list[str]) -> None:
+
+class Authenticate:
+    """Resolves each request's credential to a principal, left in ``scope["state"]``.
+
+    A missing credential on a node that requires one, or any bad credential, is 401 with
+    ``WWW-Authenticate: Bearer resource_metadata="…"`` (RFC 9728); the routes and the MCP
+    tools then apply the principal's grants.
+    """
+
+    def __init__(
+        self, app: ASGIApp, access: AccessService, metadata_url: str, metrics_public: bool
+    ) -> None:
         self.app = app
-        self.tokens = [t.encode() for t in tokens]
+        self.access = access
+        self.metadata_url = metadata_url
+        self.metrics_public = metrics_public
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        """Pass through authorized requests; answer 401 to the rest."""
-        if scope["type"] == "http" and self.tokens and scope["path"].startswith(_PROTECTED):
-            headers = dict(scope.get("headers", []))
-            given = headers.get(b"authorization", b"").removeprefix(b"Bearer ").strip()
-            if not any(hmac.compare_digest(given, token) for token in self.tokens):
-                response = JSONResponse(
-                    {
-                        "success": False,
-                        "error": "missing or invalid bearer token",
-                        "code": "INVALID_PARAMETERS",
-                    },
-                    status_code=401,
-                    headers={"WWW-Authenticate": "Bearer"},
-                )
-                await response(scope, receive, send)
-                return
+        """Pass on with the principal set; answer 401 to the rest."""
+        if scope["type"] != "http" or scope["path"] in OPEN_PATHS:
+            await self.app(scope, receive, send)
+            return
+        try:
+            who = await self._principal(scope)
+        except Unauthenticated as exc:
+            challenge = f'Bearer resource_metadata="{self.metadata_url}"'
+            if exc.details.get("invalid_token"):
+                challenge += ', error="invalid_token"'
+            await error_response(exc, 401, {"WWW-Authenticate": challenge})(scope, receive, send)
+            return
+        scope.setdefault("state", {})[PRINCIPAL_STATE] = who
         await self.app(scope, receive, send)
+
+    async def _principal(self, scope: Scope) -> Principal:
+        query = parse_qs(scope.get("query_string", b"").decode("latin-1"))
+        if _QUERY_CREDENTIALS & {k.lower() for k in query}:
+            raise Unauthenticated(
+                "credentials in the query string are refused; send 'Authorization: Bearer <token>'",
+                details={"missing": "credential", "invalid_token": True},
+            )
+        header = None
+        for name, value in scope.get("headers", []):
+            if name == b"authorization":
+                header = value.decode("latin-1")
+        try:
+            who = await self.access.authenticate(header)
+        except Unauthenticated as exc:
+            exc.details.setdefault("missing", "credential")
+            exc.details["invalid_token"] = header is not None
+            raise
+        if who is None and scope["path"] == "/metrics" and not self.metrics_public:
+            raise Unauthenticated(
+                "/metrics needs a credential on this node", details={"missing": "credential"}
+            )
+        return who or ANONYMOUS
 
 
 def _metrics(node: Node) -> str:
@@ -82,8 +128,12 @@ def _metrics(node: Node) -> str:
     return "\n".join(lines) + "\n"
 
 
-def build_app(node: Node, server: BzzzMCP, host: str) -> Starlette:
-    """The node's HTTP app (MCP session manager started by its lifespan)."""
+def build_app(node: Node, server: BzzzMCP, host: str, base_url: str | None = None) -> Starlette:
+    """The node's HTTP app (MCP session manager started by its lifespan).
+
+    ``base_url``: where clients reach this node (``auth.public_url`` wins), for the OAuth
+    protected-resource metadata.
+    """
     # Plain JSON answers to POSTs: every tool answers at once (no progress to stream), and the
     # SDK's client then keeps one connection instead of opening one per call; notifications
     # (resources/updated) still travel on the session's GET stream.
@@ -97,6 +147,15 @@ def build_app(node: Node, server: BzzzMCP, host: str) -> Starlette:
         return PlainTextResponse(_metrics(node), media_type="text/plain; version=0.0.4")
 
     async def webhooks(request: Request) -> Response:
+        who = principal_of(request)
+        if not who.is_admin_of(None):
+            return error_response(
+                PermissionDenied(
+                    "webhook deliveries are shown to admins of every project",
+                    details={"missing": "scope:admin"},
+                ),
+                403,
+            )
         status = request.query_params.get("status")
         if status not in (None, "pending", "delivered", "dead"):
             return JSONResponse(
@@ -134,12 +193,37 @@ def build_app(node: Node, server: BzzzMCP, host: str) -> Starlette:
         async with server.session_manager.run():
             yield
 
+    auth = node.settings.auth
+    base = (auth.public_url or base_url or f"http://{host}").rstrip("/")
+
+    async def resource_metadata(request: Request) -> Response:
+        return JSONResponse(protected_resource(f"{base}/mcp", auth.issuer))
+
     routes: list[Any] = [
         Route("/healthz", healthz),
         Route("/metrics", metrics),
         Route("/webhooks", webhooks),
+        Route(RESOURCE_METADATA_PATH, resource_metadata),
         Mount("/", app=mcp_app),
     ]
     app = Starlette(routes=routes, lifespan=lifespan)
-    app.add_middleware(BearerAuth, tokens=node.settings.node.auth_tokens)
+    loopback = serves_loopback_only(host)
+    metrics_public = auth.metrics_public if auth.metrics_public is not None else loopback
+    app.add_middleware(
+        Authenticate,
+        access=node.access,
+        metadata_url=f"{base}{RESOURCE_METADATA_PATH}",
+        metrics_public=metrics_public,
+    )
     return app
+
+
+def protected_resource(resource: str, issuer: str | None) -> dict[str, Any]:
+    """RFC 9728 protected-resource metadata of this node's MCP endpoint."""
+    return {
+        "resource": resource,
+        "authorization_servers": [issuer] if issuer else [],
+        "scopes_supported": SCOPES_SUPPORTED,
+        "bearer_methods_supported": ["header"],
+        "resource_name": "BZZZ node",
+    }

@@ -8,6 +8,7 @@ anything is created.
 
 from __future__ import annotations
 
+from collections.abc import Set as AbstractSet
 from datetime import timedelta
 from typing import Any
 
@@ -55,7 +56,11 @@ def task_details(task: domain.Task | None, topic: str | None) -> dict[str, Any]:
 
 
 def choose_reviewers(
-    directory: AgentDirectory, roles: list[str], creator: str, expertise: list[str]
+    directory: AgentDirectory,
+    roles: list[str],
+    creator: str,
+    expertise: list[str],
+    visible: AbstractSet[str] | None = None,
 ) -> dict[str, list[str]]:
     """Up to two of the best available agents per role; AgentNotFound names empty roles."""
     chosen: dict[str, list[str]] = {}
@@ -63,7 +68,12 @@ def choose_reviewers(
     missing = []
     for role in dict.fromkeys(roles):
         found = best_available(
-            directory, role=role, expertise=expertise, exclude=taken, limit=PER_ROLE
+            directory,
+            role=role,
+            expertise=expertise,
+            exclude=taken,
+            limit=PER_ROLE,
+            visible=visible,
         )
         if not found:
             missing.append(role)
@@ -117,7 +127,9 @@ class ReviewDesk:
             )
         details = task_details(task, topic)
         expertise = [str(details["type"])]
-        reviewers = choose_reviewers(self._directory, roles, creator.id, expertise)
+        # Reviewers come from the creator's project when the caller sees only some projects.
+        visible = None if creator.project is None else frozenset({creator.project})
+        reviewers = choose_reviewers(self._directory, roles, creator.id, expertise, visible)
         hours = DEADLINES.get(str(details.get("priority")), DEADLINES["medium"])
         context = {
             "task_details": details,
@@ -134,6 +146,7 @@ class ReviewDesk:
                 "participants": participants,
                 "metadata": {
                     "kind": "review",
+                    "project": creator.project,
                     "reviewers": reviewers,
                     "task_id": details.get("task_id"),
                 },

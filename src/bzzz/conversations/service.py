@@ -10,6 +10,8 @@ from typing import Any
 from ulid import ULID
 
 from bzzz import domain
+from bzzz.access.limits import PostLimiter
+from bzzz.access.principal import Principal, Scope
 from bzzz.address import Address, parse_address
 from bzzz.agents.service import AgentService, thread_info
 from bzzz.clock import Clock, SystemClock
@@ -18,7 +20,7 @@ from bzzz.conversations.lifecycle import ThreadLifecycle
 from bzzz.conversations.review import ReviewDesk
 from bzzz.conversations.summary import content_text, message_text, summarize_thread
 from bzzz.domain import TASK_UPDATE_TYPES, THREAD_MESSAGE_TYPES, iso
-from bzzz.errors import AgentNotFound, BzzzError, InvalidParameters, ThreadNotFound
+from bzzz.errors import AgentNotFound, BzzzError, InvalidParameters, RateLimited, ThreadNotFound
 from bzzz.eventlog import Caller, EventLog
 from bzzz.schemas import PostInput, ThreadInput
 from bzzz.store.database import Database
@@ -49,8 +51,12 @@ class ConversationService:
         clock: Clock | None = None,
         idle_timeout: float = 3600.0,
         classifier: StanceClassifier | None = None,
+        limiter: PostLimiter | None = None,
+        threads_per_principal: int = 0,
     ) -> None:
         self._db = db
+        self._limiter = limiter or PostLimiter(0, 0, 1)
+        self._threads_per_principal = threads_per_principal
         self._log = log
         self._agents = agents
         self._max_active_threads = max_active_threads
@@ -89,10 +95,12 @@ class ConversationService:
     async def post(self, caller: Caller, params: PostInput) -> dict[str, Any]:
         """Deliver a message to an address or a thread; tasks are created or updated."""
         started = time.perf_counter()
+        caller.principal.require(Scope.WRITE, "posting")
         address = parse_address(params.target_address)
         if address.network is not None and address.network != self._log.network:
             return await self._post_federated(caller, params, address, started)
         sender = await self.sender_of(caller, params.agent_id)
+        self._limiter.take(sender.id)
         stance: tuple[str, str] | None = None
         if params.thread_id:
             async with self._db.session() as session:
@@ -104,7 +112,7 @@ class ConversationService:
                 raise InvalidParameters(
                     "a stance needs thread_id and reply_to", details={"field": "stance"}
                 )
-            recipients = self._address_recipients(address, sender)
+            recipients = self._address_recipients(address, sender, who=caller.principal)
         task_id = None
         if params.message_type in TASK_UPDATE_TYPES:
             async with self._db.session() as session:
@@ -283,11 +291,18 @@ class ConversationService:
         return [a for a in thread.active_participants if a != sender.id]
 
     def _address_recipients(
-        self, address: Address, sender: domain.Agent, directory: AgentDirectory | None = None
+        self,
+        address: Address,
+        sender: domain.Agent,
+        directory: AgentDirectory | None = None,
+        who: Principal | None = None,
     ) -> list[str]:
+        """Who an address reaches: within ``who``'s projects (None: another network's)."""
         directory = directory or self._agents.directory
         if address.agent is not None:
             agent = directory.get(address.agent)
+            if agent is not None and who is not None and not who.may_see_project(agent.project):
+                agent = None
             if agent is None or not address.matches(
                 agent.id, agent.role, agent.project, agent.task
             ):
@@ -303,6 +318,8 @@ class ConversationService:
             task=address.task,
             online_only=True,
         )
+        if who is not None and not who.all_projects:
+            matches = [a for a in matches if a.project in who.projects]
         return sorted(a.id for a in matches if a.id != sender.id)
 
     @staticmethod
@@ -375,18 +392,16 @@ class ConversationService:
     async def _create(self, caller: Caller, params: ThreadInput) -> dict[str, Any]:
         self._require(params, "participants", "topic")
         assert params.participants is not None and params.topic is not None
+        caller.principal.require(Scope.WRITE, "creating a thread")
         creator = await self.sender_of(caller, params.agent_id)
         participants = list(dict.fromkeys([creator.id, *params.participants]))
-        async with self._db.session() as session:
-            repo = Repository(session)
-            unknown = [p for p in participants if self._agents.directory.get(p) is None]
-            active = await repo.count_active_threads()
+        visible = self._agents.visible_agent
+        unknown = [p for p in participants if visible(caller.principal, p) is None]
         if unknown:
             raise AgentNotFound(
                 f"unknown participants: {', '.join(unknown)}", details={"unknown": unknown}
             )
-        if active >= self._max_active_threads:
-            raise self._too_many()
+        await self._check_thread_room(caller)
         thread_id = f"thread-{ULID()}"
         outcome = await self._log.emit(
             "thread.created",
@@ -397,12 +412,31 @@ class ConversationService:
                 "topic": params.topic,
                 "creator": creator.id,
                 "participants": participants,
-                "metadata": {},
+                "metadata": {"project": creator.project},
             },
         )
         if not outcome["ok"]:
             raise self._too_many()
         return await self._thread_dict(thread_id)
+
+    async def _check_thread_room(self, caller: Caller) -> None:
+        """The network's thread limit, and the share of it one principal may take."""
+        who = caller.principal
+        share = self._threads_per_principal or max(1, self._max_active_threads // 2)
+        async with self._db.session() as session:
+            repo = Repository(session)
+            active = await repo.count_active_threads()
+            mine = 0
+            if who.authenticated and active >= share:
+                creators = self._agents.directory.owned_by(who.id)
+                mine = await repo.count_active_threads(creators)
+        if active >= self._max_active_threads:
+            raise self._too_many()
+        if mine >= share:
+            raise RateLimited(
+                f"this credential's agents already hold {mine} active threads (at most {share})",
+                details={"limit": "threads_per_principal", "retry_after": 60},
+            )
 
     def _too_many(self) -> InvalidParameters:
         return InvalidParameters(
@@ -422,6 +456,11 @@ class ConversationService:
         assert params.thread_id is not None
         agent = await self.sender_of(caller, params.agent_id)
         thread = await self._thread_dict(params.thread_id)
+        project = (thread.get("metadata") or {}).get("project")
+        if not caller.principal.may_see_project(project):
+            raise ThreadNotFound(
+                f"no thread '{params.thread_id}'", details={"thread_id": params.thread_id}
+            )
         if kind == "thread.joined" and thread["status"] == "completed":
             raise InvalidParameters(f"thread '{params.thread_id}' is completed")
         if kind == "thread.left" and agent.id not in thread["participants"]:
@@ -465,6 +504,7 @@ class ConversationService:
                 raise ThreadNotFound(
                     f"no thread '{params.thread_id}'", details={"thread_id": params.thread_id}
                 )
+            self._agents.require_thread_reader(caller, thread)
             messages = await repo.thread_messages(thread.id)
         summary = summarize_thread(thread, messages)
         if self.summarizer is not None:
@@ -480,6 +520,7 @@ class ConversationService:
     async def _status(self, caller: Caller, params: ThreadInput) -> dict[str, Any]:
         self._require(params, "thread_id")
         assert params.thread_id is not None
+        caller.principal.require(Scope.WRITE, f"'{params.action}' of a thread")
         agent = await self.sender_of(caller, params.agent_id)
         thread = await self.lifecycle.change(
             params.thread_id, agent.id, params.action, params.reason
@@ -487,6 +528,7 @@ class ConversationService:
         return thread_info(thread)
 
     async def _open_review(self, caller: Caller, params: ThreadInput) -> dict[str, Any]:
+        caller.principal.require(Scope.WRITE, "opening a review")
         creator = await self.sender_of(caller, params.agent_id)
         task = None
         if params.task_id:
@@ -498,9 +540,7 @@ class ConversationService:
                 )
         plan = self._review.plan(creator, params.roles, task, params.topic, params.criteria)
         payload = plan["payload"]
-        async with self._db.session() as session:
-            if await Repository(session).count_active_threads() >= self._max_active_threads:
-                raise self._too_many()
+        await self._check_thread_room(caller)
         outcome = await self._log.emit("thread.created", "thread", payload["thread_id"], payload)
         if not outcome["ok"]:
             raise self._too_many()

@@ -111,6 +111,10 @@ class SubscriptionService:
                 "filter_address": params.filter_address,
                 "callback_webhook": webhook,
                 "session_id": caller.session_id,
+                # A subscriber sees only its projects' events, on every node that matches.
+                "projects": None
+                if caller.principal.all_projects
+                else sorted(caller.principal.projects),
             },
         )
         result: dict[str, Any] = {
@@ -129,12 +133,17 @@ class SubscriptionService:
             result["signature_header"] += "'<t>.<body>'>"
         return result
 
-    async def events(self, subscription_id: str, limit: int = 100) -> dict[str, Any]:
-        """A subscription and its most recent events (oldest first)."""
+    async def events(
+        self, caller: Caller, subscription_id: str, limit: int = 100
+    ) -> dict[str, Any]:
+        """A subscription and its most recent events (oldest first): its subscriber's only."""
         async with self._db.session() as session:
             repo = Repository(session)
             sub = await repo.subscription(subscription_id)
-            if sub is None or sub.node_id != self._log.node_id:
+            mine = sub is not None and (
+                sub.session_id == caller.session_id or caller.principal.is_admin_of(None)
+            )
+            if sub is None or sub.node_id != self._log.node_id or not mine:
                 raise InvalidParameters(
                     f"no subscription '{subscription_id}' on this node",
                     details={"subscription_id": subscription_id},

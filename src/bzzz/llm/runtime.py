@@ -13,6 +13,7 @@ import logging
 from dataclasses import dataclass, field
 from typing import Any
 
+from bzzz.access.principal import ALL, node_principal
 from bzzz.agents.service import AgentService
 from bzzz.config import Settings
 from bzzz.conversations.service import ConversationService
@@ -128,6 +129,7 @@ class HostedRuntime:
         )
         # Parsed at build time: a bad entry stops the node before it joins the network.
         self.specs = hosted_agents(settings.agents.default_roles, log.node_id)
+        self._node_id = log.node_id
         self.hosted: dict[str, HostedAgent] = {}
         self.disabled_reason: str | None = None
         self._tasks: dict[str, asyncio.Task[None]] = {}
@@ -156,7 +158,11 @@ class HostedRuntime:
     async def _announce(self, spec: HostedAgentSpec) -> None:
         agent = HostedAgent(
             spec=spec,
-            caller=Caller(f"hosted-{spec.agent_id}"[:128]),
+            # The node's own principal, limited to the project configured for the agent.
+            caller=Caller(
+                f"hosted-{spec.agent_id}"[:128],
+                node_principal(self._node_id, [spec.project] if spec.project else [ALL]),
+            ),
             lifecycle=Lifecycle(spec.agent_id),
             slots=asyncio.Semaphore(spec.max_tasks),
         )

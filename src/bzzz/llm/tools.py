@@ -153,7 +153,7 @@ class ToolBox:
         self._conversations = conversations
         self.scope = ThreadScope(db, project, thread_id)
         self._handlers: dict[str, Callable[[dict[str, Any]], Awaitable[dict[str, Any]]]] = {
-            "bzzz_lookup": lambda a: agents.lookup(validate_input(LookupInput, a)),
+            "bzzz_lookup": lambda a: agents.lookup(caller, validate_input(LookupInput, a)),
             "bzzz_get": self._get,
             "bzzz_post": self._post,
             "bzzz_thread": self._thread,
@@ -166,7 +166,7 @@ class ToolBox:
         path = address.path or ""
         if path.startswith("/threads/"):
             await self.scope.check(path.removeprefix("/threads/").strip("/"))
-        answer = await self._agents.get(params)
+        answer = await self._agents.get(self._caller, params)
         content = answer.get("content") or {}
         if isinstance(content.get("threads"), list):
             content["threads"] = await self.scope.keep(content["threads"], "id")

@@ -1,10 +1,14 @@
 """Tool descriptions: written for the LLM that decides when and how to call each tool."""
 
 ANNOUNCE = """Announce an agent (you) on the BZZZ network so others can find and message it.
-Call this first: bzzz_post and bzzz_thread act as the agent this session announced.
-Re-announcing the same agent_id from this session updates it; an id held by a live agent of
-another session fails with "Agent ID already exists". The agent goes offline when this session
-ends. Optional project/task say what the agent works on (agents without them match any).
+Call this first: bzzz_post and bzzz_thread act as the agent you announced. The result holds
+an agent_handle: pass it as agent_handle to every later call that acts as this agent (it is
+required when your client keeps no session and sends no credential of its own).
+Re-announcing the same agent_id (same session, credential or handle) updates it; an id held
+by a live agent of someone else fails with "Agent ID already exists". The agent goes offline
+when its session ends, or when no call uses it for the node's lease (120 s by default).
+Optional project/task say what the agent works on (agents without them match any); a
+credential limited to projects announces only in them.
 Example: {"agent_id": "architect-001", "role": "architect",
 "capabilities": ["system_design", "api_design"], "specialization": "distributed_systems"}"""
 
@@ -68,3 +72,6 @@ lastSeen, status online/offline/busy). A node that misses its heartbeats is offl
 COSTS = """This node's model spending (the reference's CostUsage): today and this month, in
 total and per model (calls, tokens, cost in USD), with the daily and monthly limits, the warning
 threshold, whether hosted agents can reach a model and the state of its circuit breaker."""
+
+HANDLE = """the agent_handle bzzz_announce returned: pass it on every call that acts as (or
+reads the inbox of) your agent"""

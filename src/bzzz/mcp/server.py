@@ -10,13 +10,14 @@ from mcp.server.context import ServerRequestContext
 from mcp.server.mcpserver import Context, MCPServer, ResourceSecurity
 from mcp.server.mcpserver.exceptions import ResourceError, ToolError, UnexpectedToolError
 from mcp.server.subscriptions import InMemorySubscriptionBus, ResourceUpdated
+from mcp.shared.exceptions import MCPError
 from mcp_types import (
+    INVALID_PARAMS,
     CallToolResult,
+    CompleteRequestParams,
+    CompleteResult,
     Completion,
-    CompletionArgument,
-    CompletionContext,
     EmptyResult,
-    PromptReference,
     ResourceTemplateReference,
     SetLevelRequestParams,
     SubscribeRequestParams,
@@ -26,7 +27,10 @@ from mcp_types import (
 from pydantic import Field, ValidationError
 
 from bzzz import domain
+from bzzz.access.principal import Scope
+from bzzz.agents.service import visible_projects
 from bzzz.errors import BzzzError, ErrorCode, InvalidParameters
+from bzzz.eventlog import Caller
 from bzzz.events.service import subscription_uri
 from bzzz.mcp import descriptions as text
 from bzzz.mcp.models import (
@@ -156,9 +160,9 @@ def build_server(node: Node) -> tuple[BzzzMCP, SessionRegistry]:
 
     sessions = SessionRegistry(on_end=session_ended)
 
-    def caller_of(ctx: Context[Any, Any]) -> Any:
+    def caller_of(ctx: Context[Any, Any], handle: str | None = None) -> Caller:
         request = ctx.request_context.request if ctx.request_context else None
-        return sessions.caller(ctx.session, request)
+        return sessions.caller(ctx.session, request, handle)
 
     async def run(call: Any) -> CallToolResult:
         try:
@@ -176,6 +180,7 @@ def build_server(node: Node) -> tuple[BzzzMCP, SessionRegistry]:
         max_tasks: Annotated[int, Field(strict=True, description="maximum concurrent tasks")] = 3,
         project: Annotated[str | None, Field(description="project it works on")] = None,
         task: Annotated[str | None, Field(description="task it works on")] = None,
+        agent_handle: Annotated[str | None, Field(description=text.HANDLE)] = None,
     ) -> Annotated[CallToolResult, AnnounceOutput]:
         params = validate_input(
             AnnounceInput,
@@ -189,11 +194,12 @@ def build_server(node: Node) -> tuple[BzzzMCP, SessionRegistry]:
                 task=task,
             ),
         )
-        return await run(node.agents.announce(caller_of(ctx), params))
+        return await run(node.agents.announce(caller_of(ctx, agent_handle), params))
 
     @server.tool(name="bzzz_lookup", description=text.LOOKUP)
     async def bzzz_lookup(
         semantic_address: Annotated[str, Field(description="bzzz://agent:role@project:task")],
+        ctx: Context[Any, Any],
         filter_criteria: Annotated[
             dict[str, Any] | None,
             Field(
@@ -206,21 +212,23 @@ def build_server(node: Node) -> tuple[BzzzMCP, SessionRegistry]:
             LookupInput,
             _args(semantic_address=semantic_address, filter_criteria=filter_criteria, limit=limit),
         )
-        return await run(node.agents.lookup(params))
+        return await run(node.agents.lookup(caller_of(ctx), params))
 
     @server.tool(name="bzzz_get", description=text.GET)
     async def bzzz_get(
         address: Annotated[str, Field(description="bzzz://agent-id[/inbox|/tasks|/threads/<id>]")],
+        ctx: Context[Any, Any],
         include_metadata: Annotated[bool, Field(strict=True)] = True,
         max_history: Annotated[
             int, Field(strict=True, description="most entries per history list")
         ] = 10,
+        agent_handle: Annotated[str | None, Field(description=text.HANDLE)] = None,
     ) -> Annotated[CallToolResult, GetOutput]:
         params = validate_input(
             GetInput,
             _args(address=address, include_metadata=include_metadata, max_history=max_history),
         )
-        return await run(node.agents.get(params))
+        return await run(node.agents.get(caller_of(ctx, agent_handle), params))
 
     @server.tool(name="bzzz_post", description=text.POST)
     async def bzzz_post(
@@ -235,6 +243,7 @@ def build_server(node: Node) -> tuple[BzzzMCP, SessionRegistry]:
         stance: Annotated[
             str | None, Field(description="agree | disagree with the reply_to message (threads)")
         ] = None,
+        agent_handle: Annotated[str | None, Field(description=text.HANDLE)] = None,
     ) -> Annotated[CallToolResult, PostOutput]:
         params = validate_input(
             PostInput,
@@ -249,7 +258,7 @@ def build_server(node: Node) -> tuple[BzzzMCP, SessionRegistry]:
                 stance=stance,
             ),
         )
-        return await run(node.conversations.post(caller_of(ctx), params))
+        return await run(node.conversations.post(caller_of(ctx, agent_handle), params))
 
     @server.tool(name="bzzz_thread", description=text.THREAD)
     async def bzzz_thread(
@@ -276,6 +285,7 @@ def build_server(node: Node) -> tuple[BzzzMCP, SessionRegistry]:
         roles: Annotated[list[str] | None, Field(description="review: the roles to invite")] = None,
         task_id: Annotated[str | None, Field(description="review: the task under review")] = None,
         criteria: Annotated[list[str] | None, Field(description="review: review criteria")] = None,
+        agent_handle: Annotated[str | None, Field(description=text.HANDLE)] = None,
     ) -> Annotated[CallToolResult, ThreadOutput]:
         params = validate_input(
             ThreadInput,
@@ -291,7 +301,7 @@ def build_server(node: Node) -> tuple[BzzzMCP, SessionRegistry]:
                 criteria=criteria,
             ),
         )
-        return await run(node.conversations.thread(caller_of(ctx), params))
+        return await run(node.conversations.thread(caller_of(ctx, agent_handle), params))
 
     @server.tool(name="bzzz_subscribe", description=text.SUBSCRIBE)
     async def bzzz_subscribe(
@@ -299,6 +309,7 @@ def build_server(node: Node) -> tuple[BzzzMCP, SessionRegistry]:
         ctx: Context[Any, Any],
         filter_address: Annotated[str | None, Field(description="only events here")] = None,
         callback_webhook: Annotated[str | None, Field(description="POST events here")] = None,
+        agent_handle: Annotated[str | None, Field(description=text.HANDLE)] = None,
     ) -> Annotated[CallToolResult, SubscribeOutput]:
         params = validate_input(
             SubscribeInput,
@@ -308,7 +319,7 @@ def build_server(node: Node) -> tuple[BzzzMCP, SessionRegistry]:
                 callback_webhook=callback_webhook,
             ),
         )
-        caller = caller_of(ctx)
+        caller = caller_of(ctx, agent_handle)
         mine = await node.agents.agents_of(caller)
         subscriber = mine[0].id if len(mine) == 1 else None
         return await run(node.subscriptions.subscribe(caller, params, subscriber))
@@ -346,13 +357,16 @@ def _register_resources(
         description=text.RESOURCE,
         security=ResourceSecurity(exempt_params={"address"}),
     )
-    async def read_address(address: str) -> str:
+    async def read_address(address: str, ctx: Context[Any, Any]) -> str:
         try:
+            request = ctx.request_context.request if ctx.request_context else None
+            caller = sessions.caller(ctx.session, request)
             if address.startswith("subscriptions/"):
-                data = await node.subscriptions.events(address.removeprefix("subscriptions/"))
+                sub_id = address.removeprefix("subscriptions/")
+                data = await node.subscriptions.events(caller, sub_id)
             else:
                 params = validate_input(GetInput, {"address": f"bzzz://{address}"})
-                data = await node.agents.get(params)
+                data = await node.agents.get(caller, params)
         except BzzzError as exc:
             raise ResourceError(f"{exc.code}: {exc.message}") from exc
         return json.dumps(data)
@@ -366,6 +380,19 @@ def _register_resources(
     async def read_peers() -> str:
         return json.dumps({"peers": [peer.to_json() for peer in node.peers.peers()]})
 
+    _register_requests(server, node, sessions)
+
+    async def on_events(matched: Any) -> None:
+        uris = {subscription_uri(sub.id) for sub, _ in matched}
+        await sessions.notify_updated(uris)
+        for uri in uris:
+            await bus.publish(ResourceUpdated(uri=uri))
+
+    node.projector.add_listener(on_events)
+
+
+def _register_requests(server: BzzzMCP, node: Node, sessions: SessionRegistry) -> None:
+    """resources/subscribe, logging/setLevel and completion/complete on the low-level server."""
     lowlevel = server._lowlevel_server
 
     async def on_subscribe(
@@ -383,6 +410,12 @@ def _register_resources(
     async def on_set_level(
         ctx: ServerRequestContext[Any], params: SetLevelRequestParams
     ) -> EmptyResult:
+        try:
+            sessions.caller(ctx.session, ctx.request).principal.require(
+                Scope.ADMIN, "setting the node's log level"
+            )
+        except BzzzError as exc:
+            raise MCPError(code=INVALID_PARAMS, message=f"{exc.code}: {exc.message}") from exc
         level = {
             "emergency": "CRITICAL",
             "alert": "CRITICAL",
@@ -400,22 +433,19 @@ def _register_resources(
     lowlevel.add_request_handler("resources/unsubscribe", UnsubscribeRequestParams, on_unsubscribe)
     lowlevel.add_request_handler("logging/setLevel", SetLevelRequestParams, on_set_level)
 
-    # The SDK leaves completion() untyped in 2.3.
-    @server.completion()  # type: ignore[untyped-decorator,no-untyped-call]
-    async def complete(
-        ref: PromptReference | ResourceTemplateReference,
-        argument: CompletionArgument,
-        context: CompletionContext | None,
-    ) -> Completion | None:
+    # A low-level handler rather than server.completion(): only it sees the request, and
+    # completions show only agents of the caller's projects.
+    async def on_complete(
+        ctx: ServerRequestContext[Any], params: CompleteRequestParams
+    ) -> CompleteResult:
+        ref, argument = params.ref, params.argument
         if not isinstance(ref, ResourceTemplateReference) or argument.name != "address":
-            return None
-        values = node.agents.directory.completions(argument.value, limit=100)
-        return Completion(values=values, total=len(values), has_more=len(values) >= 100)
+            return CompleteResult(completion=Completion(values=[]))
+        who = sessions.caller(ctx.session, ctx.request).principal
+        visible = visible_projects(who)
+        values = node.agents.directory.completions(argument.value, limit=100, visible=visible)
+        return CompleteResult(
+            completion=Completion(values=values, total=len(values), has_more=len(values) >= 100)
+        )
 
-    async def on_events(matched: Any) -> None:
-        uris = {subscription_uri(sub.id) for sub, _ in matched}
-        await sessions.notify_updated(uris)
-        for uri in uris:
-            await bus.publish(ResourceUpdated(uri=uri))
-
-    node.projector.add_listener(on_events)
+    lowlevel.add_request_handler("completion/complete", CompleteRequestParams, on_complete)

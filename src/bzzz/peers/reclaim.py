@@ -14,9 +14,8 @@ from collections.abc import Sequence
 
 from bzzz.agents.service import AgentService
 from bzzz.errors import BzzzError
-from bzzz.eventlog import Caller, EventLog
+from bzzz.eventlog import EventLog
 from bzzz.network.envelope import Envelope
-from bzzz.schemas import AnnounceInput
 from bzzz.store.projection import Outcome
 
 logger = logging.getLogger(__name__)
@@ -66,16 +65,7 @@ class Reclaimer:
         agent = self._agents.directory.get(agent_id)
         if agent is None or agent.online or agent.node_id != self._log.node_id:
             return
-        params = AnnounceInput(
-            agent_id=agent.id,
-            role=agent.role,
-            capabilities=list(agent.capabilities),
-            specialization=agent.specialization,
-            max_tasks=agent.max_tasks,
-            project=agent.project,
-            task=agent.task,
-        )
-        await self._agents.announce(Caller(agent.session_id), params)
+        await self._agents.announce_again(agent)
 
     async def close(self) -> None:
         """Cancel re-announcements still in flight."""

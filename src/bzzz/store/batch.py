@@ -35,6 +35,7 @@ from bzzz import domain
 from bzzz.address import parse_address
 from bzzz.errors import BzzzError
 from bzzz.network.envelope import Envelope
+from bzzz.store.access_projection import ACCESS_APPLIERS
 from bzzz.store.llm_projection import LLM_APPLIERS
 from bzzz.store.models import (
     AgentRow,
@@ -61,7 +62,7 @@ from bzzz.store.thread_projection import APPLIERS
 
 logger = logging.getLogger(__name__)
 
-_APPLIERS = APPLIERS | LLM_APPLIERS | NODE_APPLIERS
+_APPLIERS = APPLIERS | LLM_APPLIERS | NODE_APPLIERS | ACCESS_APPLIERS
 
 _TRACK = "bzzz_projection"
 _TOUCHED = "bzzz_touched_agents"
@@ -82,10 +83,13 @@ def subscription_matches(sub: domain.Subscription, ev: domain.Event) -> bool:
     """True when the event is of a subscribed type and inside the filter address."""
     if ev.type not in sub.event_types:
         return False
-    if not sub.filter_address:
+    if not sub.filter_address and sub.projects is None:
         return True
     try:
-        return parse_address(sub.filter_address).covers(parse_address(ev.address))
+        address = parse_address(ev.address)
+        if sub.projects is not None and address.project not in sub.projects:
+            return False
+        return not sub.filter_address or parse_address(sub.filter_address).covers(address)
     except BzzzError:
         return False
 

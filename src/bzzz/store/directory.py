@@ -76,7 +76,7 @@ class AgentDirectory:
         self._agents[agent.id] = agent
         self._by_role[agent.role].add(agent.id)
         self._by_project[agent.project or _ANY].add(agent.id)
-        self._by_session[(agent.node_id, agent.session_id)].add(agent.id)
+        self._by_session[_session_index(agent.node_id, agent.session_id)].add(agent.id)
 
     def _unindex(self, agent: domain.Agent) -> None:
         key = self._keys[agent.id]
@@ -90,7 +90,7 @@ class AgentDirectory:
         self._available.discard(agent.id)
         self._by_role[agent.role].discard(agent.id)
         self._by_project[agent.project or _ANY].discard(agent.id)
-        self._by_session[(agent.node_id, agent.session_id)].discard(agent.id)
+        self._by_session[_session_index(agent.node_id, agent.session_id)].discard(agent.id)
 
     def touch(self, seen: dict[str, datetime]) -> None:
         """Move agents' last activity forward (from a batch's messages)."""
@@ -104,14 +104,22 @@ class AgentDirectory:
         return self._agents.get(agent_id)
 
     def of_session(self, node_id: str, session_id: str) -> list[domain.Agent]:
-        """Online agents a session of a node announced, by id."""
-        ids = self._by_session.get((node_id, session_id), set())
+        """Online agents a session of a node announced (or a principal or handle), by id."""
+        ids = self._by_session.get(_session_index(node_id, session_id), set())
         agents = (self._agents[i] for i in sorted(ids))
         return [a for a in agents if a.online]
 
     def online_of_node(self, node_id: str) -> list[domain.Agent]:
         """Online agents hosted by a node."""
         return [a for a in self._agents.values() if a.node_id == node_id and a.online]
+
+    def count_owned(self, owner: str) -> int:
+        """How many online agents ``owner`` (a principal id) holds."""
+        return sum(1 for a in self._agents.values() if a.online and a.owner == owner)
+
+    def owned_by(self, owner: str) -> list[str]:
+        """Ids of every agent ``owner`` (a principal id) announced, online or not."""
+        return [a.id for a in self._agents.values() if a.owner == owner]
 
     @property
     def online_count(self) -> int:
@@ -146,12 +154,18 @@ class AgentDirectory:
         min_performance: float | None,
         expertise: list[str],
         limit: int,
+        visible: AbstractSet[str] | None = None,
     ) -> tuple[int, list[tuple[int, domain.Agent]]]:
-        """(how many match, the best ``limit`` as (score, agent)), best first, ties by id."""
+        """(how many match, the best ``limit`` as (score, agent)), best first, ties by id.
+
+        ``visible``: only agents of these projects (a caller's grants); None: every agent.
+        """
         # Set algebra and C-level key lookups: a lookup over thousands of matches stays fast.
         # The base set may be an index's own set: every step below builds a new one. The most
         # selective filter (expertise) goes first, so the later ones work on a few hundred ids.
         ids = self._id_set(agent_id, role, project)
+        if visible is not None:
+            ids = ids & self.of_projects(visible)
         for want in (w.lower() for w in expertise):
             by_cap = self._by_cap.get(want, set())
             ids = (ids & by_cap) | (ids & self._special_containing(want))
@@ -165,6 +179,11 @@ class AgentDirectory:
         if agent_id is None and role is not None and project is None:
             order = self._role_order.get(role, [])
         return len(ids), [(score, self._agents[i]) for score, i in self._best(ids, order, limit)]
+
+    def of_projects(self, projects: AbstractSet[str]) -> set[str]:
+        """Ids of the agents that declared one of ``projects``."""
+        empty: set[str] = set()
+        return set().union(*(self._by_project.get(p, empty) for p in projects if p != _ANY))
 
     def _special_containing(self, term: str) -> set[str]:
         hits = self._special_hits.get(term)
@@ -218,14 +237,25 @@ class AgentDirectory:
             return self._by_project.get(project, empty) | anywhere
         return self._agents.keys()
 
-    def completions(self, prefix: str, limit: int) -> list[str]:
-        """Concrete addresses (without the scheme) of agents whose id starts with ``prefix``."""
+    def completions(
+        self, prefix: str, limit: int, visible: AbstractSet[str] | None = None
+    ) -> list[str]:
+        """Concrete addresses (without the scheme) of agents whose id starts with ``prefix``.
+
+        ``visible``: only agents of these projects; None: every agent.
+        """
         stem = prefix.removeprefix("bzzz://").split(":", 1)[0]
-        ids = sorted(i for i in self._agents if i.startswith(stem))[:limit]
+        pool: Iterable[str] = self._agents if visible is None else self.of_projects(visible)
+        ids = sorted(i for i in pool if i.startswith(stem))[:limit]
         return [
             agent_address(a.id, a.role, a.project, a.task).removeprefix("bzzz://")
             for a in (self._agents[i] for i in ids)
         ]
+
+
+def _session_index(node_id: str, session_id: str) -> tuple[str, str]:
+    # A principal's or handle's agents are theirs on every node: indexed without the node.
+    return ("*" if domain.network_wide_key(session_id) else node_id), session_id
 
 
 def _remove_sorted(order: list[tuple[int, str]], key: tuple[int, str]) -> None:

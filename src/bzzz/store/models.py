@@ -185,6 +185,8 @@ class SubscriptionRow(Base):
     session_id: Mapped[str] = mapped_column(String(128))
     status: Mapped[str] = mapped_column(String(16))
     created_at: Mapped[datetime] = mapped_column(TZ)
+    # The subscriber's projects: only their events match (None: every project).
+    projects: Mapped[list[str] | None] = mapped_column(JSON, nullable=True)
 
 
 class EventRow(Base):
@@ -322,3 +324,20 @@ class MemoryRow(Base):
         Index("ix_llm_memories_agent_project", "agent_id", "project", "created_at"),
         Index("ix_llm_memories_thread", "project", "thread_id"),
     )
+
+
+class AccessTokenRow(Base):
+    """A network token: its grants and the SHA-256 of its secret (never the secret)."""
+
+    __tablename__ = "access_tokens"
+    id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    name: Mapped[str] = mapped_column(String(128))
+    secret_hash: Mapped[str] = mapped_column(String(64), unique=True)
+    projects: Mapped[list[str]] = mapped_column(JSON, default=list)
+    roles: Mapped[list[str]] = mapped_column(JSON, default=list)
+    scope: Mapped[str] = mapped_column(String(16))
+    created_by: Mapped[str] = mapped_column(String(256))
+    created_at: Mapped[datetime] = mapped_column(TZ)
+    expires_at: Mapped[datetime | None] = mapped_column(TZ)
+    revoked_at: Mapped[datetime | None] = mapped_column(TZ)
+    revoked_by: Mapped[str | None] = mapped_column(String(256))

@@ -234,6 +234,17 @@ def _count_online(session: Session, delta: int) -> None:
         session.info[ONLINE] += delta
 
 
+def _same_holder(row: AgentRow, origin: str, session_id: str) -> bool:
+    """Whether ``session_id`` at ``origin`` holds the agent of ``row``.
+
+    A principal's or handle's key holds its agents through any node; a session key only on
+    the node whose session it is.
+    """
+    if row.session_id != session_id:
+        return False
+    return row.node_id == origin or domain.network_wide_key(session_id)
+
+
 def apply_agent_announced(session: Session, env: Envelope, limits: ProjectionLimits) -> Applied:
     """Create or update an agent unless a live agent of another session holds the id."""
     p = env.payload
@@ -241,7 +252,7 @@ def apply_agent_announced(session: Session, env: Envelope, limits: ProjectionLim
     row = session.get(AgentRow, p["agent_id"])
     at = env.timestamp
     held = row is not None and row.status != AgentStatus.OFFLINE.value
-    if held and row is not None and (row.node_id, row.session_id) != (env.origin, p["session_id"]):
+    if held and row is not None and not _same_holder(row, env.origin, p["session_id"]):
         return Applied({"ok": False, "reason": "exists", "holder_node": row.node_id})
     if not held:
         # The limit counts online agents: one coming back from offline needs room like a new one.
@@ -620,6 +631,9 @@ def apply_subscription_created(
                 session_id=p["session_id"],
                 status="active",
                 created_at=env.timestamp,
+                projects=_check_names(p["projects"], "projects")
+                if p.get("projects") is not None
+                else None,
             )
         )
     return Applied({"ok": True})

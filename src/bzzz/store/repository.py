@@ -185,6 +185,7 @@ def subscription_from_row(row: SubscriptionRow) -> domain.Subscription:
         session_id=row.session_id,
         status=row.status,
         created_at=row.created_at,
+        projects=list(row.projects) if row.projects is not None else None,
     )
 
 
@@ -567,13 +568,15 @@ class Repository:
             result.append(thread_from_row(row, parts.all(), escalations.get(row.id, [])))
         return result
 
-    async def count_active_threads(self) -> int:
-        """Threads that are not completed."""
+    async def count_active_threads(self, creators: Sequence[str] | None = None) -> int:
+        """Threads that are not completed (only those ``creators`` created, when given)."""
         query = (
             select(func.count())
             .select_from(ThreadRow)
             .where(ThreadRow.status.in_(("active", "paused", "escalated")))
         )
+        if creators is not None:
+            query = query.where(ThreadRow.creator.in_(list(creators)))
         return int((await self.session.execute(query)).scalar_one())
 
     # --- subscriptions, events, deliveries ---------------------------------------------------
