@@ -285,4 +285,6 @@ async def test_another_agents_inbox_of_another_project_stays_out_of_prompts(
     seen = [json.dumps(body) for body in model_server.requests]
     assert len(seen) == 4
     assert all(SECRET not in body for body in seen[:2])
-    assert SECRET in seen[3]
+    # Even for a task of the message's project, another agent's inbox is its owner's alone.
+    assert SECRET not in seen[3]
+    assert "PERMISSION_DENIED" in seen[3]

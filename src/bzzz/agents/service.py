@@ -377,13 +377,7 @@ class AgentService:
                 kind = "thread"
             else:
                 agent = self._agent_at(caller, address)
-                if path != "" or self.may_read(caller, agent):
-                    self.require_reader(caller, agent)
-                    content, kind = await self._agent_content(repo, agent, path, params)
-                else:
-                    info = agent_info(agent)
-                    content = {"agent_info": info, "last_updated": info["last_activity"]}
-                    kind = "agent_data"
+                content, kind = await self._agent_content(repo, caller, agent, path, params)
         result: dict[str, Any] = {
             "success": True,
             "address": params.address,
@@ -445,11 +439,25 @@ class AgentService:
         return agent
 
     async def _agent_content(
-        self, repo: Repository, agent: domain.Agent, path: str, params: GetInput
+        self,
+        repo: Repository,
+        caller: Caller,
+        agent: domain.Agent,
+        path: str,
+        params: GetInput,
     ) -> tuple[dict[str, Any], str]:
         info = agent_info(agent)
         base = {"agent_info": info, "last_updated": info["last_activity"]}
         n = params.max_history
+        if path == "/threads":
+            threads = await repo.threads_of([agent.id], limit=max(n, 1))
+            shown = [t for t in threads if self.may_read_thread(caller, t)]
+            return base | {"threads": [thread_info(t) for t in shown]}, "threads"
+        if path in ("", "/inbox", "/tasks") and not self.may_read(caller, agent):
+            if path == "":
+                # Anyone who sees the agent sees what a lookup shows; its work is private.
+                return base, "agent_data"
+            self.require_reader(caller, agent)
         if path == "":
             activity = await repo.activity(agent.id, n)
             tasks = await repo.tasks(agent.id, active_only=True, limit=agent.max_tasks + 50)
@@ -466,9 +474,6 @@ class AgentService:
         if path == "/tasks":
             tasks = await repo.tasks(agent.id, active_only=False, limit=max(n, 1))
             return base | {"tasks": [task_info(t) for t in tasks]}, "tasks"
-        if path == "/threads":
-            threads = await repo.threads_of([agent.id], limit=max(n, 1))
-            return base | {"threads": [thread_info(t) for t in threads]}, "threads"
         raise InvalidParameters(
             f"unknown path '{path}'; valid paths: /inbox, /tasks, /threads, /threads/<id>",
             details={"path": path},
@@ -563,16 +568,19 @@ class AgentService:
             return None
         return agent
 
+    def may_read_thread(self, caller: Caller, thread: domain.Thread) -> bool:
+        """A participant (through an agent the caller acts as), or an admin of its project."""
+        who = caller.principal
+        if who.is_admin_of(thread_project(thread)):
+            return True
+        members = set(thread.active_participants)
+        return any(a.id in members for a in self._acting(caller))
+
     def require_thread_reader(self, caller: Caller, thread: domain.Thread) -> None:
         """THREAD_NOT_FOUND outside the thread's project; PERMISSION_DENIED for a non-member."""
-        who = caller.principal
-        project = thread_project(thread)
-        if not who.may_see_project(project):
+        if not caller.principal.may_see_project(thread_project(thread)):
             raise ThreadNotFound(f"no thread '{thread.id}'", details={"thread_id": thread.id})
-        if who.is_admin_of(project):
-            return
-        members = set(thread.active_participants)
-        if not any(a.id in members for a in self._acting(caller)):
+        if not self.may_read_thread(caller, thread):
             raise PermissionDenied(
                 f"only participants of thread '{thread.id}' read it",
                 details={"missing": "participant", "thread_id": thread.id},

@@ -398,13 +398,13 @@ def _register_requests(server: BzzzMCP, node: Node, sessions: SessionRegistry) -
     async def on_subscribe(
         ctx: ServerRequestContext[Any], params: SubscribeRequestParams
     ) -> EmptyResult:
-        sessions.subscribe(sessions.caller(ctx.session).session_id, str(params.uri))
+        sessions.subscribe(sessions.caller(ctx.session, ctx.request).session_id, str(params.uri))
         return EmptyResult()
 
     async def on_unsubscribe(
         ctx: ServerRequestContext[Any], params: UnsubscribeRequestParams
     ) -> EmptyResult:
-        sessions.unsubscribe(sessions.caller(ctx.session).session_id, str(params.uri))
+        sessions.unsubscribe(sessions.caller(ctx.session, ctx.request).session_id, str(params.uri))
         return EmptyResult()
 
     async def on_set_level(
