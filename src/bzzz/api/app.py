@@ -15,6 +15,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from bzzz.access.principal import ANONYMOUS, Principal
 from bzzz.access.service import AccessService, serves_loopback_only
+from bzzz.api.sessions import SessionQuota
 from bzzz.domain import iso
 from bzzz.errors import BzzzError, PermissionDenied, Unauthenticated
 from bzzz.mcp.server import BzzzMCP
@@ -207,6 +208,20 @@ def build_app(node: Node, server: BzzzMCP, host: str, base_url: str | None = Non
         Mount("/", app=mcp_app),
     ]
     app = Starlette(routes=routes, lifespan=lifespan)
+    limits = node.settings.limits
+
+    def holds_agents(session_id: str) -> bool:
+        return bool(node.agents.directory.of_session(node.node_id, f"mcp-{session_id}"))
+
+    # Inside Authenticate (added last, so it runs first): the quota needs the principal.
+    app.add_middleware(
+        SessionQuota,
+        manager=server.session_manager,
+        per_principal=limits.sessions_per_principal,
+        total=limits.sessions_total,
+        idle_seconds=limits.idle_session_seconds,
+        holds_agents=holds_agents,
+    )
     loopback = serves_loopback_only(host)
     metrics_public = auth.metrics_public if auth.metrics_public is not None else loopback
     app.add_middleware(
