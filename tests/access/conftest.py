@@ -2,23 +2,16 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 
 import pytest
 
-from access.issuer import AUDIENCE, JwtIssuer
+from access.issuer import AUDIENCE, JwtIssuer, jwt_issuer  # noqa: F401 - the fixture
 from bzzz.access.jwt import JwtVerifier
 
 
 @pytest.fixture
-def jwt_issuer() -> Iterator[JwtIssuer]:
-    """A JWT issuer serving its metadata and JWKS on loopback for one test."""
-    with JwtIssuer() as issuer:
-        yield issuer
-
-
-@pytest.fixture
-async def verifier(jwt_issuer: JwtIssuer) -> AsyncIterator[JwtVerifier]:
+async def verifier(jwt_issuer: JwtIssuer) -> AsyncIterator[JwtVerifier]:  # noqa: F811
     """A verifier of ``jwt_issuer``'s tokens for ``AUDIENCE``."""
     async with JwtVerifier(jwt_issuer.url, AUDIENCE) as verifier:
         yield verifier

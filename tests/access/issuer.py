@@ -7,16 +7,17 @@ a real URL until ``stop()``. Tokens are minted in the test process with the issu
 
 API::
 
-    with JwtIssuer() as issuer:          # or the ``jwt_issuer`` fixture (tests/access/conftest.py)
+    with JwtIssuer() as issuer:          # or the ``jwt_issuer`` fixture below
         issuer.url                       # the issuer identifier: http://127.0.0.1:<port>[<path>]
         issuer.jwks_url                  # where the metadata's jwks_uri points
         issuer.mint("alice", scopes=["bzzz:write", "bzzz:project:p1"])  # aud=AUDIENCE, exp +300 s
         issuer.mint("alice", exp=-120)   # exp / nbf are seconds from now; None leaves them out
         issuer.mint("alice", kid="ghost")  # an unknown kid: signed by a key the JWKS does not list
         issuer.publish("ghost")          # ... until it is published
-        issuer.rotate()                  # a new signing key replaces the published ones; its kid
-        issuer.unsigned(...)             # alg "none"; issuer.hs256_with_public_key(...): the
-                                         # public key's PEM as an HMAC secret (both forgeries)
+        issuer.rotate()                  # a new signing key replaces the published ones
+                                         # (keep_old=True keeps them); returns its kid
+        issuer.unsigned(...)             # forgeries: alg "none", and HS256 keyed with the
+        issuer.hs256_with_public_key(...)  # public key's PEM (algorithm confusion)
         issuer.tamper(token, scope=...)  # the claims changed, the original signature kept
         issuer.count("/jwks")            # how many requests a path got (issuer.requests: all)
 
@@ -25,6 +26,17 @@ lives at ``/.well-known/oauth-authorization-server/tenant``); ``algorithm`` is `
 ``ES256`` or ``EdDSA``; ``serve`` is which metadata documents exist (``{"oauth", "openid"}`` by
 default, ``{"openid"}`` to test the fallback); ``metadata_overrides`` (a dict, changeable at any
 time) is merged into both documents, e.g. ``{"issuer": "https://elsewhere"}``.
+
+``mint(sub, *, kid, aud, scopes, exp, nbf, iss, scope_claim, jti, **extra)``: ``aud`` a string or a
+list (default ``AUDIENCE``), ``scopes`` a list (default ``["bzzz:read"]``; None for no scope
+claim) sent as the space-separated ``scope`` or, with ``scope_claim="scp"``, as an ``scp`` list;
+``iss`` defaults to ``issuer.url``; ``extra`` claims are added as given. ``claims(...)`` returns
+the claims without signing them.
+
+From another test directory: ``from access.issuer import AUDIENCE, JwtIssuer, jwt_issuer`` (the
+last in a conftest.py, as tests/access/conftest.py does), then e.g. start a node with
+``BZZZ_AUTH_ISSUER=jwt_issuer.url`` and ``BZZZ_AUTH_AUDIENCE=AUDIENCE`` and call it with
+``Authorization: Bearer <jwt_issuer.mint(...)>``.
 """
 
 from __future__ import annotations
@@ -36,12 +48,13 @@ import socket
 import threading
 import time
 import uuid
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from hashlib import sha256
 from typing import Any, Self
 
 import jwt
+import pytest
 import uvicorn
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec, ed25519, rsa
@@ -323,3 +336,10 @@ class JwtIssuer:
             return JSONResponse(serve())
 
         return Starlette(routes=[Route("/{rest:path}", endpoint, methods=["GET"])])
+
+
+@pytest.fixture
+def jwt_issuer() -> Iterator[JwtIssuer]:
+    """A JWT issuer serving its metadata and JWKS on loopback for one test."""
+    with JwtIssuer() as issuer:
+        yield issuer
