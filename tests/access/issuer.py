@@ -31,7 +31,7 @@ time) is merged into both documents, e.g. ``{"issuer": "https://elsewhere"}``.
 list (default ``AUDIENCE``), ``scopes`` a list (default ``["bzzz:read"]``; None for no scope
 claim) sent as the space-separated ``scope`` or, with ``scope_claim="scp"``, as an ``scp`` list;
 ``iss`` defaults to ``issuer.url``; ``extra`` claims are added as given. ``claims(...)`` returns
-the claims without signing them.
+the claims without signing them; ``sign(claims, kid=None)`` signs any claims as they are.
 
 From another test directory: ``from access.issuer import AUDIENCE, JwtIssuer, jwt_issuer`` (the
 last in a conftest.py, as tests/access/conftest.py does), then e.g. start a node with
@@ -255,14 +255,16 @@ class JwtIssuer:
 
     def mint(self, sub: str | None = "alice", *, kid: str | None = None, **claims: Any) -> str:
         """A signed access token; see ``claims`` for the arguments."""
+        return self.sign(self.claims(sub, **claims), kid=kid)
+
+    def sign(self, claims: dict[str, Any], *, kid: str | None = None) -> str:
+        """These claims exactly as given, signed with the key under kid (the current one)."""
         with self._lock:
             key = self._key(kid or self._current.kid)
-        return jwt.encode(
-            self.claims(sub, **claims),
-            key.private,
-            algorithm=key.algorithm,
-            headers={"kid": key.kid, "typ": "at+jwt"},
-        )
+        # The JWS layer, not jwt.encode: it would refuse claims of the wrong shape.
+        payload = json.dumps(claims, separators=(",", ":")).encode()
+        headers = {"kid": key.kid, "typ": "at+jwt"}
+        return jwt.PyJWS().encode(payload, key.private, algorithm=key.algorithm, headers=headers)
 
     def unsigned(self, sub: str | None = "alice", **claims: Any) -> str:
         """A forgery: ``alg: none`` and an empty signature."""

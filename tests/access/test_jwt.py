@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import base64
+import json
+import sys
 from datetime import UTC, datetime
 from typing import Any
 
@@ -186,9 +189,51 @@ def test_only_signing_keys_of_accepted_algorithms_are_kept(jwt_issuer: JwtIssuer
         parse_jwks({"keys": "none"})
 
 
-@pytest.mark.parametrize("token", ["", "garbage", "a.b.c", "a.b", "x" * 20000])
-async def test_something_that_is_no_jwt_is_malformed(token: str, verifier: JwtVerifier) -> None:
-    assert await refused(verifier, token) == "malformed token"
+ODD_CLAIMS: dict[str, tuple[dict[str, Any], str]] = {
+    "exp not a number": ({"exp": "soon"}, "malformed token"),
+    "sub not a string": ({"sub": 42}, "invalid token"),
+    "empty sub": ({"sub": ""}, "missing claim"),
+    "iss a list": ({"iss": ["x"]}, "wrong issuer"),
+    "scope a number": ({"scope": 7}, "no bzzz grant"),
+    "scp of numbers": ({"scope": None, "scp": [1, 2]}, "no bzzz grant"),
+}
+
+
+@pytest.mark.parametrize("case", list(ODD_CLAIMS))
+async def test_signed_claims_of_the_wrong_shape_are_refused(
+    case: str, jwt_issuer: JwtIssuer, verifier: JwtVerifier
+) -> None:
+    changes, reason = ODD_CLAIMS[case]
+    claims = {**jwt_issuer.claims(scopes=["bzzz:write"]), **changes}
+
+    token = jwt_issuer.sign({name: value for name, value in claims.items() if value is not None})
+
+    assert await refused(verifier, token) == reason
+
+
+def _segment(value: object) -> str:
+    return base64.urlsafe_b64encode(json.dumps(value).encode()).rstrip(b"=").decode()
+
+
+ODD_TOKENS = [
+    "",
+    "garbage",
+    "a.b.c",
+    "a.b",
+    "a.b.c.d.e",
+    "x" * 20000,
+    f"{_segment([1])}.{_segment({})}.sig",
+    f"{_segment({'alg': ['RS256']})}.{_segment({})}.sig",
+    f"{_segment({'alg': 'RS256', 'kid': 7})}.{_segment({})}.sig",
+    f"{_segment({'alg': 'RS256'})}.!!!.sig",
+    "\u00e9\u00e9.\u00e9.\u00e9",
+]
+
+
+@pytest.mark.parametrize("token", ODD_TOKENS)
+async def test_something_that_is_no_jwt_is_refused(token: str, verifier: JwtVerifier) -> None:
+    reasons = {"malformed token", "unsupported algorithm", "unknown key", "bad signature"}
+    assert await refused(verifier, token) in reasons
 
 
 def test_an_issuer_over_plain_http_off_loopback_is_a_config_error() -> None:
@@ -356,3 +401,36 @@ def test_metadata_urls_follow_the_mcp_clients_order(issuer: str) -> None:
     expected = build_oauth_authorization_server_metadata_discovery_urls(issuer, issuer)
 
     assert metadata_urls(issuer) == expected
+
+
+CHILD = """
+import asyncio, sys
+from bzzz.access.jwt import JwtVerifier
+
+async def main():
+    async with JwtVerifier(sys.argv[1], sys.argv[2]) as verifier:
+        identity = await verifier.verify(sys.stdin.read())
+    print(identity.subject, identity.scope, *sorted(identity.projects))
+
+asyncio.run(main())
+"""
+
+
+async def test_another_process_verifies_the_issuers_tokens(jwt_issuer: JwtIssuer) -> None:
+    token = jwt_issuer.mint("grace", scopes=["bzzz:admin", "bzzz:project:p9"])
+
+    child = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-c",
+        CHILD,
+        jwt_issuer.url,
+        AUDIENCE,
+        stdin=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.PIPE,
+    )
+    async with asyncio.timeout(30):
+        out, _ = await child.communicate(token.encode())
+
+    assert child.returncode == 0
+    assert out.decode().split() == ["grace", "admin", "p9"]
+    assert jwt_issuer.count("/jwks") == 1

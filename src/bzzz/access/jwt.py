@@ -133,7 +133,7 @@ def identity_from_claims(claims: Mapping[str, Any]) -> JwtIdentity:
     """The identity of a token whose signature and time claims were already checked."""
     subject = claims.get("sub")
     if not isinstance(subject, str) or not subject:
-        raise JwtRejected("missing subject")
+        raise JwtRejected("missing claim")
     projects, roles, level = _grants(scopes_of(claims))
     token_id = claims.get("jti")
     return JwtIdentity(
@@ -190,7 +190,7 @@ def _header(token: str) -> tuple[str, str | None]:
     except jwt.PyJWTError:
         raise JwtRejected("malformed token") from None
     alg, kid = header.get("alg"), header.get("kid")
-    if alg not in ALGORITHMS:
+    if not isinstance(alg, str) or alg not in ALGORITHMS:
         raise JwtRejected("unsupported algorithm")
     if kid is not None and not isinstance(kid, str):
         raise JwtRejected("malformed token")
