@@ -93,7 +93,12 @@ class SigningKey:
 
     def jwk(self) -> dict[str, Any]:
         """The public half as a JWK with kid, alg and use."""
-        codec = {"RS256": RSAAlgorithm, "ES256": ECAlgorithm, "EdDSA": OKPAlgorithm}[self.algorithm]
+        codecs: dict[str, Any] = {
+            "RS256": RSAAlgorithm,
+            "ES256": ECAlgorithm,
+            "EdDSA": OKPAlgorithm,
+        }
+        codec = codecs[self.algorithm]
         jwk: dict[str, Any] = codec.to_jwk(self.private.public_key(), as_dict=True)
         return {**jwk, "kid": self.kid, "alg": self.algorithm, "use": "sig"}
 

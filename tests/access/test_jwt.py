@@ -72,7 +72,11 @@ async def test_scp_as_a_list_and_an_audience_list_are_read(
 
     identity = await verifier.verify(token)
 
-    assert (identity.scope, identity.roles, identity.projects) == ("admin", {"*"}, frozenset())
+    assert (identity.scope, identity.roles, identity.projects) == (
+        "admin",
+        frozenset({"*"}),
+        frozenset(),
+    )
     assert identity.token_id is None
 
 
@@ -81,7 +85,7 @@ async def test_grants_without_a_level_read_only(
 ) -> None:
     identity = await verifier.verify(jwt_issuer.mint(scopes=["bzzz:project:p2"]))
 
-    assert (identity.scope, identity.projects) == ("read", {"p2"})
+    assert (identity.scope, identity.projects) == ("read", frozenset({"p2"}))
 
 
 @pytest.mark.parametrize("algorithm", ["ES256", "EdDSA"])
@@ -347,6 +351,23 @@ async def test_cached_keys_outlive_an_issuer_outage() -> None:
     await verifier.aclose()
 
     assert identity.subject == "dave"
+
+
+async def test_a_closed_verifier_keeps_its_cached_keys_and_fetches_nothing(
+    jwt_issuer: JwtIssuer,
+) -> None:
+    warm = JwtVerifier(jwt_issuer.url, AUDIENCE)
+    await warm.verify(jwt_issuer.mint())
+    await warm.aclose()
+    cold = JwtVerifier(jwt_issuer.url, AUDIENCE)
+    await cold.aclose()
+
+    identity = await warm.verify(jwt_issuer.mint("heidi"))
+
+    assert identity.subject == "heidi"
+    assert await refused(warm, jwt_issuer.mint(kid="ghost")) == "unknown key"
+    assert await refused(cold, jwt_issuer.mint()) == "issuer unreachable"
+    assert jwt_issuer.count("/jwks") == 1
 
 
 async def test_a_missing_key_set_leaves_the_issuer_unreachable(jwt_issuer: JwtIssuer) -> None:

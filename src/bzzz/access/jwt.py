@@ -364,6 +364,8 @@ class JwtVerifier:
 
     async def _get_json(self, url: str) -> dict[str, Any] | None:
         """A JSON object from ``url``; None when it answers anything else (404, HTML, too big)."""
+        if self._http.is_closed:
+            raise JwtRejected("issuer unreachable")  # closed: only the cached keys remain
         try:
             async with self._http.stream("GET", url, headers={"Accept": "application/json"}) as r:
                 if r.status_code != 200:
