@@ -2,14 +2,22 @@
 
 from __future__ import annotations
 
+import asyncio
+
 import httpx
 import httpx2
+import pytest
+from mcp import Client
 from mcp.client.auth.utils import extract_field_from_www_auth
+from mcp.client.streamable_http import streamable_http_client
+from mcp.server.auth.middleware.auth_context import get_access_token
 from mcp.server.auth.middleware.bearer_auth import (
     AuthenticatedUser,
     BearerAuthBackend,
     RequireAuthMiddleware,
 )
+from mcp.server.auth.settings import AuthSettings
+from mcp.server.mcpserver import MCPServer
 from mcp.shared.auth import ProtectedResourceMetadata
 from pydantic import AnyHttpUrl
 from starlette.applications import Starlette
@@ -29,6 +37,7 @@ from bzzz.access.oauth import (
 )
 
 METADATA_URL = "https://bzzz.test/.well-known/oauth-protected-resource/mcp"
+LOCAL = "http://127.0.0.1:7331/mcp"  # the SDK's DNS-rebinding guard wants a loopback Host
 
 
 def test_the_metadata_url_puts_the_well_known_segment_before_the_path() -> None:
@@ -124,3 +133,50 @@ async def test_the_sdk_bearer_auth_accepts_a_good_jwt_and_refuses_others(
     assert refused.status_code == 401
     assert f'resource_metadata="{METADATA_URL}"' in refused.headers["www-authenticate"]
     assert forbidden.status_code == 403
+
+
+def _mcp_server(issuer: JwtIssuer, verifier: JwtVerifier) -> MCPServer:
+    """The SDK's MCPServer with its own resource-server auth backed by McpTokenVerifier."""
+    auth = AuthSettings(
+        issuer_url=issuer.url,
+        resource_server_url=LOCAL,
+        required_scopes=["bzzz:read"],
+        validate_token_resource=True,
+    )
+    server = MCPServer("jwt-test", token_verifier=McpTokenVerifier(verifier), auth=auth)
+
+    @server.tool()
+    def whoami() -> str:
+        """The caller's subject and scopes, as the SDK's auth context holds them."""
+        token = get_access_token()
+        assert token is not None
+        return " ".join([token.subject or "", *token.scopes])
+
+    return server
+
+
+@pytest.mark.parametrize("mode", ["auto", "legacy"])
+async def test_the_official_client_calls_an_mcp_server_with_a_jwt(
+    mode: str, jwt_issuer: JwtIssuer
+) -> None:
+    verifier = JwtVerifier(jwt_issuer.url, LOCAL)
+    server = _mcp_server(jwt_issuer, verifier)
+    app = server.streamable_http_app()
+    token = jwt_issuer.mint("zoe", aud=LOCAL, scopes=["bzzz:read", "bzzz:project:p1"])
+    wrong = jwt_issuer.mint("zoe", aud=AUDIENCE, scopes=["bzzz:read"])
+
+    http = httpx2.AsyncClient(
+        transport=httpx2.ASGITransport(app=app), headers={"Authorization": f"Bearer {token}"}
+    )
+    async with verifier, server.session_manager.run(), http, asyncio.timeout(30):
+        async with Client(streamable_http_client(LOCAL, http_client=http), mode=mode) as client:
+            result = await client.call_tool("whoami", {})
+        refused = await http.post(LOCAL, json={}, headers={"Authorization": f"Bearer {wrong}"})
+        metadata = await http.get(protected_resource_metadata_url(LOCAL))
+
+    assert not result.is_error
+    assert result.content[0].text == "zoe bzzz:read bzzz:project:p1"  # type: ignore[union-attr]
+    assert refused.status_code == 401
+    challenge = f'resource_metadata="{protected_resource_metadata_url(LOCAL)}"'
+    assert challenge in refused.headers["www-authenticate"]
+    assert metadata.json()["authorization_servers"] == [jwt_issuer.url]
