@@ -1,0 +1,1 @@
+"""Tests of bzzz.access, and the test JWT issuer other tests reuse."""
