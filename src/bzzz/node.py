@@ -297,7 +297,9 @@ class Node:
         auth = self.settings.auth
         if not auth.issuer or not auth.audience:
             return None
-        raise NotImplementedError("JWT verification is wired in with bzzz.access.jwt")
+        from bzzz.access.jwt import JwtPrincipals, JwtVerifier
+
+        return JwtPrincipals(JwtVerifier(auth.issuer, auth.audience))
 
     def _build_thread_services(self) -> None:
         """Escalation rules, consensus and SLURP, and the monitor that sweeps threads."""
@@ -513,6 +515,8 @@ class Node:
             await self.federation.close()
         if hasattr(self, "llm"):
             await self.llm.close()
+        if hasattr(self, "access"):
+            await self.access.close()
         if hasattr(self, "bus"):
             await self.bus.close()
         if self._embedded is not None:

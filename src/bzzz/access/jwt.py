@@ -30,7 +30,8 @@ from urllib.parse import urlsplit
 import httpx
 import jwt
 
-from bzzz.errors import BzzzError, ConfigError
+from bzzz.access.principal import ALL, Principal, Scope, principal
+from bzzz.errors import ConfigError, Unauthenticated
 
 logger = logging.getLogger(__name__)
 
@@ -54,11 +55,14 @@ _REASONS: tuple[tuple[type[jwt.PyJWTError], str], ...] = (
 )
 
 
-class JwtRejected(BzzzError):
+class JwtRejected(Unauthenticated):
     """A JWT access token was refused; ``reason`` says why in a few words, never with the token."""
 
     def __init__(self, reason: str) -> None:
-        super().__init__(f"access token rejected: {reason}", details={"reason": reason})
+        super().__init__(
+            f"access token rejected: {reason}",
+            details={"reason": reason, "missing": "credential", "invalid_token": True},
+        )
         self.reason = reason
 
 
@@ -383,3 +387,30 @@ class JwtVerifier:
         except ValueError:
             return None
         return document if isinstance(document, dict) else None
+
+
+class JwtPrincipals:
+    """JWT access tokens as BZZZ principals (what ``AccessService`` asks of a verifier)."""
+
+    def __init__(self, verifier: JwtVerifier) -> None:
+        self.verifier = verifier
+
+    async def principal_of(self, token: str) -> Principal:
+        """The principal of a verified token: ``jwt:<issuer>#<subject>`` with its grants.
+
+        A token that names no ``bzzz:role:`` scope may announce any role, as a network token
+        created without ``--role`` does; projects must always be named.
+        """
+        identity = await self.verifier.verify(token)
+        return principal(
+            f"jwt:{identity.issuer}#{identity.subject}",
+            "jwt",
+            identity.projects,
+            identity.roles or {ALL},
+            Scope.parse(identity.scope),
+            identity.subject,
+        )
+
+    async def aclose(self) -> None:
+        """Close the verifier's HTTP client."""
+        await self.verifier.aclose()

@@ -31,6 +31,10 @@ class TokenVerifier(Protocol):
         """The token's principal, or Unauthenticated."""
         ...
 
+    async def aclose(self) -> None:
+        """Release what the verifier holds (its HTTP client)."""
+        ...
+
 
 def admin_principal(secret: str) -> Principal:
     """The principal of a BZZZ_AUTH_TOKENS secret: an admin of everything."""
@@ -101,6 +105,11 @@ class AccessService:
         if not record.valid_at(domain.utcnow()):
             raise Unauthenticated(f"token {record.id} is {record.status(domain.utcnow())}")
         return record.principal()
+
+    async def close(self) -> None:
+        """Release the JWT verifier's HTTP client."""
+        if self.jwt is not None:
+            await self.jwt.aclose()
 
     # --- tokens ----------------------------------------------------------------------------
 

@@ -13,6 +13,7 @@ from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Mount, Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from bzzz.access.oauth import protected_resource_metadata, www_authenticate
 from bzzz.access.principal import ANONYMOUS, Principal
 from bzzz.access.service import AccessService, serves_loopback_only
 from bzzz.api.sessions import SessionQuota
@@ -26,7 +27,7 @@ RESOURCE_METADATA_PATH = "/.well-known/oauth-protected-resource"
 SCOPES_SUPPORTED = ["bzzz:read", "bzzz:write", "bzzz:admin", "bzzz:project:*", "bzzz:role:*"]
 
 # Open to anyone: liveness, and where a client learns how to get a credential.
-OPEN_PATHS = frozenset({"/healthz", RESOURCE_METADATA_PATH})
+OPEN_PATHS = frozenset({"/healthz", RESOURCE_METADATA_PATH, f"{RESOURCE_METADATA_PATH}/mcp"})
 # Credentials travel in the Authorization header only: a URL ends up in logs and histories.
 _QUERY_CREDENTIALS = frozenset({"access_token", "token", "api_key", "apikey", "key", "auth"})
 
@@ -62,9 +63,8 @@ class Authenticate:
         try:
             who = await self._principal(scope)
         except Unauthenticated as exc:
-            challenge = f'Bearer resource_metadata="{self.metadata_url}"'
-            if exc.details.get("invalid_token"):
-                challenge += ', error="invalid_token"'
+            error = "invalid_token" if exc.details.pop("invalid_token", False) else None
+            challenge = www_authenticate(self.metadata_url, error)
             await error_response(exc, 401, {"WWW-Authenticate": challenge})(scope, receive, send)
             return
         scope.setdefault("state", {})[PRINCIPAL_STATE] = who
@@ -198,13 +198,16 @@ def build_app(node: Node, server: BzzzMCP, host: str, base_url: str | None = Non
     base = (auth.public_url or base_url or f"http://{host}").rstrip("/")
 
     async def resource_metadata(request: Request) -> Response:
-        return JSONResponse(protected_resource(f"{base}/mcp", auth.issuer))
+        metadata = protected_resource_metadata(f"{base}/mcp", auth.issuer, SCOPES_SUPPORTED)
+        return JSONResponse(metadata | {"resource_name": "BZZZ node"})
 
     routes: list[Any] = [
         Route("/healthz", healthz),
         Route("/metrics", metrics),
         Route("/webhooks", webhooks),
         Route(RESOURCE_METADATA_PATH, resource_metadata),
+        # RFC 9728 §3.1 places a resource's metadata before its path: the MCP endpoint's too.
+        Route(f"{RESOURCE_METADATA_PATH}/mcp", resource_metadata),
         Mount("/", app=mcp_app),
     ]
     app = Starlette(routes=routes, lifespan=lifespan)
@@ -231,14 +234,3 @@ def build_app(node: Node, server: BzzzMCP, host: str, base_url: str | None = Non
         metrics_public=metrics_public,
     )
     return app
-
-
-def protected_resource(resource: str, issuer: str | None) -> dict[str, Any]:
-    """RFC 9728 protected-resource metadata of this node's MCP endpoint."""
-    return {
-        "resource": resource,
-        "authorization_servers": [issuer] if issuer else [],
-        "scopes_supported": SCOPES_SUPPORTED,
-        "bearer_methods_supported": ["header"],
-        "resource_name": "BZZZ node",
-    }
