@@ -146,6 +146,7 @@ async def _serve_http(settings: Settings) -> None:
             return contextlib.nullcontext()
 
     from bzzz.api.app import build_app
+    from bzzz.api.protocol import with_header_timeout
     from bzzz.mcp.server import build_server
     from bzzz.node import Node
 
@@ -172,8 +173,9 @@ async def _serve_http(settings: Settings) -> None:
             # One client's idle sockets cannot hold every connection: past the limit uvicorn
             # answers 503 at once, and idle keep-alive connections close.
             limit_concurrency=limits.http_connections,
-            timeout_keep_alive=int(limits.http_keepalive_seconds),
-            h11_max_incomplete_event_size=64 * 1024,
+            timeout_keep_alive=max(1, int(limits.http_keepalive_seconds)),
+            # A socket that never sends a request head is closed after the header timeout.
+            http=with_header_timeout(limits.http_header_timeout),
         )
         web = _QuietServer(config)
         loop = asyncio.get_running_loop()

@@ -174,6 +174,7 @@ async def test_the_http_door_refuses_bad_credentials_with_the_seeds_error_respon
                 headers={"Authorization": f"bearer {ADMIN}", "Accept": "application/json"},
             )
             health = await http.get("/healthz")
+            foreign = await http.get("/healthz", headers={"Host": "evil.example:7331"})
             metadata = await http.get("/.well-known/oauth-protected-resource")
             webhooks = await http.get("/webhooks")
     finally:
@@ -187,6 +188,7 @@ async def test_the_http_door_refuses_bad_credentials_with_the_seeds_error_respon
         assert challenge.startswith('Bearer resource_metadata="http://127.0.0.1:'), challenge
     assert lower.status_code not in (401, 403)
     assert health.status_code == 200
+    assert foreign.status_code == 421
     assert metadata.json()["resource"] == f"{node.base_url}/mcp"
     assert "bzzz:write" in metadata.json()["scopes_supported"]
     assert webhooks.status_code == 401
@@ -286,3 +288,61 @@ async def test_rate_limits_refuse_with_retry_after_and_store_nothing(
     assert limited["code"] == "RATE_LIMITED"
     assert 0 < limited["details"]["retry_after"] <= 2
     assert len(inbox["content"]["messages"]) == 1
+
+
+async def test_one_client_flooding_sessions_and_sockets_leaves_the_node_to_others(
+    data_dir: Path, tmp_path: Path, clean_env: dict[str, str]
+) -> None:
+    node = await start(
+        data_dir,
+        tmp_path / "logs",
+        clean_env,
+        BZZZ_AUTH_TOKENS=ADMIN,
+        BZZZ_LIMITS__SESSIONS_PER_PRINCIPAL="10",
+        BZZZ_LIMITS__HTTP_CONNECTIONS="60",
+        BZZZ_LIMITS__HTTP_KEEPALIVE_SECONDS="1",
+        BZZZ_LIMITS__HTTP_HEADER_TIMEOUT="1",
+    )
+    env = cli_env(clean_env, data_dir)
+    flooder = create_token(env, "flooder", "--project", "p1")["token"]
+    calm = create_token(env, "calm", "--project", "p1")["token"]
+    opening = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "initialize",
+        "params": {
+            "protocolVersion": "2025-11-25",
+            "capabilities": {},
+            "clientInfo": {"name": "flood", "version": "0"},
+        },
+    }
+    headers = {
+        "Authorization": f"Bearer {flooder}",
+        "Accept": "application/json, text/event-stream",
+    }
+    sockets: list[asyncio.StreamWriter] = []
+    try:
+        async with httpx.AsyncClient(base_url=node.base_url, timeout=10) as http:
+            codes = [
+                (await http.post("/mcp", json=opening, headers=headers)).status_code
+                for _ in range(15)
+            ]
+        for _ in range(80):
+            _, writer = await asyncio.open_connection("127.0.0.1", node.port)
+            sockets.append(writer)
+
+        async def answers() -> bool:
+            try:
+                async with mcp_client(node.mcp_url, "legacy", calm) as client:
+                    found = await tool(client, "bzzz_lookup", {"semantic_address": "bzzz://*"})
+                    return found["success"] is True
+            except Exception:  # a refused connection while the idle sockets are reaped
+                return False
+
+        assert await eventually(answers, bool, within=15) is True
+    finally:
+        for writer in sockets:
+            writer.close()
+        await node.kill()
+    assert codes[:10] == [200] * 10
+    assert set(codes[10:]) == {429}

@@ -5,8 +5,9 @@ from __future__ import annotations
 import contextlib
 from collections.abc import AsyncIterator
 from typing import Any
-from urllib.parse import parse_qs
+from urllib.parse import parse_qs, urlsplit
 
+from mcp.server.transport_security import TransportSecurityMiddleware, TransportSecuritySettings
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response
@@ -138,7 +139,16 @@ def build_app(node: Node, server: BzzzMCP, host: str, base_url: str | None = Non
     # Plain JSON answers to POSTs: every tool answers at once (no progress to stream), and the
     # SDK's client then keeps one connection instead of opening one per call; notifications
     # (resources/updated) still travel on the session's GET stream.
-    mcp_app = server.streamable_http_app(streamable_http_path="/mcp", host=host, json_response=True)
+    limits = node.settings.limits
+    security = transport_security(host, node.settings.auth.public_url)
+    mcp_app = server.streamable_http_app(
+        streamable_http_path="/mcp",
+        host=host,
+        json_response=True,
+        transport_security=security,
+        max_request_body_size=limits.http_max_body_bytes,
+        max_sessions=limits.sessions_total or None,
+    )
 
     async def healthz(request: Request) -> Response:
         body: dict[str, Any] = node.status()
@@ -211,7 +221,6 @@ def build_app(node: Node, server: BzzzMCP, host: str, base_url: str | None = Non
         Mount("/", app=mcp_app),
     ]
     app = Starlette(routes=routes, lifespan=lifespan)
-    limits = node.settings.limits
 
     def holds_agents(session_id: str) -> bool:
         return bool(node.agents.directory.of_session(node.node_id, f"mcp-{session_id}"))
@@ -233,4 +242,42 @@ def build_app(node: Node, server: BzzzMCP, host: str, base_url: str | None = Non
         metadata_url=f"{base}{RESOURCE_METADATA_PATH}",
         metrics_public=metrics_public,
     )
+    # Outermost: a request with a foreign Host or Origin reaches no route (as /mcp refuses it).
+    app.add_middleware(HostCheck, security=security)
     return app
+
+
+def transport_security(host: str, public_url: str | None) -> TransportSecuritySettings | None:
+    """DNS-rebinding protection for every route: loopback names on a loopback node, the
+    public URL's host when one is configured; None (off) otherwise, where auth applies."""
+    if serves_loopback_only(host):
+        return TransportSecuritySettings(
+            enable_dns_rebinding_protection=True,
+            allowed_hosts=["127.0.0.1:*", "localhost:*", "[::1]:*"],
+            allowed_origins=["http://127.0.0.1:*", "http://localhost:*", "http://[::1]:*"],
+        )
+    if public_url:
+        parts = urlsplit(public_url)
+        return TransportSecuritySettings(
+            enable_dns_rebinding_protection=True,
+            allowed_hosts=[parts.netloc, f"{parts.hostname}:*", f"{host}:*"],
+            allowed_origins=[f"{parts.scheme}://{parts.netloc}"],
+        )
+    return None
+
+
+class HostCheck:
+    """The MCP endpoint's Host and Origin checks, applied to every other route too."""
+
+    def __init__(self, app: ASGIApp, security: TransportSecuritySettings | None) -> None:
+        self.app = app
+        self.check = TransportSecurityMiddleware(security) if security else None
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """Refuse a foreign Host (421) or Origin (403) before any route sees the request."""
+        if self.check is not None and scope["type"] == "http":
+            refusal = await self.check.validate_request(Request(scope), is_post=False)
+            if refusal is not None:
+                await refusal(scope, receive, send)
+                return
+        await self.app(scope, receive, send)
