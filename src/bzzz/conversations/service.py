@@ -13,7 +13,8 @@ from bzzz import domain
 from bzzz.access.limits import PostLimiter
 from bzzz.access.principal import Principal, Scope
 from bzzz.address import Address, parse_address
-from bzzz.agents.service import AgentService, thread_info
+from bzzz.agents.service import AgentService
+from bzzz.agents.views import thread_info
 from bzzz.clock import Clock, SystemClock
 from bzzz.conversations.hooks import NoStanceModel, StanceClassifier, ThreadObserver
 from bzzz.conversations.lifecycle import ThreadLifecycle
