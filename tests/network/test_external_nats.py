@@ -32,7 +32,7 @@ async def test_a_node_with_a_nats_url_keeps_its_log_on_that_server(
     async with Node(settings) as node:
         await node.agents.announce(Caller("s1"), AnnounceInput(agent_id="arch-1", role="architect"))
         found = await node.agents.lookup(LookupInput(semantic_address="bzzz://*:architect@*"))
-        assert node.status()["embedded_nats"] is None
+        assert node.embedded is None
 
     assert [m["id"] for m in found["matches"]] == ["arch-1"]
     assert not (tmp_path / "node" / "nats").exists()

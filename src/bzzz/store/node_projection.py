@@ -1,16 +1,20 @@
-"""Appliers of the nodes' own envelopes: a node came, went, or was seen to stop beating."""
+"""Appliers of the nodes' own envelopes: a node came, went, was seen to stop beating, was
+admitted to the network or removed from it."""
 
 from __future__ import annotations
 
 from datetime import datetime
+from typing import Any
 
 from sqlalchemy import select
+from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.orm import Session
 
 from bzzz.domain import AgentStatus
+from bzzz.network import admission
 from bzzz.network.envelope import Envelope
 from bzzz.store import projection
-from bzzz.store.models import AgentRow
+from bzzz.store.models import AgentRow, AppliedEnvelope
 from bzzz.store.projection import Applied, Applier, ProjectionLimits
 
 
@@ -71,7 +75,42 @@ def apply_node_lost(session: Session, env: Envelope, limits: ProjectionLimits) -
     return Applied({"ok": True, "offline": went}, events)
 
 
+# session.info key: the projector's decisions on the batch's admission envelopes, by id.
+ADMISSION_OUTCOMES = "bzzz_admission_outcomes"
+
+
+def apply_admission(session: Session, env: Envelope, limits: ProjectionLimits) -> Applied:
+    """A node admitted or removed: the projector decided it in log order; record that outcome.
+
+    The set itself lives in the projector (``network.admission``): it must be known before
+    the batch's later envelopes are applied, and the recorded outcomes rebuild it at restart.
+    """
+    decided: dict[str, dict[str, Any]] = session.info.get(ADMISSION_OUTCOMES, {})
+    outcome = decided.get(env.id, {"ok": False, "reason": "not decided by the projector"})
+    if not outcome.get("ok"):
+        return Applied(outcome)
+    status = "admitted" if env.type == admission.ADMITTED else "removed"
+    node_id = str(outcome["node_id"])
+    data = {"node_id": node_id, "status": status, "by": env.origin}
+    return Applied(outcome, [projection._event(env, "network_status", f"bzzz://{node_id}", data)])
+
+
+async def admission_outcomes(session: AsyncSession) -> list[dict[str, Any]]:
+    """The outcomes of every applied admission envelope, in log order (to rebuild the set)."""
+    rows = await session.execute(
+        select(AppliedEnvelope.outcome)
+        .where(AppliedEnvelope.type.in_(sorted(admission.TYPES)))
+        .order_by(AppliedEnvelope.seq)
+    )
+    return [dict(outcome) for (outcome,) in rows]
+
+
 NODE_APPLIERS: dict[str, Applier] = {
     kind: projection._strict_json(fn)
-    for kind, fn in {"node.status": apply_node_status, "node.lost": apply_node_lost}.items()
+    for kind, fn in {
+        "node.status": apply_node_status,
+        "node.lost": apply_node_lost,
+        admission.ADMITTED: apply_admission,
+        admission.REMOVED: apply_admission,
+    }.items()
 }
