@@ -352,6 +352,31 @@ class JetStreamBus:
         info = await self._jetstream().stream_info(self.stream)
         return int(info.state.last_seq)
 
+    async def read_kind(self, kind: str) -> list[BusMessage]:
+        """Every stored envelope of subjects ``bzzz.<network>.<kind>.>``, in log order (the CLI
+        derives the admitted nodes from these alone)."""
+        js = self._jetstream()
+        sub = await js.pull_subscribe(
+            f"bzzz.{self._network}.{kind}.>",
+            stream=self.stream,
+            config=ConsumerConfig(
+                deliver_policy=DeliverPolicy.ALL,
+                ack_policy=AckPolicy.NONE,
+                inactive_threshold=30.0,
+            ),
+        )
+        try:
+            pending = int((await sub.consumer_info()).num_pending or 0)
+            found: list[BusMessage] = []
+            while len(found) < pending:
+                batch = min(256, pending - len(found))
+                msgs = await sub.fetch(batch, timeout=self._publish_timeout)
+                found.extend(self._to_bus(msg) for msg in msgs)
+            return found
+        finally:
+            with contextlib.suppress(ConnectionClosedError, NatsTimeoutError, BadSubscriptionError):
+                await sub.unsubscribe()
+
     # --- the peer board ----------------------------------------------------------------------
 
     async def _peers(self) -> KeyValue:
