@@ -44,6 +44,11 @@ async def _announce(node: Node, agent_id: str) -> None:
     )
 
 
+def _status(node: Node, agent_id: str) -> str | None:
+    agent = node.projector.directory.get(agent_id)
+    return None if agent is None else str(agent.status)
+
+
 async def _inbox(node: Node, agent_id: str) -> list[str]:
     async with node.db.session() as session:
         messages = await Repository(session).inbox(agent_id, 50)
@@ -189,6 +194,10 @@ async def test_admit_lets_a_second_node_in_remove_stops_it_and_a_replay_agrees(
             )
 
             await node_admin.remove(first.settings, second.node_id)
+            # Its agents can no longer answer: they go offline everywhere.
+            await first.projector.wait_until(
+                lambda: _status(first, "b-admitted") == "offline", _WAIT
+            )
             await second.projector.wait_until(
                 lambda: (
                     not second.projector.admission.is_member(
@@ -211,7 +220,7 @@ async def test_admit_lets_a_second_node_in_remove_stops_it_and_a_replay_agrees(
     # A new node replays the whole log; a restarted one rebuilds the set from its store.
     async with Node(_settings(tmp_path / "c", nats_url)) as newcomer:
         assert newcomer.projector.admission.members == expected
-        assert newcomer.projector.directory.get("b-admitted") is not None
+        assert _status(newcomer, "b-admitted") == "offline"
         assert newcomer.projector.directory.get("b-removed") is None
         assert newcomer.projector.directory.get("b-early") is None
     async with Node(_settings(tmp_path / "a", nats_url)) as again:
