@@ -9,6 +9,7 @@ import nats
 import pytest
 
 from bzzz.config import Settings, load_settings
+from bzzz.errors import ConfigError
 from bzzz.eventlog import Caller
 from bzzz.network.jetstream import JetStreamBus, stream_name
 from bzzz.node import Node
@@ -85,3 +86,19 @@ async def test_the_log_keeps_the_first_of_two_envelopes_with_one_id_and_says_so(
     assert (first.seq, first.duplicate) == (1, False)
     assert (second.seq, second.duplicate) == (1, True)  # where the log holds node a's bytes
     assert (other.seq, other.duplicate) == (2, False)
+
+
+def test_settings_show_a_nats_login_masked_and_take_a_creds_file(tmp_path: Path) -> None:
+    creds = tmp_path / "node.creds"
+    creds.write_text("-----BEGIN NATS USER JWT-----\n")
+    settings = load_settings(
+        environ={
+            "BZZZ_NATS_URL": "nats://bzzz:s3cret@10.0.0.1:4222,nats://tok3n@10.0.0.2:4222",
+            "BZZZ_NATS_CREDS": str(creds),
+        }
+    )
+    shown = settings.masked()["bzzz"]
+    assert shown["nats_url"] == ["nats://bzzz:***@10.0.0.1:4222", "nats://***@10.0.0.2:4222"]
+    assert settings.bzzz.nats_creds == creds
+    with pytest.raises(ConfigError, match="BZZZ_NATS_CREDS"):
+        load_settings(environ={"BZZZ_NATS_CREDS": str(tmp_path / "missing.creds")})
