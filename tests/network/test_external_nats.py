@@ -9,11 +9,13 @@ import nats
 import pytest
 
 from bzzz.config import Settings, load_settings
-from bzzz.errors import ConfigError
+from bzzz.errors import ConfigError, NetworkError
 from bzzz.eventlog import Caller
 from bzzz.network.jetstream import JetStreamBus, stream_name
 from bzzz.node import Node
 from bzzz.schemas import AnnounceInput, LookupInput
+
+from .operator import operator_server
 
 pytestmark = pytest.mark.integration
 
@@ -102,3 +104,22 @@ def test_settings_show_a_nats_login_masked_and_take_a_creds_file(tmp_path: Path)
     assert settings.bzzz.nats_creds == creds
     with pytest.raises(ConfigError, match="BZZZ_NATS_CREDS"):
         load_settings(environ={"BZZZ_NATS_CREDS": str(tmp_path / "missing.creds")})
+
+
+async def test_a_node_logs_in_with_a_creds_file_and_without_it_is_refused(tmp_path: Path) -> None:
+    async with operator_server(tmp_path / "operator") as server:
+        with_creds = load_settings(
+            environ={"BZZZ_NATS_URL": server.url, "BZZZ_NATS_CREDS": str(server.creds)},
+            overrides={"node": {"data_dir": str(tmp_path / "a")}},
+        )
+        async with Node(with_creds) as node:
+            await node.agents.announce(Caller("s1"), AnnounceInput(agent_id="dev-1", role="dev"))
+            assert node.projector.directory.get("dev-1") is not None
+
+        without = load_settings(
+            environ={"BZZZ_NATS_URL": server.url},
+            overrides={"node": {"data_dir": str(tmp_path / "b")}},
+        )
+        with pytest.raises(NetworkError, match="refused this node's credentials"):
+            async with asyncio.timeout(20), Node(without):
+                pass
