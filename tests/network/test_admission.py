@@ -124,6 +124,27 @@ def test_the_static_list_is_admitted_from_the_start_and_stays() -> None:
     assert state.admits(a.public_key_b64, a.node_id)
 
 
+def test_a_copy_stored_again_later_changes_nothing_and_a_restore_agrees() -> None:
+    a, b = NodeIdentity.generate(), NodeIdentity.generate()
+    state = Admission(enforce=True)
+    log = [
+        _sealed(a, "node.admitted", public_key=a.public_key_b64),
+        _sealed(a, "node.admitted", public_key=b.public_key_b64),
+        _sealed(a, "node.removed", node=b.node_id),
+    ]
+    recorded = []
+    for env in [*log, log[1]]:  # the admission of b, stored once more after its removal
+        change = state.step(env)
+        if change is not None:
+            recorded.append((env.id, change.outcome))
+    assert len(recorded) == 3
+    assert state.check(_sealed(b, "node.status")) == "not_admitted"
+    restored = Admission(enforce=True)
+    restored.restore(recorded)
+    assert restored.members == state.members == {a.public_key_b64: a.node_id}
+    assert restored.step(log[1]) is None
+
+
 # --- nodes on a real nats-server -------------------------------------------------------------
 
 

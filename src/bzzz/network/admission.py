@@ -11,6 +11,8 @@ point of the log:
 - The nodes of the static list (``BZZZ_TRUSTED_NODES``) count as admitted from the start, so such
   a network is never open; the log cannot remove them.
 - The last admitted node cannot be removed: a network never falls back to open.
+- An envelope id counts once, where the log first holds it: a copy stored again later (a publish
+  retried past the duplicate window) replays the first outcome and changes nothing.
 
 With enforcement on (``bzzz.admission``) an envelope from a node outside the set is dropped and
 counted as ``not_admitted``; with it off the set is still derived, so turning it on later
@@ -54,6 +56,7 @@ class Admission:
         self._static = frozenset(static)
         self.enforce = enforce
         self.members: dict[str, str] = {}  # public key -> node id
+        self._decided: set[str] = set()  # ids of the admission envelopes decided so far
 
     @property
     def open(self) -> bool:
@@ -75,11 +78,13 @@ class Admission:
         return None
 
     def step(self, env: Envelope) -> Change | None:
-        """Decide an admission envelope and apply its change; None for any other type."""
-        if env.type not in TYPES:
+        """Decide an admission envelope and apply its change; None for any other type and for
+        an envelope decided before (the store replays its first outcome)."""
+        if env.type not in TYPES or env.id in self._decided:
             return None
         change = self.decide(env)
         self.apply(change)
+        self._decided.add(env.id)
         return change
 
     def decide(self, env: Envelope) -> Change:
@@ -142,9 +147,11 @@ class Admission:
         if change.remove is not None:
             self.members.pop(change.remove, None)
 
-    def restore(self, outcomes: Iterable[Mapping[str, Any]]) -> None:
-        """Replay the recorded outcomes of applied admission envelopes, in log order."""
-        for outcome in outcomes:
+    def restore(self, outcomes: Iterable[tuple[str, Mapping[str, Any]]]) -> None:
+        """Replay the recorded (envelope id, outcome) of applied admission envelopes, in log
+        order."""
+        for envelope_id, outcome in outcomes:
+            self._decided.add(envelope_id)
             if not outcome.get("ok"):
                 continue
             if isinstance(outcome.get("admitted"), str):

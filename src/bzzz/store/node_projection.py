@@ -114,14 +114,14 @@ def apply_admission(session: Session, env: Envelope, limits: ProjectionLimits) -
     return Applied(outcome, events)
 
 
-async def admission_outcomes(session: AsyncSession) -> list[dict[str, Any]]:
-    """The outcomes of every applied admission envelope, in log order (to rebuild the set)."""
+async def admission_outcomes(session: AsyncSession) -> list[tuple[str, dict[str, Any]]]:
+    """(id, outcome) of every applied admission envelope, in log order (to rebuild the set)."""
     rows = await session.execute(
-        select(AppliedEnvelope.outcome)
+        select(AppliedEnvelope.id, AppliedEnvelope.outcome)
         .where(AppliedEnvelope.type.in_(sorted(admission.TYPES)))
         .order_by(AppliedEnvelope.seq)
     )
-    return [dict(outcome) for (outcome,) in rows]
+    return [(str(envelope_id), dict(outcome)) for envelope_id, outcome in rows]
 
 
 NODE_APPLIERS: dict[str, Applier] = {
