@@ -11,13 +11,16 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
+import httpx
 import nats
 import pytest
 
 from bzzz import node_admin
+from bzzz.api.app import build_app
 from bzzz.config import Settings, load_settings
 from bzzz.errors import BzzzError, InvalidParameters
 from bzzz.eventlog import Caller
+from bzzz.mcp.server import build_server
 from bzzz.network.admission import Admission
 from bzzz.network.envelope import Envelope, seal
 from bzzz.network.identity import NodeIdentity
@@ -183,7 +186,20 @@ async def test_an_envelope_from_an_unadmitted_key_is_dropped_counted_and_never_d
         await nc.close()
     assert sorted(await _inbox(first, "bob")) == ["admitted", "real"]
     assert first.projector.rejected["not_admitted"] == 1
-    assert first.status()["projector"]["rejected"]["not_admitted"] == 1
+    metrics, health = await _served(first, "/metrics", "/healthz")
+    assert 'bzzz_envelopes_rejected_total{reason="not_admitted"} 1' in metrics
+    # The open /healthz shows no server URL, let alone its password.
+    assert "nats://" not in health and first.embedded.auth.password not in health
+    assert json.loads(health)["projector"]["rejected"]["not_admitted"] == 1
+
+
+async def _served(node: Node, *paths: str) -> list[str]:
+    """What the node's HTTP app answers on ``paths``."""
+    server, _ = build_server(node)
+    app = build_app(node, server, "127.0.0.1")
+    transport = httpx.ASGITransport(app=app)
+    async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1") as http:
+        return [(await http.get(path)).text for path in paths]
 
 
 @pytest.mark.integration
