@@ -15,7 +15,7 @@ from bzzz.network.jetstream import JetStreamBus, stream_name
 from bzzz.node import Node
 from bzzz.schemas import AnnounceInput, LookupInput
 
-from .operator import operator_server
+from .nats_operator import operator_server
 
 pytestmark = pytest.mark.integration
 
