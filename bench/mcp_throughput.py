@@ -572,9 +572,9 @@ async def publish_floor(data_dir: Path, calls: int) -> dict[str, float]:
     import nats
     from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy, StorageType, StreamConfig
 
-    from bzzz.network.embedded import running_url
+    from bzzz.network.embedded import local_client_url
 
-    url = running_url(data_dir)
+    url = local_client_url(data_dir)
     assert url is not None, "bzzz's embedded nats-server is not running"
     nc = await nats.connect(url)
     js = nc.jetstream()

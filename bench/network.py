@@ -398,15 +398,15 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
             )
             print("cross_node (default sync)", results["cross_node_default_sync"], flush=True)
         async with EmbeddedNats(work / "server") as server:
-            results["ceiling"] = await ceiling(server.url, args.messages, size)
+            results["ceiling"] = await ceiling(server.client_url, args.messages, size)
             print("ceiling", results["ceiling"], flush=True)
             results["cross_node"] = await cross_node(
-                server.url, work, args.messages, args.rate, args.seconds
+                server.client_url, work, args.messages, args.rate, args.seconds
             )
             print("cross_node", results["cross_node"], flush=True)
-            results["propagation"] = await propagation(server.url, work)
+            results["propagation"] = await propagation(server.client_url, work)
             print("propagation", results["propagation"], flush=True)
-            results["catch_up"] = await catch_up(server.url, work, args.catchup)
+            results["catch_up"] = await catch_up(server.client_url, work, args.catchup)
             print("catch_up", results["catch_up"], flush=True)
         if not args.skip_stall:
             results["leader_stall"] = await leader_stall(work)

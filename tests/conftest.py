@@ -63,11 +63,11 @@ def settings(tmp_path: Path) -> Settings:
 
 @pytest.fixture
 async def nats_url(tmp_path: Path) -> AsyncIterator[str]:
-    """A real nats-server with JetStream on a free port."""
+    """A real nats-server with JetStream on a free port; its credentials are in the URL."""
     server = EmbeddedNats(tmp_path / "nats-fixture")
-    url = await server.start()
+    await server.start()
     try:
-        yield url
+        yield server.client_url
     finally:
         await server.close()
 

@@ -42,6 +42,17 @@ def _parser() -> argparse.ArgumentParser:
     webhooks.add_argument("--limit", type=int, default=50, help="newest N (default 50)")
     sub.add_parser("peers", help="the nodes of the network and whether they are alive")
     sub.add_parser("identity", help="this node's id and public key (for BZZZ_TRUSTED_NODES)")
+    nodes = sub.add_parser("node", help="nodes admitted to the network (bzzz.admission)")
+    nodes_sub = nodes.add_subparsers(dest="node_command", required=True)
+    nodes_sub.add_parser("admit", help="admit a node (acts with this node's key)").add_argument(
+        "node", metavar="PUBLIC_KEY", help="its public key (`bzzz identity` on that node)"
+    )
+    nodes_sub.add_parser("remove", help="take a node out of the network").add_argument(
+        "node", metavar="PUBLIC_KEY|NODE_ID"
+    )
+    nodes_sub.add_parser("list", help="the admitted nodes, as the log has them").add_argument(
+        "--json", action="store_true", help="print them as JSON"
+    )
     escalations = sub.add_parser("escalations", help="thread escalations and their actions")
     escalations.add_argument("--open", action="store_true", help="only unresolved ones")
     escalations.add_argument("--limit", type=int, default=50, help="newest N (default 50)")
@@ -275,15 +286,20 @@ def _webhooks(args: argparse.Namespace, settings: Settings) -> int:
 async def _board(settings: Settings) -> list[Any]:
     from bzzz.domain import utcnow
     from bzzz.errors import NetworkError
-    from bzzz.network.embedded import running_url
+    from bzzz.network.embedded import local_auth, running_url
     from bzzz.network.jetstream import JetStreamBus
+    from bzzz.network.nats_auth import NatsAuth, redact_url
     from bzzz.peers.service import PeerSettings, board_view
 
     data_dir = settings.node.data_dir.expanduser()
     urls = settings.bzzz.nats_url or [url for url in [running_url(data_dir)] if url]
     if not urls:
         raise NetworkError(f"no node has run on {data_dir} and BZZZ_NATS_URL is not set")
-    bus = JetStreamBus(urls, settings.bzzz.network_id, publish_timeout=5.0, create=False)
+    auth = NatsAuth(creds_file=settings.bzzz.nats_creds)
+    if not settings.bzzz.nats_url:
+        auth = local_auth(data_dir) or auth
+    network = settings.bzzz.network_id
+    bus = JetStreamBus(urls, network, publish_timeout=5.0, create=False, auth=auth)
     try:
         await bus.start()
         entries = await bus.peer_entries()
@@ -291,7 +307,8 @@ async def _board(settings: Settings) -> list[Any]:
         raise
     except Exception as exc:
         # Whatever NATS says (no server, no bucket yet), the user needs one line.
-        raise NetworkError(f"cannot read the peer board at {', '.join(urls)}: {exc!r}") from exc
+        shown = ", ".join(redact_url(url) for url in urls)
+        raise NetworkError(f"cannot read the peer board at {shown}: {exc!r}") from exc
     finally:
         await bus.close()
     peer_settings = PeerSettings(
@@ -320,6 +337,26 @@ def _peers(settings: Settings) -> int:
             shown["lastSeen"],
         )
     Console(width=200 if not sys.stdout.isatty() else None).print(table)
+    return 0
+
+
+def _node(args: argparse.Namespace, settings: Settings) -> int:
+    from bzzz import node_admin
+
+    if args.node_command == "list":
+        listed = asyncio.run(node_admin.admitted(settings))
+        if args.json:
+            sys.stdout.write(json.dumps(listed, indent=2) + "\n")
+            return 0
+        state = "open (no node admitted yet)" if listed["open"] else "closed"
+        sys.stdout.write(f"network {settings.bzzz.network_id}: {state}\n")
+        for entry in listed["nodes"]:
+            sys.stdout.write(f"{entry['node_id']}  {entry['public_key']}\n")
+        return 0
+    act = node_admin.admit if args.node_command == "admit" else node_admin.remove
+    outcome = asyncio.run(act(settings, args.node))
+    verb = "admitted" if args.node_command == "admit" else "removed"
+    sys.stdout.write(f"{verb} {outcome['node_id']}\n")
     return 0
 
 
@@ -510,6 +547,8 @@ def main(argv: list[str] | None = None) -> int:
             return _peers(settings)
         if args.command == "identity":
             return _identity(settings)
+        if args.command == "node":
+            return _node(args, settings)
         if args.command == "escalations":
             return _escalations(args, settings)
         if args.command == "slurp":

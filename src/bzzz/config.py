@@ -41,6 +41,7 @@ ENV_ALIASES: dict[str, tuple[str, str]] = {
     "BZZZ_AUTH_ISSUER": ("auth", "issuer"),
     "BZZZ_AUTH_AUDIENCE": ("auth", "audience"),
     "BZZZ_NATS_URL": ("bzzz", "nats_url"),
+    "BZZZ_NATS_CREDS": ("bzzz", "nats_creds"),
     "BZZZ_NETWORK_ID": ("bzzz", "network_id"),
     "BZZZ_TRUSTED_NODES": ("bzzz", "trusted_nodes"),
     "BZZZ_FEDERATED_NETWORKS": ("bzzz", "federated_networks"),
@@ -94,6 +95,9 @@ class BzzzSettings(_Section):
 
     network_id: str = Field("main", pattern=r"^[A-Za-z0-9_-]{1,64}$")
     nats_url: list[str] = Field(default_factory=list)
+    nats_creds: Path | None = Field(
+        None, description="a NATS creds file (user JWT and seed) for the servers of nats_url"
+    )
     node_url: str | None = None
     pubsub_topics: list[str] = Field(
         default_factory=lambda: ["bzzz/coordination/v1", "antennae/meta-discussion/v1"]
@@ -113,6 +117,10 @@ class BzzzSettings(_Section):
     federated_networks: list[str] = Field(
         default_factory=list, description="other network ids whose agents lookups also search"
     )
+    admission: bool = Field(
+        False,
+        description="apply envelopes only from nodes admitted to the network (bzzz node admit)",
+    )
 
     @field_validator("nats_url", "trusted_nodes", "federated_networks", mode="before")
     @classmethod
@@ -130,6 +138,13 @@ class BzzzSettings(_Section):
             if network == info.data.get("network_id"):
                 raise ValueError(f"{network!r} is this node's own network")
         return value
+
+    @field_validator("nats_creds")
+    @classmethod
+    def _check_creds(cls, value: Path | None) -> Path | None:
+        if value is not None and not value.expanduser().is_file():
+            raise ValueError(f"{value} is not a file")
+        return value.expanduser() if value is not None else None
 
     @field_validator("nats_url")
     @classmethod

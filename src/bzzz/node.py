@@ -38,10 +38,13 @@ from bzzz.federation.service import FederationService
 from bzzz.llm.runtime import HostedRuntime
 from bzzz.llm.service import LLMService
 from bzzz.llm.summaries import ModelSummarizer
+from bzzz.network import admission
+from bzzz.network.admission import Admission
 from bzzz.network.base import Bus
 from bzzz.network.embedded import EmbeddedNats
 from bzzz.network.identity import NodeIdentity
 from bzzz.network.jetstream import JetStreamBus
+from bzzz.network.nats_auth import NatsAuth
 from bzzz.peers.reclaim import Reclaimer
 from bzzz.peers.service import PeerService, PeerSettings
 from bzzz.projector import Projector
@@ -181,6 +184,7 @@ class Node:
             await self._run_background()
             await self._federate()
             await self._catch_up()
+            await self._join_admitted()
             if not self.tool:
                 await self._go_online()
         except BaseException:
@@ -230,7 +234,9 @@ class Node:
             network=self.network,
             node_id=self.node_id,
             limits=limits,
-            trusted=trusted,
+            # With admission the static list is part of the admitted set, not a filter of its own.
+            trusted=None if self.settings.bzzz.admission else trusted,
+            admitted=Admission(trusted or (), enforce=self.settings.bzzz.admission),
         )
         self.log = EventLog(self.identity, self.network, self.projector, self.clock)
         self._build_access()
@@ -362,7 +368,9 @@ class Node:
         listed = frozenset(self.settings.bzzz.trusted_nodes)
         if not listed:
             return None
-        if not {self.identity.public_key_b64, self.identity.node_id} & listed:
+        # With admission, a node off the list may still be admitted (it learns at start).
+        mine = {self.identity.public_key_b64, self.identity.node_id}
+        if not self.settings.bzzz.admission and not mine & listed:
             logger.error(
                 "this node (%s, key %s) is not in BZZZ_TRUSTED_NODES: the network refuses "
                 "its changes",
@@ -371,6 +379,45 @@ class Node:
             )
         return listed
 
+    async def _join_admitted(self) -> None:
+        """With admission on: be admitted, or say why this node's changes will be dropped.
+
+        The first node of a network admits itself. A later process on the same data directory
+        shares its trust: the directory's own key (slot 0's) admits it.
+        """
+        if not self.settings.bzzz.admission:
+            return
+        admitted = self.projector.admission
+        me = self.identity
+        if admitted.is_member(me.public_key_b64, me.node_id):
+            return
+        log: EventLog | None = self.log if admitted.open else None
+        sponsor = self._directory_identity()
+        if sponsor is not None and admitted.is_member(sponsor.public_key_b64, sponsor.node_id):
+            log = EventLog(sponsor, self.network, self.projector, self.clock)
+        outcome = await self._admit_self(log) if log is not None else None
+        if outcome is None or not outcome.get("ok"):
+            logger.error(
+                "this node (%s) is not admitted to network %s: its changes are dropped until an "
+                "admitted node runs `bzzz node admit %s`",
+                me.node_id,
+                self.network,
+                me.public_key_b64,
+            )
+
+    async def _admit_self(self, log: EventLog) -> dict[str, Any]:
+        me = self.identity
+        return await log.emit(
+            admission.ADMITTED, admission.KIND, me.node_id, {"public_key": me.public_key_b64}
+        )
+
+    def _directory_identity(self) -> NodeIdentity | None:
+        """The data directory's own key (slot 0's), when this process holds another slot."""
+        data_dir = self.settings.node.data_dir.expanduser()
+        if not self.slot or not (data_dir / "node.key").exists():
+            return None
+        return NodeIdentity.load_or_create(data_dir)
+
     def _describe(self) -> tuple[str, list[str]]:
         """This node's status and capabilities for its heartbeat: busy when all its agents are."""
         hosted = self.projector.directory.online_of_node(self.node_id)
@@ -378,8 +425,15 @@ class Node:
         roles = sorted({agent.role for agent in hosted})
         return ("busy" if busy else "online"), ["mcp", *roles]
 
+    @property
+    def embedded(self) -> EmbeddedNats | None:
+        """The embedded nats-server this node started or joined; None with BZZZ_NATS_URL."""
+        return self._embedded
+
     async def _make_bus(self, data_dir: Path) -> Bus:
         urls = self.settings.bzzz.nats_url
+        # An external server's credentials: a creds file, or the user and password in the URLs.
+        auth = NatsAuth(creds_file=self.settings.bzzz.nats_creds)
         if not urls:
             self._embedded = EmbeddedNats(
                 data_dir,
@@ -387,12 +441,14 @@ class Node:
                 max_memory_store=self.settings.bzzz.max_memory_store,
             )
             urls = [await self._embedded.start()]
+            auth = self._embedded.auth
         return JetStreamBus(
             urls,
             self.network,
             replicas=self.settings.bzzz.stream_replicas,
             publish_timeout=self.settings.bzzz.publish_timeout,
             name=f"bzzz-slot{self.slot}",
+            auth=auth,
         )
 
     async def _federate(self) -> None:
@@ -535,7 +591,6 @@ class Node:
             "state": str(self.state),
             "healthy": self.healthy if hasattr(self, "bus") else False,
             "slot": self.slot,
-            "embedded_nats": self._embedded.url if self._embedded else None,
             "projector": self.projector.stats() if hasattr(self, "projector") else None,
             "hosted_agents": self.hosted.status() if hasattr(self, "hosted") else None,
             "webhooks": {

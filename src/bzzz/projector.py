@@ -15,11 +15,14 @@ from typing import Any
 
 from bzzz import domain
 from bzzz.errors import NetworkError
+from bzzz.network import admission
+from bzzz.network.admission import Admission
 from bzzz.network.base import Bus, BusMessage, Stored
 from bzzz.network.envelope import Envelope, EnvelopeRejected, open_envelope
 from bzzz.store.batch import BatchContext, BatchResult, apply_batch
 from bzzz.store.database import Database, StoreError, WriterBusy
 from bzzz.store.directory import AgentDirectory
+from bzzz.store.node_projection import admission_outcomes
 from bzzz.store.projection import Outcome, ProjectionLimits
 from bzzz.store.repository import Repository
 
@@ -65,6 +68,7 @@ class Projector:
         limits: ProjectionLimits,
         apply_timeout: float = 15.0,
         trusted: frozenset[str] | None = None,
+        admitted: Admission | None = None,
     ) -> None:
         self._db = db
         self._bus = bus
@@ -73,6 +77,8 @@ class Projector:
         self._limits = limits
         self._apply_timeout = apply_timeout
         self._trusted = trusted
+        # The network's admitted nodes as of the applied sequence (kept in log order).
+        self.admission = admitted or Admission()
         # The exact bytes of envelopes this node published and still waits for.
         self._sealed: set[bytes] = set()
         self._waiting: dict[str, asyncio.Future[Outcome]] = {}
@@ -135,6 +141,9 @@ class Projector:
                 last,
             )
             stored = 0
+        elif stored:
+            async with self._db.session() as session:
+                self.admission.restore(await admission_outcomes(session))
         self._applied_seq = max(self._applied_seq, stored)
 
     async def run(self) -> None:
@@ -286,11 +295,19 @@ class Projector:
                 logger.warning("could not apply envelope %s at once; the log will", envelope.id)
 
     def _own(self, data: bytes) -> Envelope | None:
-        """This node's envelope as the consumer would read it; None when it would refuse it."""
+        """This node's envelope as the consumer would read it; None when the consumer must.
+
+        None also for one the consumer would drop (this node is not admitted) and for an
+        admission envelope: what it does is decided in log order, and the consumer decides it
+        exactly once, whereas applying ahead may roll back.
+        """
         try:
-            return open_envelope(data, self._network, self._trusted, sealed_here=True)
+            envelope = open_envelope(data, self._network, self._trusted, sealed_here=True)
         except EnvelopeRejected:
             return None  # the consumer rejects it and answers the origin
+        if envelope.type in admission.TYPES or self.admission.check(envelope):
+            return None
+        return envelope
 
     def _stored_next(self, stored: Stored) -> bool:
         # A duplicate's sequence is another entry's: its bytes may differ from these.
@@ -333,22 +350,48 @@ class Projector:
             if isinstance(result, EnvelopeRejected):
                 self.rejected[result.reason] += 1
                 logger.warning("rejected envelope at seq %d: %s", msg.seq, result.reason)
-                self._answer_rejected(msg.data, result.reason)
+                self._answer_rejected(_envelope_id(msg.data), result.reason)
             else:
                 opened.append((result, msg.seq))
         return opened
 
-    def _answer_rejected(self, data: bytes, reason: str) -> None:
+    def _answer_rejected(self, envelope_id: str | None, reason: str) -> None:
         # If this node is waiting for the envelope, tell it now instead of timing out.
-        if not self._waiting:
-            return
-        try:
-            envelope_id = json.loads(data).get("id")
-        except (ValueError, AttributeError):
-            return
-        future = self._waiting.get(envelope_id) if isinstance(envelope_id, str) else None
+        future = self._waiting.get(envelope_id) if envelope_id is not None else None
         if future is not None and not future.done():
             future.set_result({"ok": False, "reason": f"the network rejected it ({reason})"})
+
+    def _admit(
+        self, opened: list[tuple[Envelope, int]]
+    ) -> tuple[list[tuple[Envelope, int]], dict[str, Outcome]]:
+        """Drop what admitted nodes did not send, and decide admissions, in log order.
+
+        Runs in the write stage (which holds ``_applying``): only there is the admitted set
+        exactly the one of the sequence before each envelope.
+        """
+        kept: list[tuple[Envelope, int]] = []
+        decided: dict[str, Outcome] = {}
+        for env, seq in opened:
+            reason = self.admission.check(env)
+            if reason is not None:
+                self.rejected[reason] += 1
+                logger.warning("dropped envelope at seq %d from %s: %s", seq, env.origin, reason)
+                self._answer_rejected(env.id, reason)
+                continue
+            change = self.admission.step(env)
+            if change is not None:
+                decided[env.id] = change.outcome
+                self._log_change(env, change.outcome)
+            kept.append((env, seq))
+        return kept, decided
+
+    def _log_change(self, env: Envelope, outcome: Outcome) -> None:
+        if not outcome.get("ok"):
+            logger.info("admission envelope %s refused: %s", env.id, outcome.get("reason"))
+        elif "admitted" in outcome:
+            logger.info("node %s admitted by %s", outcome["node_id"], env.origin)
+        else:
+            logger.warning("node %s removed by %s", outcome["node_id"], env.origin)
 
     async def _write(
         self, opened: list[tuple[Envelope, int]], messages: Sequence[BusMessage]
@@ -357,19 +400,29 @@ class Projector:
         async with self._applying:
             # What this node applied as soon as the network stored it is in the store already.
             opened = [(env, seq) for env, seq in opened if seq > self._applied_seq]
+            opened, decided = self._admit(opened)
             if opened:
-                await self._apply(opened, last_seq)
+                await self._apply(opened, last_seq, decided)
             else:
                 await self._advance(last_seq)
 
-    def _context(self) -> BatchContext:
+    def _context(self, decided: dict[str, Outcome] | None = None) -> BatchContext:
         return BatchContext(
-            self._node_id, self._limits, self._subscriptions, self.directory.online_count
+            self._node_id,
+            self._limits,
+            self._subscriptions,
+            self.directory.online_count,
+            admission=decided or {},
         )
 
-    async def _apply(self, opened: list[tuple[Envelope, int]], last_seq: int) -> None:
+    async def _apply(
+        self,
+        opened: list[tuple[Envelope, int]],
+        last_seq: int,
+        decided: dict[str, Outcome] | None = None,
+    ) -> None:
         """Apply envelopes in one transaction, then settle (the caller holds ``_applying``)."""
-        ctx = self._context()
+        ctx = self._context(decided)
         small = len(opened) <= SMALL_BATCH
         try:
             result: BatchResult = await self._db.write(
@@ -377,7 +430,7 @@ class Projector:
             )
         except (StoreError, KeyError, TypeError, ValueError, AttributeError):
             logger.warning("a batch failed as a whole; applying it envelope by envelope")
-            ctx = BatchContext(self._node_id, self._limits, None)
+            ctx = BatchContext(self._node_id, self._limits, None, admission=ctx.admission)
             result = await self._db.write(
                 lambda session: apply_batch(session, opened, ctx, isolate=True), small=small
             )
@@ -437,4 +490,18 @@ class Projector:
             "applied": self.applied_count,
             "applied_sequence": self._applied_seq,
             "rejected": dict(self.rejected),
+            # Counts only: /healthz is open (`bzzz node list` names the nodes).
+            "admission": {
+                "enforced": self.admission.enforce,
+                "admitted": len(self.admission.members),
+            },
         }
+
+
+def _envelope_id(data: bytes) -> str | None:
+    """The id field of wire bytes that did not open as an envelope, if they have one."""
+    try:
+        envelope_id = json.loads(data).get("id")
+    except (ValueError, AttributeError):
+        return None
+    return envelope_id if isinstance(envelope_id, str) else None

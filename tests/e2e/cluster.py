@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import secrets
 import socket
 import subprocess
 from dataclasses import dataclass, field
@@ -49,20 +50,37 @@ class ClusterServer:
 
 
 class NatsCluster:
-    """Three JetStream servers routed to each other."""
+    """Three JetStream servers routed to each other.
 
-    def __init__(self, directory: Path, size: int = 3, name: str = "bzzz-test") -> None:
+    ``secured``: clients log in as ``bzzz`` of the account BZZZ (JetStream on, nothing else in
+    it), routes log in too — the README's secured cluster; ``urls`` then carry the password.
+    """
+
+    def __init__(
+        self, directory: Path, size: int = 3, name: str = "bzzz-test", *, secured: bool = False
+    ) -> None:
         self.name = name
         self.servers = [ClusterServer(f"n{i}", directory / f"n{i}") for i in range(size)]
+        self.secured = secured
+        self.password = secrets.token_urlsafe(24)
+        self.route_password = secrets.token_urlsafe(24)
+        self._system_password = secrets.token_urlsafe(24)
 
     @property
     def urls(self) -> list[str]:
-        """Every server's client URL (seed URLs for a node)."""
-        return [server.url for server in self.servers]
+        """Every server's client URL (seed URLs for a node), with the login when secured."""
+        return [self.client_url(server) for server in self.servers]
+
+    def client_url(self, server: ClusterServer) -> str:
+        """One server's client URL, with the login when secured."""
+        if not self.secured:
+            return server.url
+        return f"nats://bzzz:{self.password}@127.0.0.1:{server.port}"
 
     def _config(self, server: ClusterServer) -> str:
+        login = f"route:{self.route_password}@" if self.secured else ""
         routes = ", ".join(
-            f"nats-route://127.0.0.1:{other.cluster_port}"
+            f"nats-route://{login}127.0.0.1:{other.cluster_port}"
             for other in self.servers
             if other is not server
         )
@@ -77,14 +95,35 @@ class NatsCluster:
                 "  max_memory_store: 64MB",
                 "  max_file_store: 2GB",
                 "}",
+                *self._accounts(),
                 "cluster {",
                 f"  name: {self.name}",
                 f"  listen: 127.0.0.1:{server.cluster_port}",
+                *self._route_auth(),
                 f"  routes: [{routes}]",
                 "}",
                 "",
             ]
         )
+
+    def _accounts(self) -> list[str]:
+        if not self.secured:
+            return []
+        return [
+            "accounts {",
+            "  BZZZ: {",
+            "    jetstream: enabled",
+            f'    users: [{{user: bzzz, password: "{self.password}"}}]',
+            "  }",
+            f'  SYS: {{users: [{{user: sys, password: "{self._system_password}"}}]}}',
+            "}",
+            "system_account: SYS",
+        ]
+
+    def _route_auth(self) -> list[str]:
+        if not self.secured:
+            return []
+        return [f'  authorization {{user: route, password: "{self.route_password}"}}']
 
     async def start(self) -> None:
         """Start every server, then wait until JetStream answers with a meta leader."""
@@ -116,7 +155,7 @@ class NatsCluster:
                 await asyncio.sleep(0.2)
 
     async def _probe(self) -> bool:
-        urls = [s.url for s in self.servers if s.running]
+        urls = [self.client_url(s) for s in self.servers if s.running]
         try:
             nc = await nats.connect(urls, connect_timeout=1, allow_reconnect=False)
         except Exception:  # not up yet, whatever the reason
@@ -133,7 +172,7 @@ class NatsCluster:
 
     async def leader_of(self, stream: str) -> ClusterServer:
         """The server that leads a stream now."""
-        urls = [s.url for s in self.servers if s.running]
+        urls = [self.client_url(s) for s in self.servers if s.running]
         nc = await nats.connect(urls, connect_timeout=2)
         try:
             info = await nc.jetstream(timeout=5).stream_info(stream)

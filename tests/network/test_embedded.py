@@ -17,6 +17,7 @@ import pytest
 import bzzz
 from bzzz.errors import NetworkError
 from bzzz.network.embedded import EmbeddedNats, nats_server_binary
+from bzzz.network.jetstream import JetStreamBus
 
 pytestmark = pytest.mark.integration
 
@@ -89,7 +90,7 @@ async def test_start_gives_working_jetstream(server: EmbeddedNats, tmp_path: Pat
     assert server.server_pid is not None and _alive(server.server_pid)
     assert (tmp_path / "nats" / "server.url").read_text().strip() == server.url
     async with asyncio.timeout(_WAIT):
-        nc = await nats.connect(server.url)
+        nc = await nats.connect(server.client_url)
         try:
             js = nc.jetstream()
             await js.add_stream(name="EVENTS", subjects=["events.>"])
@@ -104,7 +105,7 @@ async def test_start_gives_working_jetstream(server: EmbeddedNats, tmp_path: Pat
 
 async def test_store_lands_under_data_dir(server: EmbeddedNats, tmp_path: Path) -> None:
     async with asyncio.timeout(_WAIT):
-        nc = await nats.connect(server.url)
+        nc = await nats.connect(server.client_url)
         try:
             js = nc.jetstream()
             await js.add_stream(name="STORED", subjects=["stored.>"], storage="file")
@@ -232,7 +233,10 @@ async def test_a_joined_process_takes_over_when_the_owner_leaves(tmp_path: Path)
             reconnected.set()
 
         nc = await nats.connect(
-            url, reconnected_cb=on_reconnect, reconnect_time_wait=0.05, max_reconnect_attempts=-1
+            owner.client_url,
+            reconnected_cb=on_reconnect,
+            reconnect_time_wait=0.05,
+            max_reconnect_attempts=-1,
         )
         js = nc.jetstream()
         await js.add_stream(name="KEEP", subjects=["keep.>"])
@@ -248,3 +252,87 @@ async def test_a_joined_process_takes_over_when_the_owner_leaves(tmp_path: Path)
     finally:
         await joiner.close()
         await owner.close()
+
+
+async def _refused(url: str, **credentials: str) -> str:
+    """Connect a raw nats-py client; the server's complaint when it refuses the client."""
+    complaints: list[str] = []
+
+    async def on_error(exc: Exception) -> None:
+        complaints.append(str(exc))
+
+    try:
+        async with asyncio.timeout(3):
+            nc = await nats.connect(
+                url, error_cb=on_error, allow_reconnect=False, connect_timeout=2, **credentials
+            )
+    except (TimeoutError, nats.errors.Error, OSError) as exc:
+        return " ".join([*complaints, str(exc)])
+    await nc.close()
+    raise AssertionError("the embedded server took a client without its credentials")
+
+
+async def test_a_client_without_the_credentials_is_refused(server: EmbeddedNats) -> None:
+    async with asyncio.timeout(_WAIT):
+        # The log exists and holds a message a stranger would like to read.
+        nc = await nats.connect(server.client_url)
+        js = nc.jetstream()
+        await js.add_stream(name="SECRET", subjects=["secret.>"])
+        await js.publish("secret.x", b"for members only")
+        await nc.close()
+        assert "Authorization Violation" in await _refused(server.url)
+        assert "Authorization Violation" in await _refused(
+            server.url, user="bzzz", password="guessed"
+        )
+
+
+async def test_the_credentials_are_kept_private_and_out_of_the_url(
+    server: EmbeddedNats, tmp_path: Path
+) -> None:
+    nats_dir = tmp_path / "nats"
+    for path in (nats_dir / "auth.json", nats_dir / "nats.conf"):
+        assert path.stat().st_mode & 0o777 == 0o600
+    assert nats_dir.stat().st_mode & 0o777 == 0o700
+    password = server.auth.password
+    assert password and len(password) >= 32
+    assert password in (nats_dir / "nats.conf").read_text()
+    assert password not in server.url
+    assert password not in (nats_dir / "server.url").read_text()
+    assert password not in repr(server.auth)
+
+
+async def test_a_joining_process_uses_the_same_credentials(
+    server: EmbeddedNats, tmp_path: Path
+) -> None:
+    async with asyncio.timeout(_WAIT), EmbeddedNats(tmp_path) as joiner:
+        assert joiner.auth == server.auth
+        nc = await nats.connect(joiner.client_url)
+        assert nc.is_connected
+        await nc.close()
+
+
+async def test_a_jetstream_bus_without_the_credentials_fails_at_once(
+    server: EmbeddedNats,
+) -> None:
+    bus = JetStreamBus([server.url], "main")
+    async with asyncio.timeout(_WAIT):
+        with pytest.raises(NetworkError) as info:
+            await bus.start()
+    assert "refused this node's credentials" in info.value.message
+    assert server.auth.password not in info.value.message
+    with_creds = JetStreamBus([server.url], "main", auth=server.auth)
+    async with asyncio.timeout(_WAIT):
+        await with_creds.start()
+        assert await with_creds.last_sequence() == 0
+        await with_creds.close()
+
+
+async def test_an_error_never_shows_the_password_of_a_url(server: EmbeddedNats) -> None:
+    port = server.url.rsplit(":", 1)[1]
+    bus = JetStreamBus([f"nats://bzzz:hunter2-secret@127.0.0.1:{port}"], "main")
+    async with asyncio.timeout(_WAIT):
+        with pytest.raises(NetworkError) as info:
+            await bus.start()
+    assert "hunter2-secret" not in info.value.message
+    assert "hunter2-secret" not in str(info.value.details)
+    assert f"nats://***@127.0.0.1:{port}" in info.value.message

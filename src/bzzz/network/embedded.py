@@ -4,9 +4,12 @@ The first process on a data directory takes ``nats/server.lock`` and runs a priv
 with JetStream stored under ``nats/jetstream``; later processes on the same directory find the
 lock taken and join that server through the URL it published in ``nats/server.url``.
 
-The server's port is kept in ``nats/port``. When the owner exits, a joined process takes the
-lock over and starts the server again on the same port and store, so the NATS clients of every
-remaining process reconnect by themselves and no local session loses its network.
+The server takes clients only with the user and password kept in ``nats/auth.json`` (mode 0600,
+generated once); every local process on the directory reads them there, so nothing else on the
+machine reads or writes the log. The server's port is kept in ``nats/port``. When the owner
+exits, a joined process takes the lock over and starts the server again on the same port and
+store, so the NATS clients of every remaining process reconnect by themselves and no local
+session loses its network.
 """
 
 from __future__ import annotations
@@ -29,6 +32,8 @@ from types import TracebackType
 from urllib.parse import urlsplit
 
 from bzzz.errors import NetworkError
+from bzzz.network import nats_auth
+from bzzz.network.nats_auth import NatsAuth
 
 logger = logging.getLogger(__name__)
 
@@ -40,6 +45,7 @@ _CONNECT_TIMEOUT = 1.0
 _STOP_TIMEOUT = 5.0
 _LOG_TAIL_LINES = 20
 _PR_SET_PDEATHSIG = 1
+AUTH_FILE = "auth.json"
 
 
 def nats_server_binary() -> Path:
@@ -80,10 +86,12 @@ def _pdeathsig_preexec() -> Callable[[], None] | None:
     return preexec
 
 
-def _write_atomic(path: Path, text: str) -> None:
+def _write_atomic(path: Path, text: str, mode: int = 0o644) -> None:
     """Replace path's content at once, so a reader never sees a half-written file."""
     tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(text, encoding="utf-8")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
+    with os.fdopen(fd, "w", encoding="utf-8") as fh:
+        fh.write(text)
     os.replace(tmp, path)
 
 
@@ -144,6 +152,19 @@ def running_url(data_dir: Path) -> str | None:
     return _read_text(Path(data_dir) / "nats" / "server.url")
 
 
+def local_auth(data_dir: Path) -> NatsAuth | None:
+    """The credentials of the embedded server of ``data_dir``, once a node generated them."""
+    return nats_auth.read(Path(data_dir) / "nats" / AUTH_FILE)
+
+
+def local_client_url(data_dir: Path) -> str | None:
+    """The running embedded server's URL with its credentials (a secret: never log it)."""
+    url, auth = running_url(data_dir), local_auth(data_dir)
+    if url is None or auth is None:
+        return None
+    return nats_auth.with_credentials(url, auth)
+
+
 class EmbeddedNats:
     """A private nats-server with JetStream in the node's data directory, or a join of the one another local process started there."""  # noqa: E501
 
@@ -161,6 +182,7 @@ class EmbeddedNats:
         self._start_timeout = start_timeout
         self._started = False
         self._url: str | None = None
+        self._auth: NatsAuth | None = None
         self._lock_fd: int | None = None
         self._owner = False
         self._proc: asyncio.subprocess.Process | None = None
@@ -193,6 +215,11 @@ class EmbeddedNats:
         return self._dir / "jetstream"
 
     @property
+    def auth_path(self) -> Path:
+        """The user and password every client of the server needs (mode 0600)."""
+        return self._dir / AUTH_FILE
+
+    @property
     def port_path(self) -> Path:
         """The port the embedded server listens on, kept across owners."""
         return self._dir / "port"
@@ -207,6 +234,18 @@ class EmbeddedNats:
         if self._url is None:
             raise RuntimeError("EmbeddedNats is not started")
         return self._url
+
+    @property
+    def auth(self) -> NatsAuth:
+        """The credentials the server requires; only after start()."""
+        if self._auth is None:
+            raise RuntimeError("EmbeddedNats is not started")
+        return self._auth
+
+    @property
+    def client_url(self) -> str:
+        """``url`` with the credentials in it, for raw clients (a secret: never log it)."""
+        return nats_auth.with_credentials(self.url, self.auth)
 
     @property
     def owner(self) -> bool:
@@ -224,6 +263,9 @@ class EmbeddedNats:
             raise RuntimeError("EmbeddedNats.start() called twice")
         self._started = True
         self._dir.mkdir(parents=True, exist_ok=True)
+        # Only this user may read the credentials and the configuration that holds them.
+        self._dir.chmod(0o700)
+        self._auth = nats_auth.load_or_create(self.auth_path)
         try:
             if self._try_lock():
                 self._url = await self._start_server()
@@ -280,14 +322,19 @@ class EmbeddedNats:
         self._ports_dir.mkdir(exist_ok=True)
         for stale in self._ports_dir.glob("*.ports"):
             stale.unlink(missing_ok=True)
-        self.config_path.write_text(self._config_text(), encoding="utf-8")
+        _write_atomic(self.config_path, self._config_text(), mode=0o600)
 
     def _config_text(self) -> str:
-        """The nats-server configuration: loopback only, kept port, JetStream, no HTTP."""
+        """The nats-server configuration: loopback only, kept port, credentials, JetStream."""
         # nats-server puts its store in <store_dir>/jetstream, so this yields nats/jetstream.
+        auth = self.auth
         return "\n".join(
             [
                 f"listen: {_HOST}:{self._wanted_port()}",
+                "authorization {",
+                f"  user: {_quote(auth.user)}",
+                f"  password: {_quote(auth.password)}",
+                "}",
                 f"server_name: {_SERVER_NAME}",
                 f"ports_file_dir: {_quote(self._ports_dir)}",
                 f"log_file: {_quote(self.log_path)}",

@@ -8,7 +8,6 @@ import logging
 from collections.abc import Sequence
 from typing import Any
 
-import nats
 from nats.aio.client import Client as NatsClient
 from nats.aio.msg import Msg
 from nats.errors import (
@@ -39,6 +38,7 @@ from nats.js.kv import KeyValue
 
 from bzzz.errors import NetworkError
 from bzzz.network.base import BatchHandler, BusMessage, PeerHandler, Stored
+from bzzz.network.nats_auth import NatsAuth, redact_url
 
 logger = logging.getLogger(__name__)
 
@@ -73,6 +73,14 @@ async def _next_entry(watcher: KeyValue.KeyWatcher, within: float) -> Any:
         return _QUIET
     except StopAsyncIteration:
         return _QUIET
+
+
+def _reason(exc: BaseException) -> str:
+    """Why a connection failed, in words a user acts on (a refused login above all)."""
+    text = str(exc) or type(exc).__name__
+    if "authorization" in text.lower() or "authentication" in text.lower():
+        return "the server refused this node's credentials: check BZZZ_NATS_CREDS or the URL"
+    return text
 
 
 def peer_bucket(network: str) -> str:
@@ -142,8 +150,10 @@ class JetStreamBus:
         batch_size: int = 512,
         name: str = "bzzz",
         create: bool = True,
+        auth: NatsAuth | None = None,
     ) -> None:
         self._servers = list(servers)
+        self._auth = auth or NatsAuth()
         self._network = network
         self._replicas = replicas
         self._publish_timeout = publish_timeout
@@ -154,6 +164,7 @@ class JetStreamBus:
         self._js: JetStreamContext | None = None
         self._kv: KeyValue | None = None
         self._closing = False
+        self._refused = asyncio.Event()
         self.stream = stream_name(network)
 
     @property
@@ -170,26 +181,54 @@ class JetStreamBus:
         """Connect (retrying forever in the background once connected) and ensure the stream."""
         if self._nc is not None:
             raise RuntimeError("bus already started")
+        nc = NatsClient()
+        self._refused = asyncio.Event()
         try:
-            self._nc = await nats.connect(
+            await self._connect(nc)
+        except (TimeoutError, NoServersError, OSError, NatsError) as exc:
+            # The URLs may carry a user and password: only their redacted form is shown.
+            shown = [redact_url(url) for url in self._servers]
+            raise NetworkError(
+                f"cannot reach NATS at {', '.join(shown)} ({_reason(exc)})",
+                details={"servers": shown},
+            ) from exc
+        self._nc = nc
+        self._js = nc.jetstream(timeout=self._publish_timeout)
+        if self._create:
+            await self._ensure_stream()
+
+    async def _connect(self, nc: NatsClient) -> None:
+        """Connect; a server that refuses the credentials fails it at once (no endless retry)."""
+        connecting = asyncio.ensure_future(
+            nc.connect(
                 servers=self._servers,
                 name=self._name,
                 error_cb=self._on_error,
                 disconnected_cb=self._on_disconnected,
                 reconnected_cb=self._on_reconnected,
                 max_reconnect_attempts=-1,
-                reconnect_time_wait=0.5,
+                reconnect_time_wait=0.5,  # type: ignore[arg-type]  # nats-py says int; a float works
                 connect_timeout=5,
                 allow_reconnect=True,
+                **self._auth.connect_options(),
             )
-        except (TimeoutError, NoServersError, OSError) as exc:
-            raise NetworkError(
-                f"cannot reach NATS at {', '.join(self._servers)}",
-                details={"servers": self._servers},
-            ) from exc
-        self._js = self._nc.jetstream(timeout=self._publish_timeout)
-        if self._create:
-            await self._ensure_stream()
+        )
+        refused = asyncio.ensure_future(self._refused.wait())
+        try:
+            await asyncio.wait({connecting, refused}, return_when=asyncio.FIRST_COMPLETED)
+        except BaseException:
+            connecting.cancel()  # a cancelled start leaves no connection retrying behind
+            raise
+        finally:
+            refused.cancel()
+        if connecting.done():
+            connecting.result()
+            return
+        connecting.cancel()
+        with contextlib.suppress(asyncio.CancelledError, NatsError):
+            await connecting
+        await nc.close()
+        raise NatsError("Authorization Violation")
 
     async def _ensure_stream(self) -> None:
         js = self._jetstream()
@@ -313,6 +352,31 @@ class JetStreamBus:
         info = await self._jetstream().stream_info(self.stream)
         return int(info.state.last_seq)
 
+    async def read_kind(self, kind: str) -> list[BusMessage]:
+        """Every stored envelope of subjects ``bzzz.<network>.<kind>.>``, in log order (the CLI
+        derives the admitted nodes from these alone)."""
+        js = self._jetstream()
+        sub = await js.pull_subscribe(
+            f"bzzz.{self._network}.{kind}.>",
+            stream=self.stream,
+            config=ConsumerConfig(
+                deliver_policy=DeliverPolicy.ALL,
+                ack_policy=AckPolicy.NONE,
+                inactive_threshold=30.0,
+            ),
+        )
+        try:
+            pending = int((await sub.consumer_info()).num_pending or 0)
+            found: list[BusMessage] = []
+            while len(found) < pending:
+                batch = min(256, pending - len(found))
+                msgs = await sub.fetch(batch, timeout=self._publish_timeout)
+                found.extend(self._to_bus(msg) for msg in msgs)
+            return found
+        finally:
+            with contextlib.suppress(ConnectionClosedError, NatsTimeoutError, BadSubscriptionError):
+                await sub.unsubscribe()
+
     # --- the peer board ----------------------------------------------------------------------
 
     async def _peers(self) -> KeyValue:
@@ -418,6 +482,9 @@ class JetStreamBus:
                 await sub.unsubscribe()
 
     async def _on_error(self, exc: Exception) -> None:
+        if self._nc is None and "authorization violation" in str(exc).lower():
+            self._refused.set()  # refused before ever connecting: start() gives up
+            return
         logger.warning("NATS: %s", exc)
 
     async def _on_disconnected(self) -> None:

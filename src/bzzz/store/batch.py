@@ -45,7 +45,7 @@ from bzzz.store.models import (
     MessageRow,
     SubscriptionRow,
 )
-from bzzz.store.node_projection import NODE_APPLIERS
+from bzzz.store.node_projection import ADMISSION_OUTCOMES, NODE_APPLIERS
 from bzzz.store.projection import (
     ONLINE,
     SEEN,
@@ -115,6 +115,8 @@ class BatchContext:
     limits: ProjectionLimits
     subscriptions: list[domain.Subscription] | None
     online_agents: int | None = None
+    # The projector's outcomes of the batch's admission envelopes (decided in log order).
+    admission: dict[str, Outcome] = field(default_factory=dict)
 
 
 def apply_batch(
@@ -135,6 +137,7 @@ def apply_batch(
     session.info[SEEN] = {}
     session.info[ONLINE] = None if isolate else ctx.online_agents
     session.info[STAGED_MESSAGE_IDS] = set()
+    session.info[ADMISSION_OUTCOMES] = ctx.admission
     result = BatchResult()
     ids = [env.id for env, _ in envelopes]
     for env_id, outcome in _rows_with_ids(session.connection(), _APPLIED_OF, ids):
