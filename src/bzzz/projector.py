@@ -22,6 +22,7 @@ from bzzz.store.database import Database, StoreError, WriterBusy
 from bzzz.store.directory import AgentDirectory
 from bzzz.store.projection import Outcome, ProjectionLimits
 from bzzz.store.repository import Repository
+from bzzz.store.subscriptions import SubscriptionIndex
 
 logger = logging.getLogger(__name__)
 
@@ -76,7 +77,7 @@ class Projector:
         # The exact bytes of envelopes this node published and still waits for.
         self._sealed: set[bytes] = set()
         self._waiting: dict[str, asyncio.Future[Outcome]] = {}
-        self._subscriptions: list[domain.Subscription] | None = None
+        self._subscriptions: SubscriptionIndex | None = None
         self._listeners: list[EventListener] = []
         self._applied_listeners: list[Callable[[Sequence[Envelope]], None]] = []
         self._outcome_listeners: list[OutcomeListener] = []

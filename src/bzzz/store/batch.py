@@ -32,17 +32,12 @@ from sqlalchemy.exc import DBAPIError, SQLAlchemyError
 from sqlalchemy.orm import Session
 
 from bzzz import domain
-from bzzz.address import parse_address
-from bzzz.errors import BzzzError
 from bzzz.network.envelope import Envelope
 from bzzz.store.llm_projection import LLM_APPLIERS
 from bzzz.store.models import (
     AgentRow,
     AppliedEnvelope,
-    DeliveryRow,
-    EventRow,
     MessageRow,
-    SubscriptionRow,
 )
 from bzzz.store.node_projection import NODE_APPLIERS
 from bzzz.store.projection import (
@@ -56,12 +51,19 @@ from bzzz.store.projection import (
     ProjectionLimits,
     stage,
 )
-from bzzz.store.repository import agent_from_row, subscription_from_row
+from bzzz.store.repository import agent_from_row
+from bzzz.store.subscriptions import (
+    SUBSCRIPTION_APPLIERS,
+    SUBSCRIPTION_CHANGES,
+    SubscriptionIndex,
+    fan_out,
+    load_index,
+)
 from bzzz.store.thread_projection import APPLIERS
 
 logger = logging.getLogger(__name__)
 
-_APPLIERS = APPLIERS | LLM_APPLIERS | NODE_APPLIERS
+_APPLIERS = APPLIERS | LLM_APPLIERS | NODE_APPLIERS | SUBSCRIPTION_APPLIERS
 
 _TRACK = "bzzz_projection"
 _TOUCHED = "bzzz_touched_agents"
@@ -76,18 +78,6 @@ def _track_agents(session: Session, _context: Any, _instances: Any) -> None:
     for obj in (*session.new, *session.dirty):
         if isinstance(obj, AgentRow):
             touched[obj.id] = obj
-
-
-def subscription_matches(sub: domain.Subscription, ev: domain.Event) -> bool:
-    """True when the event is of a subscribed type and inside the filter address."""
-    if ev.type not in sub.event_types:
-        return False
-    if not sub.filter_address:
-        return True
-    try:
-        return parse_address(sub.filter_address).covers(parse_address(ev.address))
-    except BzzzError:
-        return False
 
 
 @dataclass(slots=True)
@@ -109,7 +99,7 @@ class BatchContext:
 
     node_id: str
     limits: ProjectionLimits
-    subscriptions: list[domain.Subscription] | None
+    subscriptions: SubscriptionIndex | None
     online_agents: int | None = None
 
 
@@ -155,7 +145,7 @@ def apply_batch(
             outcome=applied.outcome,
             applied_at=domain.utcnow(),
         )
-        if env.type == "subscription.created":
+        if env.type in SUBSCRIPTION_CHANGES:
             ctx.subscriptions = None
             result.subscriptions_changed = True
         result.matched.extend(_match(session, applied.events, ctx))
@@ -362,45 +352,5 @@ def _match(
     if not events:
         return []
     if ctx.subscriptions is None:
-        rows = session.scalars(
-            select(SubscriptionRow).where(
-                SubscriptionRow.node_id == ctx.node_id, SubscriptionRow.status == "active"
-            )
-        )
-        ctx.subscriptions = [subscription_from_row(r) for r in rows]
-    matched = []
-    for ev in events:
-        for sub in ctx.subscriptions:
-            if subscription_matches(sub, ev):
-                _record(session, sub, ev)
-                matched.append((sub, ev))
-    return matched
-
-
-def _record(session: Session, sub: domain.Subscription, ev: domain.Event) -> None:
-    body = ev.to_json() | {"subscription_id": sub.id}
-    stage(
-        session,
-        EventRow,
-        subscription_id=sub.id,
-        event_id=ev.id,
-        event_type=ev.type,
-        payload=body,
-        created_at=ev.timestamp,
-    )
-    if sub.callback_webhook:
-        now = domain.utcnow()
-        stage(
-            session,
-            DeliveryRow,
-            subscription_id=sub.id,
-            event_id=ev.id,
-            url=sub.callback_webhook,
-            body=json.dumps(body, separators=(",", ":")),
-            status="pending",
-            attempts=0,
-            next_attempt_at=now,
-            last_error=None,
-            created_at=now,
-            finished_at=None,
-        )
+        ctx.subscriptions = load_index(session, ctx.node_id)
+    return fan_out(session, ctx.subscriptions, events)

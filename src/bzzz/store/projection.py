@@ -27,7 +27,6 @@ from bzzz.store.models import (
     InboxRow,
     MessageRow,
     ParticipantRow,
-    SubscriptionRow,
     TaskRow,
     ThreadRow,
 )
@@ -600,31 +599,6 @@ def apply_thread_summarized(session: Session, env: Envelope, limits: ProjectionL
     return Applied({"ok": True})
 
 
-# --- subscriptions and nodes -----------------------------------------------------------------
-
-
-def apply_subscription_created(
-    session: Session, env: Envelope, limits: ProjectionLimits
-) -> Applied:
-    """Record a subscription (its owner node delivers its events)."""
-    p = env.payload
-    if session.get(SubscriptionRow, p["subscription_id"]) is None:
-        session.add(
-            SubscriptionRow(
-                id=p["subscription_id"],
-                subscriber_id=p["subscriber_id"],
-                event_types=list(p["event_types"]),
-                filter_address=p.get("filter_address"),
-                callback_webhook=p.get("callback_webhook"),
-                node_id=env.origin,
-                session_id=p["session_id"],
-                status="active",
-                created_at=env.timestamp,
-            )
-        )
-    return Applied({"ok": True})
-
-
 def _strict_json(applier: Applier) -> Applier:
     """Refuse payloads that are not strict JSON (NaN, Infinity) before ``applier`` sees them.
 
@@ -648,7 +622,6 @@ _APPLIERS: dict[str, Applier] = {
     "thread.joined": apply_thread_membership,
     "thread.left": apply_thread_membership,
     "thread.summarized": apply_thread_summarized,
-    "subscription.created": apply_subscription_created,
 }
 
 APPLIERS: dict[str, Applier] = {kind: _strict_json(fn) for kind, fn in _APPLIERS.items()}
