@@ -37,7 +37,7 @@ def removal_payload(subscription_id: str, session_id: str | None, reason: str) -
     return {"subscription_id": subscription_id, "session_id": session_id, "reason": reason}
 
 
-def _no_subscription(subscription_id: str) -> InvalidParameters:
+def no_subscription(subscription_id: str) -> InvalidParameters:
     return InvalidParameters(
         f"no subscription '{subscription_id}'", details={"subscription_id": subscription_id}
     )
@@ -164,7 +164,7 @@ class SubscriptionService:
             removal_payload(subscription_id, session_id, reason),
         )
         if not outcome["ok"]:
-            raise _no_subscription(subscription_id)
+            raise no_subscription(subscription_id)
 
     async def end_for_session(self, session_id: str, reason: str = "session ended") -> int:
         """End this node's subscriptions without a webhook that ``session_id`` made."""
@@ -199,7 +199,7 @@ class SubscriptionService:
         async with self._db.session() as session:
             sub = await Repository(session).subscription(subscription_id)
         if sub is None:
-            raise _no_subscription(subscription_id)
+            raise no_subscription(subscription_id)
         return sub
 
     async def subscriptions(self, limit: int = 1000) -> list[domain.Subscription]:
