@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import unicodedata
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from enum import StrEnum
@@ -26,6 +27,16 @@ EVENT_TYPES = (
 THREAD_STATUSES = ("active", "paused", "completed", "escalated")
 STANCES = ("agree", "disagree")
 RESERVED_AGENT_IDS = frozenset({"subscriptions", "peers", "costs", "network", "node"})
+
+
+def canonical_agent_id(agent_id: str) -> str:
+    """The form two agent ids are compared in: NFKC and case-folded (``ISO-A`` is ``iso-a``).
+
+    Case folding can leave text that NFKC changes again, hence the second pass (Unicode's
+    NFKC_Casefold closure). The displayed id stays as given.
+    """
+    folded = unicodedata.normalize("NFKC", agent_id).casefold()
+    return unicodedata.normalize("NFKC", folded)
 
 
 def utcnow() -> datetime:

@@ -163,6 +163,7 @@ class AgentService:
                 f"agent id '{params.agent_id}' is reserved; choose another",
                 details={"reserved": sorted(RESERVED_AGENT_IDS)},
             )
+        self._check_look_alike(params.agent_id)
         existing = self.directory.get(params.agent_id)
         if (
             existing is not None
@@ -193,6 +194,16 @@ class AgentService:
             f"Agent ID already exists: '{agent_id}' is held by a live agent of another session",
             details={"agent_id": agent_id},
         )
+
+    def _check_look_alike(self, agent_id: str) -> None:
+        """Refuse an id that a live agent holds in another spelling (case, NFKC)."""
+        other = self.directory.look_alike(agent_id)
+        if other is not None:
+            raise InvalidParameters(
+                f"Agent ID already exists: '{agent_id}' is another spelling of live agent "
+                f"'{other.id}' (ids are compared ignoring case and Unicode look-alikes)",
+                details={"agent_id": agent_id, "look_alike": other.id},
+            )
 
     def _info(self, agent: domain.Agent) -> dict[str, Any]:
         # Lookups show the same popular agents again and again; their JSON is kept while the

@@ -19,7 +19,7 @@ from sqlalchemy.orm import Session
 
 from bzzz import domain
 from bzzz.address import agent_address
-from bzzz.domain import ACTIVE_TASK_STATUSES, AgentStatus, TaskStatus
+from bzzz.domain import ACTIVE_TASK_STATUSES, AgentStatus, TaskStatus, canonical_agent_id
 from bzzz.network.envelope import Envelope
 from bzzz.store.models import (
     ActivityRow,
@@ -115,6 +115,7 @@ def _weigh_response_time(agent: AgentRow, response_ms: Any) -> None:
 ID_LENGTH = 64
 NAME_LENGTH = 128
 ADDRESS_LENGTH = 1024
+CANONICAL_LENGTH = 512
 
 
 def _text(value: Any, limit: int, name: str) -> str:
@@ -233,10 +234,40 @@ def _count_online(session: Session, delta: int) -> None:
         session.info[ONLINE] += delta
 
 
+_AGENTS = cast(Table, AgentRow.__table__)
+# A live agent holding another spelling of the same id (built once, like _MESSAGE_EXISTS).
+_LOOK_ALIKE = (
+    select(_AGENTS.c.id)
+    .where(
+        _AGENTS.c.canonical_id == bindparam("canonical"),
+        _AGENTS.c.id != bindparam("agent_id"),
+        _AGENTS.c.status != AgentStatus.OFFLINE.value,
+    )
+    .limit(1)
+)
+
+
+def _canonical_id(session: Session, agent_id: str) -> str | None:
+    """The id's canonical form, or None when a live agent holds a look-alike of it."""
+    canonical = canonical_agent_id(agent_id)
+    if len(canonical) > CANONICAL_LENGTH:
+        raise ValueError(f"agent_id must stay under {CANONICAL_LENGTH} characters in NFKC form")
+    session.flush()  # agents announced earlier in this batch count too
+    held = session.connection().execute(_LOOK_ALIKE, {"canonical": canonical, "agent_id": agent_id})
+    return None if held.first() is not None else canonical
+
+
 def apply_agent_announced(session: Session, env: Envelope, limits: ProjectionLimits) -> Applied:
-    """Create or update an agent unless a live agent of another session holds the id."""
+    """Create or update an agent unless a live agent of another session holds the id.
+
+    Ids are compared in canonical form (NFKC, case-folded): while ``ISO-A`` is online, no one
+    announces ``iso-a``, its own session included.
+    """
     p = env.payload
     _check_announcement(p)
+    canonical = _canonical_id(session, p["agent_id"])
+    if canonical is None:
+        return Applied({"ok": False, "reason": "exists", "look_alike": True})
     row = session.get(AgentRow, p["agent_id"])
     at = env.timestamp
     held = row is not None and row.status != AgentStatus.OFFLINE.value
@@ -257,6 +288,7 @@ def apply_agent_announced(session: Session, env: Envelope, limits: ProjectionLim
             performance=_performance(0, 0),
         )
         session.add(row)
+    row.canonical_id = canonical
     row.role = p["role"]
     row.capabilities = list(p.get("capabilities") or [])
     row.specialization = p.get("specialization")
