@@ -41,6 +41,7 @@ from bzzz.store.models import (
 )
 from bzzz.store.node_projection import NODE_APPLIERS
 from bzzz.store.projection import (
+    CANONICAL,
     ONLINE,
     SEEN,
     STAGED,
@@ -121,6 +122,7 @@ def apply_batch(
     session.info[SEEN] = {}
     session.info[ONLINE] = None if isolate else ctx.online_agents
     session.info[STAGED_MESSAGE_IDS] = set()
+    session.info[CANONICAL] = {}
     result = BatchResult()
     ids = [env.id for env, _ in envelopes]
     for env_id, outcome in _rows_with_ids(session.connection(), _APPLIED_OF, ids):

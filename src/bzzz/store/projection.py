@@ -235,16 +235,12 @@ def _count_online(session: Session, delta: int) -> None:
 
 
 _AGENTS = cast(Table, AgentRow.__table__)
-# A live agent holding another spelling of the same id (built once, like _MESSAGE_EXISTS).
-_LOOK_ALIKE = (
-    select(_AGENTS.c.id)
-    .where(
-        _AGENTS.c.canonical_id == bindparam("canonical"),
-        _AGENTS.c.id != bindparam("agent_id"),
-        _AGENTS.c.status != AgentStatus.OFFLINE.value,
-    )
-    .limit(1)
+# Agents holding another spelling of an id (built once, like _MESSAGE_EXISTS).
+_LOOK_ALIKES = select(_AGENTS.c.id).where(
+    _AGENTS.c.canonical_id == bindparam("canonical"), _AGENTS.c.id != bindparam("agent_id")
 )
+# Canonical id -> ids announced in this batch (not flushed yet, so not in the query above).
+CANONICAL = "bzzz_canonical_ids"
 
 
 def _canonical_id(session: Session, agent_id: str) -> str | None:
@@ -252,9 +248,20 @@ def _canonical_id(session: Session, agent_id: str) -> str | None:
     canonical = canonical_agent_id(agent_id)
     if len(canonical) > CANONICAL_LENGTH:
         raise ValueError(f"agent_id must stay under {CANONICAL_LENGTH} characters in NFKC form")
-    session.flush()  # agents announced earlier in this batch count too
-    held = session.connection().execute(_LOOK_ALIKE, {"canonical": canonical, "agent_id": agent_id})
-    return None if held.first() is not None else canonical
+    batch: dict[str, set[str]] = session.info.setdefault(CANONICAL, {})
+    # Core, so no flush: the common case (no other spelling) costs one indexed query.
+    stored = session.connection().execute(
+        _LOOK_ALIKES, {"canonical": canonical, "agent_id": agent_id}
+    )
+    others = {str(row[0]) for row in stored} | batch.get(canonical, set())
+    others.discard(agent_id)
+    for other in sorted(others):
+        # The row as this batch left it (it may have gone offline in an unflushed change).
+        row = session.get(AgentRow, other)
+        if row is not None and row.status != AgentStatus.OFFLINE.value:
+            return None
+    batch.setdefault(canonical, set()).add(agent_id)
+    return canonical
 
 
 def apply_agent_announced(session: Session, env: Envelope, limits: ProjectionLimits) -> Applied:

@@ -97,9 +97,9 @@ class SubscriptionIndex:
         self._by_type: dict[str, _Bucket] = {}
         self.count = 0
         for sub in subscriptions:
-            if sub.filter_address and _filter_of(sub) is None:
-                continue  # a filter that does not parse matches nothing
             wanted = _filter_of(sub)
+            if sub.filter_address and wanted is None:
+                continue  # a filter that does not parse matches nothing
             for type_ in dict.fromkeys(sub.event_types):
                 self._by_type.setdefault(type_, _Bucket()).add(sub, wanted)
             self.count += 1
