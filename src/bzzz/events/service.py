@@ -38,6 +38,7 @@ def removal_payload(subscription_id: str, session_id: str | None, reason: str) -
 
 
 def no_subscription(subscription_id: str) -> InvalidParameters:
+    """The refusal for an unknown (or already removed) subscription id."""
     return InvalidParameters(
         f"no subscription '{subscription_id}'", details={"subscription_id": subscription_id}
     )
