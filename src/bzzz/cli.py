@@ -40,6 +40,17 @@ def _parser() -> argparse.ArgumentParser:
         "--status", choices=["pending", "delivered", "dead"], help="only this status"
     )
     webhooks.add_argument("--limit", type=int, default=50, help="newest N (default 50)")
+    webhooks_sub = webhooks.add_subparsers(dest="webhooks_command")
+    redrive = webhooks_sub.add_parser("redrive", help="send dead-lettered deliveries again")
+    redrive.add_argument("ids", nargs="*", type=int, help="delivery ids (see bzzz webhooks)")
+    redrive.add_argument("--all", action="store_true", help="every dead-lettered delivery")
+    subscriptions = sub.add_parser("subscriptions", help="the network's event subscriptions")
+    subscriptions_sub = subscriptions.add_subparsers(dest="subscriptions_command", required=True)
+    listing = subscriptions_sub.add_parser("list", help="list them (newest first)")
+    listing.add_argument("--json", action="store_true", help="print them as JSON")
+    listing.add_argument("--limit", type=int, default=1000, help="newest N (default 1000)")
+    deleting = subscriptions_sub.add_parser("delete", help="remove one from the network")
+    deleting.add_argument("id", help="the subscription id")
     sub.add_parser("peers", help="the nodes of the network and whether they are alive")
     sub.add_parser("identity", help="this node's id and public key (for BZZZ_TRUSTED_NODES)")
     nodes = sub.add_parser("node", help="nodes admitted to the network (bzzz.admission)")
@@ -280,6 +291,52 @@ def _webhooks(args: argparse.Namespace, settings: Settings) -> int:
             d.last_error or "",
         )
     Console().print(table)
+    return 0
+
+
+def _redrive(args: argparse.Namespace, settings: Settings) -> int:
+    from bzzz.events.admin import redrive_deliveries
+
+    if bool(args.ids) == bool(args.all):
+        print("bzzz: name delivery ids or --all (not both)", file=sys.stderr)
+        return EXIT_ERROR
+    ids = asyncio.run(redrive_deliveries(settings, None if args.all else list(args.ids)))
+    shown = ", ".join(map(str, ids[:20])) + (" …" if len(ids) > 20 else "")
+    sys.stdout.write(f"queued {len(ids)} dead-lettered deliveries again{': ' if ids else ''}")
+    sys.stdout.write(f"{shown}\n")
+    return 0
+
+
+def _subscriptions(args: argparse.Namespace, settings: Settings) -> int:
+    from bzzz.events import admin
+
+    if args.subscriptions_command == "delete":
+        seq = asyncio.run(admin.delete_subscription(settings, args.id))
+        sys.stdout.write(f"removed {args.id} (log sequence {seq}; every node applies it)\n")
+        return 0
+    subs = asyncio.run(admin.list_subscriptions(settings, args.limit))
+    if args.json:
+        shown = [admin.subscription_json(s) for s in subs]
+        sys.stdout.write(json.dumps(shown, indent=2) + "\n")
+        return 0
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title="subscriptions")
+    for column in ("id", "subscriber", "event types", "filter", "webhook", "node", "created"):
+        table.add_column(column)
+    for s in subs:
+        shown_row = admin.subscription_json(s)
+        table.add_row(
+            s.id,
+            s.subscriber_id,
+            ", ".join(s.event_types),
+            s.filter_address or "",
+            s.callback_webhook or "",
+            s.node_id,
+            shown_row["created_at"],
+        )
+    Console(width=200 if not sys.stdout.isatty() else None).print(table)
     return 0
 
 
@@ -532,30 +589,33 @@ def _config_show(settings: Settings) -> int:
     return 0
 
 
+def _webhooks_command(args: argparse.Namespace, settings: Settings) -> int:
+    if args.webhooks_command == "redrive":
+        return _redrive(args, settings)
+    return _webhooks(args, settings)
+
+
+_COMMANDS: dict[str, Callable[[argparse.Namespace, Settings], int]] = {
+    "serve": _serve,
+    "webhooks": _webhooks_command,
+    "subscriptions": _subscriptions,
+    "costs": _costs,
+    "peers": lambda args, settings: _peers(settings),
+    "identity": lambda args, settings: _identity(settings),
+    "node": _node,
+    "escalations": _escalations,
+    "slurp": _slurp,
+    "token": cli_tokens.run,
+    "config": lambda args, settings: _config_show(settings),
+}
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the `bzzz` command."""
     args = _parser().parse_args(argv)
     try:
         settings = load_settings(args.config, overrides=_overrides(args))
-        if args.command == "serve":
-            return _serve(args, settings)
-        if args.command == "webhooks":
-            return _webhooks(args, settings)
-        if args.command == "costs":
-            return _costs(args, settings)
-        if args.command == "peers":
-            return _peers(settings)
-        if args.command == "identity":
-            return _identity(settings)
-        if args.command == "node":
-            return _node(args, settings)
-        if args.command == "escalations":
-            return _escalations(args, settings)
-        if args.command == "slurp":
-            return _slurp(args, settings)
-        if args.command == "token":
-            return cli_tokens.run(args, settings)
-        return _config_show(settings)
+        return _COMMANDS[args.command](args, settings)
     except BzzzError as exc:
         print(f"bzzz: {exc.message}", file=sys.stderr)
         return EXIT_CONFIG if exc.code == "CONFIG_ERROR" else EXIT_ERROR

@@ -328,7 +328,9 @@ class WebhookSettings(_Section):
     max_backoff: float = Field(300.0, gt=0)
     max_age: float = Field(86_400.0, gt=0, description="seconds before a delivery is dead-lettered")
     allow_private: bool = Field(
-        True, description="allow callbacks to loopback/private addresses (local receivers)"
+        False,
+        description="allow callbacks to loopback/private addresses on a node that serves more "
+        "than loopback (a loopback-only node always allows them)",
     )
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import unicodedata
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from enum import StrEnum
@@ -36,6 +37,16 @@ NETWORK_WIDE_KEYS = ("principal-", "handle-")
 def network_wide_key(session_id: str) -> bool:
     """Whether an agent key names a principal or handle (valid on every node)."""
     return session_id.startswith(NETWORK_WIDE_KEYS)
+
+
+def canonical_agent_id(agent_id: str) -> str:
+    """The form two agent ids are compared in: NFKC and case-folded (``ISO-A`` is ``iso-a``).
+
+    Case folding can leave text that NFKC changes again, hence the second pass (Unicode's
+    NFKC_Casefold closure). The displayed id stays as given.
+    """
+    folded = unicodedata.normalize("NFKC", agent_id).casefold()
+    return unicodedata.normalize("NFKC", folded)
 
 
 def utcnow() -> datetime:

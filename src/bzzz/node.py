@@ -201,6 +201,9 @@ class Node:
         # Only once caught up: a sweep over a half-applied log would take threads that are
         # busy further on for idle ones, and close them.
         self._spawn("monitor", self.monitor.run())
+        # Sessions of a previous run are gone: their subscriptions end before their agents
+        # go offline, so the offline events are not fanned out to them.
+        await self.subscriptions.end_all("node restarted")
         stale = await self.agents.release_stale()
         if stale:
             logger.info("took %d agents of a previous run offline", stale)
@@ -264,9 +267,21 @@ class Node:
             threads_per_principal=limits_cfg.threads_per_principal,
         )
         self.subscriptions = SubscriptionService(
-            self.db, self.log, node_secret, allow_private=self.settings.webhooks.allow_private
+            self.db,
+            self.log,
+            node_secret,
+            allow_private=self.settings.webhooks.allow_private,
+            loopback_only=serves_loopback_only(
+                self.settings.node.http_host, stdio=self.address == "stdio"
+            ),
+            per_agent=limits_cfg.subscriptions_per_agent,
+            per_principal=limits_cfg.subscriptions_per_principal,
         )
-        self.webhooks = WebhookDispatcher(self.db, self.settings.webhooks, node_secret)
+        # A lease that runs out ends the agents' plain subscriptions before they go offline.
+        self.agents.before_offline = self.subscriptions.end_for_agents
+        self.webhooks = WebhookDispatcher(
+            self.db, self.settings.webhooks, node_secret, targets=self.subscriptions.targets
+        )
         self.projector.add_listener(self._wake_webhooks)
         self.peers = PeerService(
             self.bus,
@@ -527,6 +542,7 @@ class Node:
     async def _say_goodbye(self) -> None:
         try:
             async with asyncio.timeout(5):
+                await self.subscriptions.end_all("node stopped")
                 await self.agents.release_stale("node stopped")
                 await self.log.emit("node.status", "node", self.node_id, {"status": "offline"})
                 await self.peers.goodbye()

@@ -25,6 +25,7 @@ from bzzz.store.directory import AgentDirectory
 from bzzz.store.node_projection import admission_outcomes
 from bzzz.store.projection import Outcome, ProjectionLimits
 from bzzz.store.repository import Repository
+from bzzz.store.subscriptions import SubscriptionIndex
 
 logger = logging.getLogger(__name__)
 
@@ -82,7 +83,7 @@ class Projector:
         # The exact bytes of envelopes this node published and still waits for.
         self._sealed: set[bytes] = set()
         self._waiting: dict[str, asyncio.Future[Outcome]] = {}
-        self._subscriptions: list[domain.Subscription] | None = None
+        self._subscriptions: SubscriptionIndex | None = None
         self._listeners: list[EventListener] = []
         self._applied_listeners: list[Callable[[Sequence[Envelope]], None]] = []
         self._outcome_listeners: list[OutcomeListener] = []

@@ -138,11 +138,14 @@ class ThreadInput(_Input):
 class SubscribeInput(_Input):
     """bzzz_subscribe parameters."""
 
-    event_types: list[Annotated[str, StringConstraints(min_length=1, max_length=64)]] = Field(
-        min_length=1, max_length=16
+    # Required to subscribe; unsubscribe names only the subscription_id.
+    event_types: list[Annotated[str, StringConstraints(min_length=1, max_length=64)]] | None = (
+        Field(None, min_length=1, max_length=16)
     )
     filter_address: AddressText | None = None
     callback_webhook: Annotated[str, StringConstraints(max_length=2048)] | None = None
+    action: Literal["subscribe", "unsubscribe"] = "subscribe"
+    subscription_id: MintedId | None = None
 
 
 ModelT = TypeVar("ModelT", bound=BaseModel)

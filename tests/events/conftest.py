@@ -26,12 +26,14 @@ def driven_node(
 ) -> Iterator[Callable[..., AbstractAsyncContextManager[Node]]]:
     """Start a node whose background webhook loop idles: the test calls deliver_due itself.
 
-    Keyword arguments set the node's webhook settings (backoffs, max_age).
+    Keyword arguments set the node's webhook settings (backoffs, max_age); ``http_host`` its
+    bind address (a non-loopback one makes a shared node, where private targets are refused).
     """
     monkeypatch.setattr(WebhookDispatcher, "run", _idle)
 
     @asynccontextmanager
-    async def start(**webhooks: Any) -> AsyncIterator[Node]:
+    async def start(http_host: str = "127.0.0.1", **webhooks: Any) -> AsyncIterator[Node]:
+        settings.node.http_host = http_host
         for name, value in webhooks.items():
             setattr(settings.webhooks, name, value)
         async with Node(settings, bus=memory_bus) as node:

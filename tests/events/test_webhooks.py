@@ -117,17 +117,18 @@ async def test_an_unreachable_receiver_is_dead_lettered_with_the_reason(
     assert "ConnectError" in dead.last_error
 
 
-async def test_a_private_address_is_refused_at_subscribe_when_private_addresses_are_off(
+async def test_a_private_address_is_refused_at_subscribe_on_a_shared_node(
     driven_node: DrivenNode, http_receiver: ReceiverFactory
 ) -> None:
-    async with driven_node(**FAST, allow_private=False) as node, http_receiver(always(200)) as rx:
+    shared = driven_node(**FAST, http_host="0.0.0.0")
+    async with shared as node, http_receiver(always(200)) as rx:
         with pytest.raises(InvalidParameters, match="allow_private"):
             await subscribe_webhook(node, rx.url)
 
         assert await node.subscriptions.deliveries() == []
 
 
-async def test_a_name_resolving_to_a_private_address_is_dead_lettered_when_private_is_off(
+async def test_a_name_resolving_to_a_private_address_is_dead_lettered_on_a_shared_node(
     driven_node: DrivenNode, http_receiver: ReceiverFactory
 ) -> None:
     # The machine's own host name is not an address literal, so subscribe accepts it; it
@@ -136,7 +137,8 @@ async def test_a_name_resolving_to_a_private_address_is_dead_lettered_when_priva
     resolved = {info[4][0] for info in socket.getaddrinfo(host, None)}
     if any(ipaddress.ip_address(a.split("%")[0]).is_global for a in resolved):
         pytest.skip(f"{host} resolves to a public address here")
-    async with driven_node(**FAST, allow_private=False) as node, http_receiver(always(200)) as rx:
+    shared = driven_node(**FAST, http_host="0.0.0.0")
+    async with shared as node, http_receiver(always(200)) as rx:
         port = rx.url.rsplit(":", 1)[1]
         await subscribe_webhook(node, f"http://{host}:{port}")
         await announce(node, "arch-1")

@@ -12,7 +12,8 @@ TOOLS = {
     "bzzz_get": {"address"},
     "bzzz_post": {"target_address", "message_type", "content"},
     "bzzz_thread": {"action"},
-    "bzzz_subscribe": {"event_types"},
+    # event_types is needed to subscribe, not to unsubscribe (the service says so).
+    "bzzz_subscribe": set(),
 }
 
 OPTIONAL = {
@@ -21,7 +22,13 @@ OPTIONAL = {
     "bzzz_get": {"include_metadata", "max_history"},
     "bzzz_post": {"priority", "thread_id"},
     "bzzz_thread": {"thread_id", "participants", "topic"},
-    "bzzz_subscribe": {"filter_address", "callback_webhook"},
+    "bzzz_subscribe": {
+        "event_types",
+        "filter_address",
+        "callback_webhook",
+        "action",
+        "subscription_id",
+    },
 }
 
 DEFAULTS = {

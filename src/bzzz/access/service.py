@@ -198,14 +198,17 @@ class AccessService:
             raise InvalidParameters(f"refused: {outcome.get('reason')}")
 
 
-def serves_loopback_only(host: str) -> bool:
-    """Whether an HTTP bind address is reachable from this machine alone."""
+def serves_loopback_only(http_host: str, *, stdio: bool = False) -> bool:
+    """True for a node reachable from its own machine alone (stdio, or a loopback bind)."""
+    if stdio:
+        return True
+    host = http_host.strip().strip("[]").lower()
     if host in ("localhost", "localhost."):
         return True
     try:
-        return ipaddress.ip_address(host.strip("[]")).is_loopback
+        return ipaddress.ip_address(host).is_loopback
     except ValueError:
-        return False
+        return False  # a name, or every interface: reachable from elsewhere
 
 
 def auth_required(setting: bool | None, serves_loopback_only: bool, credentials: bool) -> bool:

@@ -6,6 +6,7 @@ import asyncio
 import hmac
 import logging
 from collections import OrderedDict
+from collections.abc import Awaitable, Callable
 from datetime import datetime
 from typing import Any
 
@@ -54,6 +55,9 @@ class AgentService:
         self.directory = directory
         self.leases = Leases(lease_seconds)
         self.agents_per_principal = agents_per_principal
+        # Called with the ids of agents whose lease ran out, before they go offline (the
+        # node ends their subscriptions, so the offline events are not fanned out to them).
+        self.before_offline: Callable[[list[str]], Awaitable[int]] | None = None
         self._infos: OrderedDict[str, tuple[domain.Agent, datetime, dict[str, Any]]] = OrderedDict()
         self._max_agents = max_agents
         # Set by the node when it federates with other networks.
@@ -67,6 +71,7 @@ class AgentService:
                 details={"reserved": sorted(RESERVED_AGENT_IDS)},
             )
         params = self._granted(caller.principal, params)
+        self._check_look_alike(params.agent_id)
         existing = self.directory.get(params.agent_id)
         held = existing is not None and existing.online
         handle = caller.handle if existing and self._handle_fits(caller, existing) else None
@@ -164,6 +169,16 @@ class AgentService:
             f"Agent ID already exists: '{agent_id}' is held by a live agent of another session",
             details={"agent_id": agent_id},
         )
+
+    def _check_look_alike(self, agent_id: str) -> None:
+        """Refuse an id that a live agent holds in another spelling (case, NFKC)."""
+        other = self.directory.look_alike(agent_id)
+        if other is not None:
+            raise InvalidParameters(
+                f"Agent ID already exists: '{agent_id}' is another spelling of live agent "
+                f"'{other.id}' (ids are compared ignoring case and Unicode look-alikes)",
+                details={"agent_id": agent_id, "look_alike": other.id},
+            )
 
     def _info(self, agent: domain.Agent) -> dict[str, Any]:
         # Lookups show the same popular agents again and again; their JSON is kept while the
@@ -487,6 +502,8 @@ class AgentService:
         by_key: dict[str, list[str]] = {}
         for agent in expired:
             by_key.setdefault(agent.session_id, []).append(agent.id)
+        if expired and self.before_offline is not None:
+            await self.before_offline([a.id for a in expired])
         for key, ids in by_key.items():
             await self._log.emit(
                 "agent.offline",

@@ -5,24 +5,37 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import hmac
-import ipaddress
 import logging
 import time
 from datetime import datetime, timedelta
-from urllib.parse import urlsplit
 
 import httpx
 
 from bzzz import domain
 from bzzz.backoff import backoff
 from bzzz.config import WebhookSettings
+from bzzz.errors import InvalidParameters
 from bzzz.events.service import webhook_secret
+from bzzz.events.targets import (
+    IPAddress,
+    Resolver,
+    Target,
+    TargetPolicy,
+    parse_target,
+    system_resolver,
+)
 from bzzz.store.database import Database
 from bzzz.store.repository import Repository
 
 logger = logging.getLogger(__name__)
 
 SIGNATURE_HEADER = "X-Bzzz-Signature"
+
+
+def _pinned_url(target: Target, address: IPAddress) -> str:
+    """The URL that connects to the checked address (the Host header names the target)."""
+    host = f"[{address}]" if address.version == 6 else str(address)
+    return f"{target.scheme}://{host}:{target.port}{target.path}"
 
 
 def sign_body(secret: str, timestamp: int, body: bytes) -> str:
@@ -52,8 +65,15 @@ class WebhookDispatcher:
         settings: WebhookSettings,
         node_secret: bytes,
         client: httpx.AsyncClient | None = None,
+        *,
+        targets: TargetPolicy | None = None,
+        resolver: Resolver = system_resolver,
     ) -> None:
         self._db = db
+        self.targets = targets or TargetPolicy(
+            allow_private=settings.allow_private, loopback_only=False
+        )
+        self.resolver = resolver  # tests stand in their own
         self._settings = settings
         self._node_secret = node_secret
         self._client = client
@@ -75,7 +95,9 @@ class WebhookDispatcher:
     async def run(self) -> None:
         """Deliver due items, then wait for a wake-up or the next due time."""
         owns = self._client is None
-        client = self._client or httpx.AsyncClient(timeout=self._settings.timeout)
+        client = self._client or httpx.AsyncClient(
+            timeout=self._settings.timeout, follow_redirects=False
+        )
         try:
             while not self._stopping:
                 self._wake.clear()
@@ -116,33 +138,32 @@ class WebhookDispatcher:
             "X-Bzzz-Event-Id": delivery.event_id,
             "User-Agent": "bzzz-webhooks/1",
         }
-        refusal = await self._private_refusal(delivery.url)
+        try:
+            target = parse_target(delivery.url)
+            address, refusal = await self.targets.pin(target, self.resolver)
+        except InvalidParameters as exc:
+            await self._record(delivery, exc.message, permanent=True)
+            return
+        except (OSError, UnicodeError) as exc:
+            # Unresolvable now: retried like any other failure.
+            await self._record(delivery, f"cannot resolve {delivery.url}: {exc}"[:500])
+            return
         if refusal is not None:
             await self._record(delivery, refusal, permanent=True)
             return
         error: str | None = None
         try:
-            response = await client.post(delivery.url, content=body, headers=headers)
+            response = await client.post(
+                _pinned_url(target, address),
+                content=body,
+                headers=headers | {"Host": target.authority},
+                extensions={"sni_hostname": target.host} if target.scheme == "https" else {},
+            )
             if not 200 <= response.status_code < 300:
                 error = f"HTTP {response.status_code}"
         except httpx.HTTPError as exc:
             error = f"{type(exc).__name__}: {exc}"[:500]
         await self._record(delivery, error)
-
-    async def _private_refusal(self, url: str) -> str | None:
-        """Why ``url`` may not be called when private addresses are off (None: it may)."""
-        if self._settings.allow_private:
-            return None
-        host = urlsplit(url).hostname or ""
-        try:
-            infos = await asyncio.get_running_loop().getaddrinfo(host, None)
-        except OSError:
-            return None  # unresolvable: the POST fails and is retried like any other failure
-        for info in infos:
-            address = ipaddress.ip_address(str(info[4][0]).split("%", 1)[0])
-            if not address.is_global or address.is_multicast:
-                return f"callback address {address} is not public and webhooks.allow_private is off"
-        return None
 
     async def _record(
         self, delivery: domain.Delivery, error: str | None, *, permanent: bool = False

@@ -156,6 +156,8 @@ def build_server(node: Node) -> tuple[BzzzMCP, SessionRegistry]:
     )
 
     async def session_ended(caller: Any) -> None:
+        # Subscriptions first: the agents' offline events are then not fanned out to them.
+        await node.subscriptions.end_for_session(caller.session_id)
         await node.agents.session_ended(caller)
 
     sessions = SessionRegistry(on_end=session_ended)
@@ -305,11 +307,18 @@ def build_server(node: Node) -> tuple[BzzzMCP, SessionRegistry]:
 
     @server.tool(name="bzzz_subscribe", description=text.SUBSCRIBE)
     async def bzzz_subscribe(
-        event_types: Annotated[list[str], Field(description=", ".join(domain.EVENT_TYPES))],
         ctx: Context[Any, Any],
+        event_types: Annotated[
+            list[str] | None,
+            Field(description="to subscribe: " + ", ".join(domain.EVENT_TYPES)),
+        ] = None,
         filter_address: Annotated[str | None, Field(description="only events here")] = None,
         callback_webhook: Annotated[str | None, Field(description="POST events here")] = None,
         agent_handle: Annotated[str | None, Field(description=text.HANDLE)] = None,
+        action: Annotated[str, Field(description="subscribe | unsubscribe")] = "subscribe",
+        subscription_id: Annotated[
+            str | None, Field(description="unsubscribe: the subscription to remove")
+        ] = None,
     ) -> Annotated[CallToolResult, SubscribeOutput]:
         params = validate_input(
             SubscribeInput,
@@ -317,6 +326,8 @@ def build_server(node: Node) -> tuple[BzzzMCP, SessionRegistry]:
                 event_types=event_types,
                 filter_address=filter_address,
                 callback_webhook=callback_webhook,
+                action=action,
+                subscription_id=subscription_id,
             ),
         )
         caller = caller_of(ctx, agent_handle)

@@ -32,21 +32,17 @@ from sqlalchemy.exc import DBAPIError, SQLAlchemyError
 from sqlalchemy.orm import Session
 
 from bzzz import domain
-from bzzz.address import parse_address
-from bzzz.errors import BzzzError
 from bzzz.network.envelope import Envelope
 from bzzz.store.access_projection import ACCESS_APPLIERS
 from bzzz.store.llm_projection import LLM_APPLIERS
 from bzzz.store.models import (
     AgentRow,
     AppliedEnvelope,
-    DeliveryRow,
-    EventRow,
     MessageRow,
-    SubscriptionRow,
 )
 from bzzz.store.node_projection import ADMISSION_OUTCOMES, NODE_APPLIERS
 from bzzz.store.projection import (
+    CANONICAL,
     ONLINE,
     SEEN,
     STAGED,
@@ -57,12 +53,19 @@ from bzzz.store.projection import (
     ProjectionLimits,
     stage,
 )
-from bzzz.store.repository import agent_from_row, subscription_from_row
+from bzzz.store.repository import agent_from_row
+from bzzz.store.subscriptions import (
+    SUBSCRIPTION_APPLIERS,
+    SUBSCRIPTION_CHANGES,
+    SubscriptionIndex,
+    fan_out,
+    load_index,
+)
 from bzzz.store.thread_projection import APPLIERS
 
 logger = logging.getLogger(__name__)
 
-_APPLIERS = APPLIERS | LLM_APPLIERS | NODE_APPLIERS | ACCESS_APPLIERS
+_APPLIERS = APPLIERS | LLM_APPLIERS | NODE_APPLIERS | SUBSCRIPTION_APPLIERS | ACCESS_APPLIERS
 
 _TRACK = "bzzz_projection"
 _TOUCHED = "bzzz_touched_agents"
@@ -77,21 +80,6 @@ def _track_agents(session: Session, _context: Any, _instances: Any) -> None:
     for obj in (*session.new, *session.dirty):
         if isinstance(obj, AgentRow):
             touched[obj.id] = obj
-
-
-def subscription_matches(sub: domain.Subscription, ev: domain.Event) -> bool:
-    """True when the event is of a subscribed type and inside the filter address."""
-    if ev.type not in sub.event_types:
-        return False
-    if not sub.filter_address and sub.projects is None:
-        return True
-    try:
-        address = parse_address(ev.address)
-        if sub.projects is not None and address.project not in sub.projects:
-            return False
-        return not sub.filter_address or parse_address(sub.filter_address).covers(address)
-    except BzzzError:
-        return False
 
 
 @dataclass(slots=True)
@@ -113,7 +101,7 @@ class BatchContext:
 
     node_id: str
     limits: ProjectionLimits
-    subscriptions: list[domain.Subscription] | None
+    subscriptions: SubscriptionIndex | None
     online_agents: int | None = None
     # The projector's outcomes of the batch's admission envelopes (decided in log order).
     admission: dict[str, Outcome] = field(default_factory=dict)
@@ -138,6 +126,7 @@ def apply_batch(
     session.info[ONLINE] = None if isolate else ctx.online_agents
     session.info[STAGED_MESSAGE_IDS] = set()
     session.info[ADMISSION_OUTCOMES] = ctx.admission
+    session.info[CANONICAL] = {}
     result = BatchResult()
     ids = [env.id for env, _ in envelopes]
     for env_id, outcome in _rows_with_ids(session.connection(), _APPLIED_OF, ids):
@@ -162,7 +151,7 @@ def apply_batch(
             outcome=applied.outcome,
             applied_at=domain.utcnow(),
         )
-        if env.type == "subscription.created":
+        if env.type in SUBSCRIPTION_CHANGES:
             ctx.subscriptions = None
             result.subscriptions_changed = True
         result.matched.extend(_match(session, applied.events, ctx))
@@ -369,45 +358,5 @@ def _match(
     if not events:
         return []
     if ctx.subscriptions is None:
-        rows = session.scalars(
-            select(SubscriptionRow).where(
-                SubscriptionRow.node_id == ctx.node_id, SubscriptionRow.status == "active"
-            )
-        )
-        ctx.subscriptions = [subscription_from_row(r) for r in rows]
-    matched = []
-    for ev in events:
-        for sub in ctx.subscriptions:
-            if subscription_matches(sub, ev):
-                _record(session, sub, ev)
-                matched.append((sub, ev))
-    return matched
-
-
-def _record(session: Session, sub: domain.Subscription, ev: domain.Event) -> None:
-    body = ev.to_json() | {"subscription_id": sub.id}
-    stage(
-        session,
-        EventRow,
-        subscription_id=sub.id,
-        event_id=ev.id,
-        event_type=ev.type,
-        payload=body,
-        created_at=ev.timestamp,
-    )
-    if sub.callback_webhook:
-        now = domain.utcnow()
-        stage(
-            session,
-            DeliveryRow,
-            subscription_id=sub.id,
-            event_id=ev.id,
-            url=sub.callback_webhook,
-            body=json.dumps(body, separators=(",", ":")),
-            status="pending",
-            attempts=0,
-            next_attempt_at=now,
-            last_error=None,
-            created_at=now,
-            finished_at=None,
-        )
+        ctx.subscriptions = load_index(session, ctx.node_id)
+    return fan_out(session, ctx.subscriptions, events)

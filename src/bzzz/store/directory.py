@@ -15,6 +15,7 @@ from datetime import datetime
 
 from bzzz import domain
 from bzzz.address import agent_address
+from bzzz.domain import canonical_agent_id
 
 _ANY = ""
 SPECIAL_TERMS_KEPT = 256
@@ -29,6 +30,8 @@ class AgentDirectory:
         self._by_role: defaultdict[str, set[str]] = defaultdict(set)
         self._by_project: defaultdict[str, set[str]] = defaultdict(set)
         self._by_session: defaultdict[tuple[str, str], set[str]] = defaultdict(set)
+        # Ids by canonical form (NFKC, case-folded): spellings of one id (ISO-A, iso-a).
+        self._by_canonical: defaultdict[str, set[str]] = defaultdict(set)
         self._online = 0
         # Per agent: its rank key (-score, id) as a lookup that every filter passes would give
         # it (filters only exclude; expertise that passes is always complete), its lowercased
@@ -77,6 +80,7 @@ class AgentDirectory:
         self._by_role[agent.role].add(agent.id)
         self._by_project[agent.project or _ANY].add(agent.id)
         self._by_session[_session_index(agent.node_id, agent.session_id)].add(agent.id)
+        self._by_canonical[canonical_agent_id(agent.id)].add(agent.id)
 
     def _unindex(self, agent: domain.Agent) -> None:
         key = self._keys[agent.id]
@@ -91,6 +95,7 @@ class AgentDirectory:
         self._by_role[agent.role].discard(agent.id)
         self._by_project[agent.project or _ANY].discard(agent.id)
         self._by_session[_session_index(agent.node_id, agent.session_id)].discard(agent.id)
+        self._by_canonical[canonical_agent_id(agent.id)].discard(agent.id)
 
     def touch(self, seen: dict[str, datetime]) -> None:
         """Move agents' last activity forward (from a batch's messages)."""
@@ -102,6 +107,14 @@ class AgentDirectory:
     def get(self, agent_id: str) -> domain.Agent | None:
         """One agent by id."""
         return self._agents.get(agent_id)
+
+    def look_alike(self, agent_id: str) -> domain.Agent | None:
+        """An online agent whose id is another spelling of ``agent_id`` (case, NFKC)."""
+        for other in sorted(self._by_canonical.get(canonical_agent_id(agent_id), ())):
+            agent = self._agents[other]
+            if other != agent_id and agent.online:
+                return agent
+        return None
 
     def of_session(self, node_id: str, session_id: str) -> list[domain.Agent]:
         """Online agents a session of a node announced (or a principal or handle), by id."""

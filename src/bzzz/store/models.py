@@ -73,6 +73,8 @@ class AgentRow(Base):
     created_at: Mapped[datetime] = mapped_column(TZ)
     last_activity: Mapped[datetime] = mapped_column(TZ)
     metadata_: Mapped[dict[str, Any]] = mapped_column("metadata", JSON, default=dict)
+    # Added by revision 0005: the id as compared (NFKC, case-folded); one online agent per value.
+    canonical_id: Mapped[str | None] = mapped_column(String(512), index=True, nullable=True)
 
 
 class TaskRow(Base):

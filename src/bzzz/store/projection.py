@@ -19,7 +19,7 @@ from sqlalchemy.orm import Session
 
 from bzzz import domain
 from bzzz.address import agent_address
-from bzzz.domain import ACTIVE_TASK_STATUSES, AgentStatus, TaskStatus
+from bzzz.domain import ACTIVE_TASK_STATUSES, AgentStatus, TaskStatus, canonical_agent_id
 from bzzz.network.envelope import Envelope
 from bzzz.store.models import (
     ActivityRow,
@@ -27,7 +27,6 @@ from bzzz.store.models import (
     InboxRow,
     MessageRow,
     ParticipantRow,
-    SubscriptionRow,
     TaskRow,
     ThreadRow,
 )
@@ -116,6 +115,7 @@ def _weigh_response_time(agent: AgentRow, response_ms: Any) -> None:
 ID_LENGTH = 64
 NAME_LENGTH = 128
 ADDRESS_LENGTH = 1024
+CANONICAL_LENGTH = 512
 
 
 def _text(value: Any, limit: int, name: str) -> str:
@@ -245,10 +245,47 @@ def _same_holder(row: AgentRow, origin: str, session_id: str) -> bool:
     return row.node_id == origin or domain.network_wide_key(session_id)
 
 
+_AGENTS = cast(Table, AgentRow.__table__)
+# Agents holding another spelling of an id (built once, like _MESSAGE_EXISTS).
+_LOOK_ALIKES = select(_AGENTS.c.id).where(
+    _AGENTS.c.canonical_id == bindparam("canonical"), _AGENTS.c.id != bindparam("agent_id")
+)
+# Canonical id -> ids announced in this batch (not flushed yet, so not in the query above).
+CANONICAL = "bzzz_canonical_ids"
+
+
+def _canonical_id(session: Session, agent_id: str) -> str | None:
+    """The id's canonical form, or None when a live agent holds a look-alike of it."""
+    canonical = canonical_agent_id(agent_id)
+    if len(canonical) > CANONICAL_LENGTH:
+        raise ValueError(f"agent_id must stay under {CANONICAL_LENGTH} characters in NFKC form")
+    batch: dict[str, set[str]] = session.info.setdefault(CANONICAL, {})
+    # Core, so no flush: the common case (no other spelling) costs one indexed query.
+    stored = session.connection().execute(
+        _LOOK_ALIKES, {"canonical": canonical, "agent_id": agent_id}
+    )
+    others = {str(row[0]) for row in stored} | batch.get(canonical, set())
+    others.discard(agent_id)
+    for other in sorted(others):
+        # The row as this batch left it (it may have gone offline in an unflushed change).
+        row = session.get(AgentRow, other)
+        if row is not None and row.status != AgentStatus.OFFLINE.value:
+            return None
+    batch.setdefault(canonical, set()).add(agent_id)
+    return canonical
+
+
 def apply_agent_announced(session: Session, env: Envelope, limits: ProjectionLimits) -> Applied:
-    """Create or update an agent unless a live agent of another session holds the id."""
+    """Create or update an agent unless a live agent of another session holds the id.
+
+    Ids are compared in canonical form (NFKC, case-folded): while ``ISO-A`` is online, no one
+    announces ``iso-a``, its own session included.
+    """
     p = env.payload
     _check_announcement(p)
+    canonical = _canonical_id(session, p["agent_id"])
+    if canonical is None:
+        return Applied({"ok": False, "reason": "exists", "look_alike": True})
     row = session.get(AgentRow, p["agent_id"])
     at = env.timestamp
     held = row is not None and row.status != AgentStatus.OFFLINE.value
@@ -269,6 +306,7 @@ def apply_agent_announced(session: Session, env: Envelope, limits: ProjectionLim
             performance=_performance(0, 0),
         )
         session.add(row)
+    row.canonical_id = canonical
     row.role = p["role"]
     row.capabilities = list(p.get("capabilities") or [])
     row.specialization = p.get("specialization")
@@ -611,34 +649,6 @@ def apply_thread_summarized(session: Session, env: Envelope, limits: ProjectionL
     return Applied({"ok": True})
 
 
-# --- subscriptions and nodes -----------------------------------------------------------------
-
-
-def apply_subscription_created(
-    session: Session, env: Envelope, limits: ProjectionLimits
-) -> Applied:
-    """Record a subscription (its owner node delivers its events)."""
-    p = env.payload
-    if session.get(SubscriptionRow, p["subscription_id"]) is None:
-        session.add(
-            SubscriptionRow(
-                id=p["subscription_id"],
-                subscriber_id=p["subscriber_id"],
-                event_types=list(p["event_types"]),
-                filter_address=p.get("filter_address"),
-                callback_webhook=p.get("callback_webhook"),
-                node_id=env.origin,
-                session_id=p["session_id"],
-                status="active",
-                created_at=env.timestamp,
-                projects=_check_names(p["projects"], "projects")
-                if p.get("projects") is not None
-                else None,
-            )
-        )
-    return Applied({"ok": True})
-
-
 def _strict_json(applier: Applier) -> Applier:
     """Refuse payloads that are not strict JSON (NaN, Infinity) before ``applier`` sees them.
 
@@ -662,7 +672,6 @@ _APPLIERS: dict[str, Applier] = {
     "thread.joined": apply_thread_membership,
     "thread.left": apply_thread_membership,
     "thread.summarized": apply_thread_summarized,
-    "subscription.created": apply_subscription_created,
 }
 
 APPLIERS: dict[str, Applier] = {kind: _strict_json(fn) for kind, fn in _APPLIERS.items()}
