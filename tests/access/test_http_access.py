@@ -346,3 +346,30 @@ async def test_one_client_flooding_sessions_and_sockets_leaves_the_node_to_other
         await node.kill()
     assert codes[:10] == [200] * 10
     assert set(codes[10:]) == {429}
+
+
+async def test_a_node_serving_other_machines_refuses_every_loopback_webhook_spelling(
+    data_dir: Path, tmp_path: Path, clean_env: dict[str, str]
+) -> None:
+    from events.test_targets import FORBIDDEN_SPELLINGS, LOOPBACK_SPELLINGS
+
+    node = await start(
+        data_dir, tmp_path / "logs", clean_env, BZZZ_AUTH_TOKENS=ADMIN, BZZZ_HTTP_HOST="0.0.0.0"
+    )
+    spellings = {**LOOPBACK_SPELLINGS, **FORBIDDEN_SPELLINGS}
+    try:
+        async with mcp_client(node.mcp_url, "legacy", ADMIN) as client:
+            await ok(client, "bzzz_announce", {"agent_id": "hooked", "role": "dev"})
+            answers = {
+                why: await tool(
+                    client,
+                    "bzzz_subscribe",
+                    {"event_types": ["agent_announcement"], "callback_webhook": url},
+                )
+                for why, url in spellings.items()
+            }
+    finally:
+        await node.kill()
+    accepted = {why: a for why, a in answers.items() if a["success"]}
+    assert accepted == {}
+    assert all(a["code"] == "INVALID_PARAMETERS" for a in answers.values())
