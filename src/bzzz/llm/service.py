@@ -70,6 +70,7 @@ class LLMService:
             max_tokens=options.max_tokens or defaults.max_tokens,
             tools=list(options.tools),
             stream=options.stream,
+            reasoning_effort=options.reasoning_effort,
         )
 
     async def complete(
