@@ -173,8 +173,8 @@ class Agency:
         reason: str,
         project: str,
     ) -> Outcome:
-        cut = next((i for i, m in enumerate(messages) if message and m.id == message.id), None)
-        before = messages if cut is None else messages[:cut]
+        # The whole thread but the message answered, which comes last as the question.
+        before = [m for m in messages if message is None or m.id != message.id]
         text = message_text(message) if message is not None else thread.topic
         memory, _ids = await self.context(agent, project, f"{thread.topic} {text}", thread.id)
         chat: list[ChatMessage] = [

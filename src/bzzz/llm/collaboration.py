@@ -55,10 +55,11 @@ DRAFT_REQUEST = (
 class NoConsensus(BzzzError):
     """The collaboration ended without everyone agreeing."""
 
-    def __init__(self, message: str, *, thread_id: str, escalated: bool, draft: str) -> None:
-        super().__init__(message, details={"thread_id": thread_id, "escalated": escalated})
+    def __init__(self, message: str, *, thread_id: str, thread_status: str, draft: str) -> None:
+        super().__init__(message, details={"thread_id": thread_id, "thread_status": thread_status})
         self.thread_id = thread_id
-        self.escalated = escalated
+        # As the agent last saw it: the escalation rules may escalate the thread a moment later.
+        self.thread_status = thread_status
         self.draft = draft
 
 
@@ -133,7 +134,7 @@ class Collaboration:
                 raise NoConsensus(
                     "the review thread is gone",
                     thread_id=thread_id,
-                    escalated=False,
+                    thread_status="gone",
                     draft=total.content,
                 )
             if posted(messages, agent.id) >= self._agency.max_replies:
@@ -155,7 +156,7 @@ class Collaboration:
                     f"no consensus in thread {thread_id}: "
                     + _WHY.get(str(verdict), "no answer in time"),
                     thread_id=thread_id,
-                    escalated=bool(thread and thread.status == "escalated"),
+                    thread_status=thread.status if thread else "gone",
                     draft=total.content,
                 )
 
@@ -280,6 +281,6 @@ class Collaboration:
             f"no consensus in thread {thread.id} within "
             f"{self._agency.max_replies} messages per agent (agents.max_replies_per_thread)",
             thread_id=thread.id,
-            escalated=thread.status == "escalated",
+            thread_status=thread.status,
             draft=draft,
         )

@@ -206,8 +206,9 @@ class TaskWorker:
             "task_id": task.id,
             "error": exc.message,
             "code": "NO_CONSENSUS",
-            "escalated": exc.escalated,
+            "escalated": False,
             "thread_id": exc.thread_id,
+            "thread_status": exc.thread_status,
             "draft": exc.draft[:4_000],
         }
         await self._report(agent, task, "task_failed", content)
