@@ -26,7 +26,7 @@ async def test_the_most_relevant_entries_of_the_project_come_first_and_no_other_
     await knowledge.record("garden", "slurp-2", [("decision", "Payments go through the till")])
 
     found = await knowledge.relevant("shop", "How should payments be retried?", limit=5)
-    assert [k.text for k in found][0].startswith("Payments retry")
+    assert found[0].text.startswith("Payments retry")
     assert all(k.project == "shop" for k in found)
     assert "Payments go through the till" not in [k.text for k in found]
     cached = await knowledge.relevant("shop", "caching images on the catalogue", limit=1)
