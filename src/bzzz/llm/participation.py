@@ -18,7 +18,7 @@ import logging
 import re
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from bzzz import domain
 from bzzz.errors import BzzzError
@@ -37,6 +37,7 @@ T = TypeVar("T")
 _STANCE = re.compile(r"^\W*(agree|disagree)\b[\s.:,;!-]*", re.IGNORECASE)
 _DECISION = re.compile(r"^\W*decision\s*:\s*", re.IGNORECASE)
 TEXT_CHARS = 20_000
+MAX_CLAIMS = 100_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -190,8 +191,9 @@ class ThreadResponder:
         self._agency = agency
         self._hosted = hosted
         self.watch = ThreadWatch()
-        self._locks: dict[tuple[str, str], asyncio.Lock] = {}
-        self._claimed: set[tuple[str, str]] = set()
+        # One answer at a time per agent and thread: (lock, tasks using it).
+        self._locks: dict[tuple[str, str], tuple[asyncio.Lock, int]] = {}
+        self._claimed: dict[tuple[str, str], None] = {}
         self._tasks: set[asyncio.Task[None]] = set()
         self.stopping = False
         self.replies = 0
@@ -225,19 +227,34 @@ class ThreadResponder:
             and p.get("agent_id") in self._hosted
         ):
             return [(str(p["agent_id"]), Trigger(thread_id, invitation=str(p["invited_by"])))]
+        found = p.get("metadata")
+        metadata: dict[str, Any] = found if isinstance(found, dict) else {}
+        if env.type == "thread.created" and metadata.get("kind") == "decision":
+            # A decision thread an escalation opened asks each of its members to decide.
+            why = f"a decision thread of {metadata.get('escalation_id') or 'an escalation'}"
+            return [
+                (a, Trigger(thread_id, invitation=why))
+                for a in p.get("participants") or []
+                if a in self._hosted and a != p.get("creator")
+            ]
         return []
 
     def _schedule(self, agent: HostedAgent, trigger: Trigger) -> None:
         claim = (agent.id, trigger.key)
         if claim in self._claimed:
             return
-        self._claimed.add(claim)
+        self._claimed[claim] = None
+        if len(self._claimed) > MAX_CLAIMS:
+            # The oldest go: a message answered before is found answered in the store anyway.
+            del self._claimed[next(iter(self._claimed))]
         task = asyncio.create_task(self._serially(agent, trigger), name=f"bzzz-reply-{agent.id}")
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
     async def _serially(self, agent: HostedAgent, trigger: Trigger) -> None:
-        lock = self._locks.setdefault((agent.id, trigger.thread_id), asyncio.Lock())
+        key = (agent.id, trigger.thread_id)
+        lock, users = self._locks.get(key, (asyncio.Lock(), 0))
+        self._locks[key] = (lock, users + 1)
         try:
             async with lock:
                 if await self._agency.answer(agent, trigger):
@@ -251,6 +268,12 @@ class ThreadResponder:
         except Exception:
             # One answer's unexpected failure must not take the agent or the runtime down.
             logger.exception("hosted agent %s failed answering in %s", agent.id, trigger.thread_id)
+        finally:
+            lock, users = self._locks[key]
+            if users <= 1:
+                del self._locks[key]
+            else:
+                self._locks[key] = (lock, users - 1)
 
     async def stop(self) -> None:
         """Cancel the answers in progress."""
