@@ -29,13 +29,14 @@ import argparse
 import asyncio
 import json
 import logging
+import os
 import random
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
-from benchutil import code_version, machine, percentile
+from benchutil import CpuWindow, code_version, descendants, machine, percentile
 from bzzz.config import load_settings
 from bzzz.eventlog import Caller
 from bzzz.llm.client import OpenAIModelClient
@@ -200,8 +201,10 @@ async def drive(
     # One at a time first: the latency of a collaborative task alone.
     alone = asyncio.Semaphore(1)
     calls_before = len(server.requests)
+    applied_before = node.projector.applied_count
     for n in range(sequential):
         await one(n, alone)
+    envelopes_alone = (node.projector.applied_count - applied_before) / max(sequential, 1)
     sequential_ms = sorted(1000 * s for s in latencies)
     calls_alone = (len(server.requests) - calls_before) / max(sequential, 1)
     latencies.clear()
@@ -210,9 +213,11 @@ async def drive(
     costs_before = (await node.llm.usage())["daily"]
     calls_before = len(server.requests)
     escalated_before = len(await node.escalations.list(limit=100_000))
+    cpu = CpuWindow([os.getpid(), *descendants(os.getpid())])
     start = time.perf_counter()
     ids = await asyncio.gather(*(one(n, windows[n % ARCHITECTS]) for n in range(tasks)))
     elapsed = time.perf_counter() - start
+    used = cpu.stop()
     costs = (await node.llm.usage())["daily"]
     context = node.hosted.status()["collaboration"]["context"]
     escalated = len(await node.escalations.list(limit=100_000)) - escalated_before
@@ -232,9 +237,12 @@ async def drive(
         "context_prompts": context["prompts"] - context_before["prompts"],
         "compressed_prompts": context["compressed_prompts"] - context_before["compressed_prompts"],
         "tasks_per_s": round(tasks / elapsed, 2),
+        "process_cpu_ms_per_task": round(1000 * used["ours"] / tasks, 2),
+        "others_cpu_pct": round(100 * used["others"] / elapsed, 1),
         "sequential_tasks": len(sequential_ms),
         "sequential_p50_ms": round(percentile(sequential_ms, 50), 2) if sequential_ms else None,
         "sequential_calls_per_task": round(calls_alone, 2),
+        "sequential_envelopes_per_task": round(envelopes_alone, 1),
     }
 
 
@@ -279,6 +287,7 @@ async def main() -> None:
         ("model_calls_per_task", "calls/task"),
         ("context_reduction", "ctx saved"),
         ("tasks_per_s", "tasks/s"),
+        ("process_cpu_ms_per_task", "CPU ms/task"),
         ("sequential_p50_ms", "alone p50"),
         ("runtime_overhead_ms_per_task", "overhead ms"),
     )
