@@ -144,6 +144,8 @@ async def test_a_task_with_required_roles_is_reviewed_agreed_and_its_result_reac
         system = _text(body["messages"][0])
         assert f"thread '{thread_id}'" in system and "arch-1 (architect)" in system
         assert "Available BZZZ tools:" in system
+        shared = [_text(m) for m in body["messages"][1:] if m["role"] == "system"]
+        assert any("systemDescription: three nodes share one event log" in t for t in shared)
         history = [_text(m) for m in body["messages"][1:-1] if m["role"] == "user"]
         assert history[0].startswith("[arch-1]: Collaborative review")
         assert any(h.startswith("[rev-1]: Findings of the reviewer") for h in history)
@@ -353,3 +355,36 @@ async def test_a_project_knows_its_consensus_and_no_other_project_sees_it(
     assert "SHOP-DECISION-77" not in seen(garden)
     assert "What this project knows" in seen(shop)
     assert "SHOP-DECISION-77" in seen(shop)
+
+
+@pytest.fixture
+async def eager_node(llm_settings: Settings, memory_bus: InMemoryBus) -> AsyncIterator[Node]:
+    """Architecture tasks (complexity 0.6 and up) pass this node's collaboration threshold."""
+    llm_settings.agents.collaboration_threshold = 0.5
+    async with Node(llm_settings, bus=memory_bus) as running:
+        yield running
+
+
+async def test_a_complex_task_collaborates_with_the_roles_that_have_someone_available(
+    eager_node: Node, model_server: ScriptedModelServer
+) -> None:
+    model_server.responder = Panel()
+    watcher = TaskWatcher(eager_node)
+    server, _ = build_server(eager_node)
+    async with Client(server, mode="legacy") as boss:
+        await call(boss, "bzzz_announce", agent_id="boss", role="lead")
+        task_id = await assign(boss, "arch-1", "architecture_analysis", ARCHITECTURE)
+        async with asyncio.timeout(30):
+            assert await watcher.finished(task_id) == "completed"
+        tasks = await call(boss, "bzzz_get", address="bzzz://arch-1/tasks", max_history=10)
+        [task] = [t for t in tasks["content"]["tasks"] if t["id"] == task_id]
+        thread = await call(
+            boss, "bzzz_get", address=f"bzzz://arch-1/threads/{task['result']['thread_id']}"
+        )
+
+    # The architecture review asks for another architect too; there is none, so the reviewer
+    # alone reviews with arch-1.
+    info = thread["content"]["thread"]
+    assert info["participants"] == ["arch-1", "rev-1"]
+    assert info["metadata"]["reviewers"] == {"reviewer": ["rev-1"]}
+    assert task["result"]["content"] == RESULT

@@ -185,8 +185,9 @@ class Agency:
                 ),
             }
         ]
-        if memory is not None:
-            chat.append(memory)
+        for extra in (memory, prompts.shared_context(thread)):
+            if extra is not None:
+                chat.append(extra)
         chat.extend(prompts.history(before))
         chat.append(prompts.answer_request(message, reason))
         model, _score = self.optimizer.choose_model("thread", text, agent.spec.model)

@@ -70,6 +70,28 @@ def system_prompt(template: RoleTemplate, task_type: str | None, collaboration: 
     return "\n\n".join(part for part in parts if part)
 
 
+def shared_context(thread: domain.Thread) -> ChatMessage | None:
+    """What the thread works on (a review's task and criteria), as the thread shares it."""
+    context = thread.shared_context
+    details = context.get("task_details")
+    if not isinstance(details, dict):
+        return None
+    lines = [f"Under review: {details.get('title') or details.get('type')}"]
+    if details.get("description"):
+        lines.append(f"Description: {details['description']}")
+    data = details.get("data")
+    if isinstance(data, dict):
+        for key, value in data.items():
+            if isinstance(value, str) and key != "project":
+                lines.append(f"{key}: {value[:HISTORY_CHARS]}")
+    criteria = context.get("review_criteria")
+    if isinstance(criteria, list) and criteria:
+        lines.append("Review criteria: " + ", ".join(str(c) for c in criteria))
+    if context.get("deadline"):
+        lines.append(f"Deadline: {context['deadline']}")
+    return {"role": "system", "content": "\n".join(lines)}
+
+
 def history(messages: Iterable[domain.Message]) -> list[ChatMessage]:
     """A thread's messages as the design gives them to the model: ``[sender]: content``."""
     return [
