@@ -224,6 +224,8 @@ async def drive(
     completed = sum(finish.status[t] == "completed" for t in ids)
     raw = context["raw_tokens"] - context_before["raw_tokens"]
     sent = context["sent_tokens"] - context_before["sent_tokens"]
+    squeezed_raw = context["compressed_raw_tokens"] - context_before["compressed_raw_tokens"]
+    squeezed = context["compressed_sent_tokens"] - context_before["compressed_sent_tokens"]
     return {
         "agree_rate": agree,
         "tasks": tasks,
@@ -234,6 +236,9 @@ async def drive(
         ),
         "model_calls_per_task": round((len(server.requests) - calls_before) / tasks, 2),
         "context_reduction": round(1 - sent / raw, 4) if raw else 0.0,
+        "context_reduction_when_compressed": (
+            round(1 - squeezed / squeezed_raw, 4) if squeezed_raw else 0.0
+        ),
         "context_prompts": context["prompts"] - context_before["prompts"],
         "compressed_prompts": context["compressed_prompts"] - context_before["compressed_prompts"],
         "tasks_per_s": round(tasks / elapsed, 2),
@@ -286,6 +291,7 @@ async def main() -> None:
         ("cost_per_task_usd", "USD/task"),
         ("model_calls_per_task", "calls/task"),
         ("context_reduction", "ctx saved"),
+        ("context_reduction_when_compressed", "when cut"),
         ("tasks_per_s", "tasks/s"),
         ("process_cpu_ms_per_task", "CPU ms/task"),
         ("sequential_p50_ms", "alone p50"),

@@ -82,24 +82,39 @@ class ContextStats:
     compressed: int = 0
     raw_tokens: int = 0
     sent_tokens: int = 0
+    # The same, over the prompts the optimizer did compress.
+    compressed_raw_tokens: int = 0
+    compressed_sent_tokens: int = 0
 
     def count(self, before: list[ChatMessage], after: list[ChatMessage]) -> None:
         """Count one prompt."""
+        raw, sent = tokens.count_messages(before), tokens.count_messages(after)
         self.prompts += 1
-        self.compressed += int(len(after) < len(before))
-        self.raw_tokens += tokens.count_messages(before)
-        self.sent_tokens += tokens.count_messages(after)
+        self.raw_tokens += raw
+        self.sent_tokens += sent
+        if len(after) < len(before):
+            self.compressed += 1
+            self.compressed_raw_tokens += raw
+            self.compressed_sent_tokens += sent
 
     def to_json(self) -> dict[str, Any]:
         """For the runtime's status and the benchmark."""
-        saved = 1 - self.sent_tokens / self.raw_tokens if self.raw_tokens else 0.0
         return {
             "prompts": self.prompts,
             "compressed_prompts": self.compressed,
             "raw_tokens": self.raw_tokens,
             "sent_tokens": self.sent_tokens,
-            "reduction": round(saved, 4),
+            "compressed_raw_tokens": self.compressed_raw_tokens,
+            "compressed_sent_tokens": self.compressed_sent_tokens,
+            "reduction": _saved(self.raw_tokens, self.sent_tokens),
+            "reduction_when_compressed": _saved(
+                self.compressed_raw_tokens, self.compressed_sent_tokens
+            ),
         }
+
+
+def _saved(raw: int, sent: int) -> float:
+    return round(1 - sent / raw, 4) if raw else 0.0
 
 
 class ModelTurns:
