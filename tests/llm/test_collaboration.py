@@ -288,7 +288,7 @@ async def test_a_hosted_agent_invited_by_request_expert_answers_the_open_decisio
     lines = [_text(m) for m in prompt["messages"] if m["role"] == "user"]
     # The thread's history, then the decision it was asked in to take a stance on.
     assert lines[:-1] == ["[bob]: plain hashes are enough"]
-    assert lines[-1].startswith("Answer this decision from ana (an invitation")
+    assert lines[-1].startswith("Answer this decision from ana (invited by esc-")
     assert "store tokens as salted hashes" in lines[-1]
 
 
@@ -388,3 +388,60 @@ async def test_a_complex_task_collaborates_with_the_roles_that_have_someone_avai
     assert info["participants"] == ["arch-1", "rev-1"]
     assert info["metadata"]["reviewers"] == {"reviewer": ["rev-1"]}
     assert task["result"]["content"] == RESULT
+
+
+@pytest.fixture
+async def deciding_node(llm_settings: Settings, memory_bus: InMemoryBus) -> AsyncIterator[Node]:
+    """A disagreement opens a decision thread with a reviewer in it."""
+    rule = {
+        "name": "Decide it",
+        "conditions": [{"type": "disagreement_count", "threshold": 1}],
+        "actions": [{"type": "create_decision_thread", "participants": ["reviewer"]}],
+    }
+    llm_settings.conversation.escalation_rules = [EscalationRuleConfig.model_validate(rule)]
+    async with Node(llm_settings, bus=memory_bus) as running:
+        yield running
+
+
+async def test_a_hosted_agent_in_a_decision_thread_an_escalation_opened_speaks_up(
+    deciding_node: Node, model_server: ScriptedModelServer
+) -> None:
+    model_server.responder = Panel()
+    log = LogWatcher(deciding_node)
+    server, _ = build_server(deciding_node)
+    async with Client(server, mode="legacy") as ana, Client(server, mode="legacy") as bob:
+        await call(ana, "bzzz_announce", agent_id="ana", role="developer")
+        await call(bob, "bzzz_announce", agent_id="bob", role="developer")
+        created = await call(
+            ana, "bzzz_thread", action="create", participants=["bob"], topic="token storage"
+        )
+        decision = await call(
+            ana,
+            "bzzz_post",
+            target_address="bzzz://*",
+            thread_id=created["thread_id"],
+            message_type="decision",
+            content={"decision": "store tokens as salted hashes"},
+        )
+        await call(
+            bob,
+            "bzzz_post",
+            target_address="bzzz://*",
+            thread_id=created["thread_id"],
+            message_type="text",
+            content={"text": "plain hashes are enough"},
+            reply_to=decision["message_id"],
+            stance="disagree",
+        )
+        async with asyncio.timeout(20):
+            opened = await log.first(
+                lambda e: (
+                    e.type == "thread.created" and e.payload["metadata"].get("kind") == "decision"
+                )
+            )
+            answer = await log.first(_from("rev-1", opened.payload["thread_id"]))
+
+    assert "rev-1" in opened.payload["participants"]
+    assert answer.payload["content"]["text"].startswith("Findings of the reviewer")
+    [prompt] = [b for b in model_server.requests if role_of(b) == "reviewer"]
+    assert asked(prompt).startswith("You were asked into this thread (a decision thread of esc-")

@@ -156,7 +156,7 @@ class Agency:
                 and m.sender != agent.id
                 and open_decision(thread, m.id) is not None
             ]
-            reason = f"an invitation ({trigger.invitation})"
+            reason = str(trigger.invitation)
             return (pending[-1] if pending else None), reason
         message = next((m for m in messages if m.id == trigger.message_id), None)
         if message is None or answered(messages, agent.id, message.id):

@@ -226,7 +226,9 @@ class ThreadResponder:
             and p.get("invited_by")
             and p.get("agent_id") in self._hosted
         ):
-            return [(str(p["agent_id"]), Trigger(thread_id, invitation=str(p["invited_by"])))]
+            return [
+                (str(p["agent_id"]), Trigger(thread_id, invitation=f"invited by {p['invited_by']}"))
+            ]
         found = p.get("metadata")
         metadata: dict[str, Any] = found if isinstance(found, dict) else {}
         if env.type == "thread.created" and metadata.get("kind") == "decision":
