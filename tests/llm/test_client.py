@@ -10,6 +10,7 @@ from bzzz.config import OpenAISettings
 from bzzz.errors import ErrorCode, OpenAIError
 from bzzz.llm.breaker import BreakerState
 from bzzz.llm.client import OpenAIModelClient
+from bzzz.llm.modeltable import REASONING_MIN_TOKENS, ModelKind, ModelTable
 from bzzz.llm.testing import ScriptedModelServer, Step
 from bzzz.llm.types import ModelRequest
 
@@ -268,3 +269,13 @@ async def test_exhausted_retries_fail_with_openai_error(model_server: ScriptedMo
     assert raised.value.details["attempts"] == 3
     assert len(recorder.waits) == 2
     await client.close()
+
+
+def test_a_short_answer_from_a_reasoning_model_leaves_room_for_its_reasoning() -> None:
+    table = ModelTable({"local-thinker": "reasoning"})
+
+    assert table.output_budget("gpt-5", 16) == REASONING_MIN_TOKENS
+    assert table.output_budget("o4-mini", 4000) == 4000
+    assert table.output_budget("local-thinker", 16) == REASONING_MIN_TOKENS
+    assert table.output_budget("gpt-4o", 16) == 16
+    assert table.kind("openrouter/openai/o3") is ModelKind.REASONING

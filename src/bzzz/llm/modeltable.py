@@ -18,6 +18,10 @@ from typing import Any
 from bzzz.config import OpenAISettings
 from bzzz.llm.types import ModelRequest
 
+# A reasoning model spends completion tokens on reasoning before it writes: a short answer
+# asked with a budget of a few tokens would come back empty (finish_reason "length").
+REASONING_MIN_TOKENS = 1_024
+
 
 class ModelKind(StrEnum):
     """The two families of request rules."""
@@ -49,6 +53,12 @@ class ModelTable:
         name = model.rsplit("/", 1)[-1].lower()
         best = max((n for n in self._kinds if _matches(n, name)), key=len, default=None)
         return ModelKind(self._kinds[best]) if best else ModelKind.CHAT
+
+    def output_budget(self, model: str, wanted: int) -> int:
+        """The completion tokens to ask for a short answer of about ``wanted`` tokens."""
+        if self.kind(model) is ModelKind.REASONING:
+            return max(wanted, REASONING_MIN_TOKENS)
+        return wanted
 
     def arguments(self, request: ModelRequest, settings: OpenAISettings) -> dict[str, Any]:
         """The request's body parameters as this model accepts them."""
