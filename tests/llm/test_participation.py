@@ -3,15 +3,19 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import AsyncIterator
 from typing import Any
 
+import pytest
 from mcp import Client
 
 from bzzz import domain
+from bzzz.config import Settings
 from bzzz.llm.participation import ThreadWatch, answered, parse_answer, reason_to_answer
 from bzzz.llm.progress import ProgressReporter
 from bzzz.llm.testing import ScriptedModelServer, Step
 from bzzz.mcp.server import build_server
+from bzzz.network.memory import InMemoryBus
 from bzzz.node import Node
 
 from .support import LogWatcher
@@ -190,3 +194,41 @@ async def test_a_hosted_agent_answers_a_message_naming_it_and_not_the_chatter_be
     users = [m["content"] for m in prompt["messages"] if m["role"] == "user"]
     assert users[0] == "[ana]: morning all"
     assert "rev-1, how should we store tokens?" in users[-1]
+
+
+@pytest.fixture
+async def broke_node(llm_settings: Settings, memory_bus: InMemoryBus) -> AsyncIterator[Node]:
+    """A node whose daily limit cannot pay for one model call."""
+    llm_settings.cost.daily_limit = 0.000001
+    async with Node(llm_settings, bus=memory_bus) as running:
+        yield running
+
+
+async def test_a_thread_reply_is_a_model_call_under_the_cost_limits(
+    broke_node: Node, model_server: ScriptedModelServer
+) -> None:
+    log = LogWatcher(broke_node)
+    server, _ = build_server(broke_node)
+    async with Client(server, mode="legacy") as ana:
+        await ana.call_tool("bzzz_announce", {"agent_id": "ana", "role": "developer"})
+        created = await ana.call_tool(
+            "bzzz_thread", {"action": "create", "participants": ["rev-1"], "topic": "tokens"}
+        )
+        assert created.structured_content is not None
+        thread_id = created.structured_content["thread_id"]
+        asked = await ana.call_tool(
+            "bzzz_post",
+            {
+                "target_address": "bzzz://*",
+                "thread_id": thread_id,
+                "message_type": "question",
+                "content": {"text": "how should we store tokens?"},
+            },
+        )
+        assert not asked.is_error
+        async with asyncio.timeout(10):
+            refused = await log.first(lambda e: e.type == "cost.refused")
+
+    assert refused.payload["agent_id"] == "rev-1"
+    assert model_server.requests == []
+    assert [m["sender"] for m in log.thread_messages(thread_id)] == ["ana"]
