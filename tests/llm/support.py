@@ -6,6 +6,9 @@ import asyncio
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from bzzz.llm.classifier import INSIGHT_PROMPT
+from bzzz.llm.collaboration import DRAFT_REQUEST
+from bzzz.llm.testing import Step
 from bzzz.network.envelope import Envelope
 from bzzz.node import Node
 from bzzz.store.projection import Outcome
@@ -71,3 +74,44 @@ class LogWatcher:
             if found is not None:
                 return found
             await self._changed.wait()
+
+
+RESULT = "Keep the event log on JetStream with three replicas (SHOP-DECISION-77)."
+ROLE_LINE = "Your role in this collaboration: "
+
+
+def _text(message: dict[str, Any]) -> str:
+    return str(message.get("content") or "")
+
+
+def asked(body: dict[str, Any]) -> str:
+    """The last user message of a request: what the model is asked."""
+    return next(_text(m) for m in reversed(body["messages"]) if m["role"] == "user")
+
+
+def role_of(body: dict[str, Any]) -> str:
+    system = _text(body["messages"][0])
+    if ROLE_LINE not in system:
+        return ""
+    return system.split(ROLE_LINE, 1)[1].split("\n", 1)[0].strip()
+
+
+class Panel:
+    """A scripted model playing every hosted agent: findings, stances, the result."""
+
+    def __init__(self, disagreeing: frozenset[str] = frozenset()) -> None:
+        self.disagreeing = disagreeing
+
+    def __call__(self, body: dict[str, Any]) -> Step:
+        question, role = asked(body), role_of(body)
+        if question.startswith("Answer this decision"):
+            if role in self.disagreeing:
+                return Step(content="DISAGREE: the replicas are not justified yet.")
+            return Step(content="AGREE: this is what we found too.")
+        if question.startswith(("Answer this", "You were asked")):
+            return Step(content=f"Findings of the {role}: the log must survive a node loss.")
+        if DRAFT_REQUEST in question:
+            return Step(content=RESULT)
+        if _text(body["messages"][0]).startswith(INSIGHT_PROMPT[:40]):
+            return Step(content="A replicated log survives the loss of a node.")
+        return Step(content="Solo answer.")
