@@ -51,13 +51,15 @@ ARCHITECTURE = {
 }
 
 
+@pytest.mark.parametrize("mode", ["legacy", "stateless"])
 async def test_a_task_with_required_roles_is_reviewed_agreed_and_its_result_reaches_the_assigner(
-    hosted_node: Node, model_server: ScriptedModelServer, watcher: TaskWatcher
+    hosted_node: Node, model_server: ScriptedModelServer, watcher: TaskWatcher, mode: str
 ) -> None:
     model_server.responder = Panel()
     log = LogWatcher(hosted_node)
     server, _ = build_server(hosted_node)
-    async with Client(server, mode="legacy") as boss:
+    client = Client(server, mode="legacy") if mode == "legacy" else Client(server)
+    async with client as boss:
         await call(boss, "bzzz_announce", agent_id="boss", role="lead")
         data = ARCHITECTURE | {"required_roles": ["reviewer", "documentation"]}
         task_id = await assign(boss, "arch-1", "architecture_analysis", data)
