@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from bzzz import domain
+from bzzz.conversations.summary import message_text
 from bzzz.errors import BzzzError
 from bzzz.network.envelope import Envelope
 from bzzz.schemas import PostInput
@@ -89,7 +90,7 @@ def names(text: str, agent_id: str) -> bool:
     return re.search(rf"(?<![\w-])@?{re.escape(agent_id)}(?![\w-])", text) is not None
 
 
-def open_decision(thread: domain.Thread, message_id: str) -> dict[str, object] | None:
+def open_decision(thread: domain.Thread, message_id: str) -> dict[str, Any] | None:
     """The decision-log entry of a proposed decision."""
     for entry in thread.decision_log:
         if entry.get("message_id") == message_id and entry.get("status") == "proposed":
@@ -102,7 +103,7 @@ def awaits_stance(thread: domain.Thread, message: domain.Message, agent_id: str)
     entry = open_decision(thread, message.id)
     if entry is None:
         return False
-    taken = [*entry.get("agreed", []), *entry.get("disagreed", [])]  # type: ignore[misc]
+    taken = {*(entry.get("agreed") or []), *(entry.get("disagreed") or [])}
     return agent_id not in taken
 
 
@@ -120,16 +121,9 @@ def reason_to_answer(thread: domain.Thread, message: domain.Message, agent_id: s
         return "the review's opening"
     if message.message_type == "question":
         return "a question to the thread"
-    if names(message_text_of(message), agent_id):
+    if names(message_text(message), agent_id):
         return "a message naming you"
     return None
-
-
-def message_text_of(message: domain.Message) -> str:
-    """The message's text (as the thread summary reads it)."""
-    from bzzz.conversations.summary import message_text
-
-    return message_text(message)
 
 
 def answered(messages: Sequence[domain.Message], agent_id: str, message_id: str) -> bool:
