@@ -86,7 +86,15 @@ class OpenAISettings(_Section):
     breaker_cooldown: float = Field(30.0, ge=0, description="seconds the breaker stays open")
     max_tool_rounds: int = Field(5, ge=0, le=50, description="tool-call rounds per task")
     max_tokens_param: Literal["max_completion_tokens", "max_tokens"] = Field(
-        "max_completion_tokens", description="older OpenAI-compatible servers want max_tokens"
+        "max_completion_tokens",
+        description="chat models only: older OpenAI-compatible servers want max_tokens",
+    )
+    reasoning_effort: Literal["minimal", "low", "medium", "high"] | None = Field(
+        None, description="sent to reasoning models (gpt-5, o1/o3/o4) only; unset: theirs"
+    )
+    model_kinds: dict[str, Literal["reasoning", "chat"]] = Field(
+        default_factory=dict,
+        description="which request rules a model follows, over the table shipped with prices",
     )
 
 
@@ -306,6 +314,20 @@ class AgentsSettings(_Section):
         description="a sessionless agent goes offline this long after its owner's last call",
     )
     default_roles: list[dict[str, Any]] = Field(default_factory=list)
+    max_replies_per_thread: int = Field(
+        10, ge=1, le=1000, description="messages a hosted agent posts in one thread, at most"
+    )
+    collaboration_threshold: float = Field(
+        0.8, ge=0, le=1, description="a task more complex than this opens a collaborative review"
+    )
+    collaboration_timeout: float = Field(
+        600.0, gt=0, description="seconds a hosted agent waits for its reviewers' answers"
+    )
+    progress_interval: float = Field(
+        1.0, ge=0, description="seconds between task_progress messages of a streaming task"
+    )
+    stream_progress: bool = Field(True, description="stream tasks and post their partial text")
+    knowledge_limit: int = Field(5, ge=0, le=50, description="project knowledge per prompt")
 
 
 class LoggingSettings(_Section):

@@ -23,8 +23,8 @@ HOSTED_ROLES: list[dict[str, Any]] = [
 
 @pytest.fixture
 async def model_server() -> AsyncIterator[ScriptedModelServer]:
-    """A scripted model endpoint on a free loopback port."""
-    server = ScriptedModelServer()
+    """A scripted model endpoint on a free loopback port, refusing what OpenAI refuses."""
+    server = ScriptedModelServer(strict=True)
     await server.start()
     try:
         yield server

@@ -10,6 +10,7 @@ from bzzz.config import OpenAISettings
 from bzzz.errors import ErrorCode, OpenAIError
 from bzzz.llm.breaker import BreakerState
 from bzzz.llm.client import OpenAIModelClient
+from bzzz.llm.modeltable import REASONING_MIN_TOKENS, ModelKind, ModelTable
 from bzzz.llm.testing import ScriptedModelServer, Step
 from bzzz.llm.types import ModelRequest
 
@@ -37,9 +38,11 @@ def client_for(
     return OpenAIModelClient(settings, sleep=recorder.sleep, clock=recorder.clock)
 
 
-def request(stream: bool = False, tools: list[dict[str, object]] | None = None) -> ModelRequest:
+def request(
+    stream: bool = False, tools: list[dict[str, object]] | None = None, model: str = "gpt-5"
+) -> ModelRequest:
     return ModelRequest(
-        model="gpt-5",
+        model=model,
         messages=[{"role": "user", "content": "Say hello."}],
         temperature=0.7,
         max_tokens=100,
@@ -60,7 +63,88 @@ async def test_a_plain_answer_comes_back_with_usage_and_finish_reason(
     assert (reply.usage.prompt_tokens, reply.usage.completion_tokens) == (11, 3)  # type: ignore[union-attr]
     [sent] = model_server.requests
     assert sent["messages"] == [{"role": "user", "content": "Say hello."}]
-    assert (sent["temperature"], sent["max_completion_tokens"]) == (0.7, 100)
+    assert sent["max_completion_tokens"] == 100
+    assert "temperature" not in sent and "max_tokens" not in sent
+    await client.close()
+
+
+@pytest.mark.parametrize("model", ["gpt-5", "gpt-5-mini", "o3", "o4-mini", "o1-preview"])
+async def test_a_reasoning_model_gets_only_what_openai_accepts_from_it(
+    model_server: ScriptedModelServer, model: str
+) -> None:
+    client = client_for(
+        model_server, Recorder(), reasoning_effort="low", max_tokens_param="max_tokens"
+    )
+
+    reply = await client.complete(request(model=model))
+
+    assert reply.content == "ok"
+    [sent] = model_server.requests
+    assert model_server.refused == []
+    assert (sent["max_completion_tokens"], sent["reasoning_effort"]) == (100, "low")
+    assert not {"temperature", "top_p", "max_tokens"} & set(sent)
+    await client.close()
+
+
+@pytest.mark.parametrize(
+    ("model", "param"),
+    [("gpt-4o", "max_tokens"), ("gpt-4.1-mini", "max_tokens"), ("llama3.1:8b", "max_tokens")],
+)
+async def test_a_chat_model_gets_its_temperature_and_token_parameter(
+    model_server: ScriptedModelServer, model: str, param: str
+) -> None:
+    client = client_for(model_server, Recorder(), reasoning_effort="high", max_tokens_param=param)
+
+    await client.complete(request(model=model))
+
+    [sent] = model_server.requests
+    assert (sent["temperature"], sent[param]) == (0.7, 100)
+    assert "reasoning_effort" not in sent
+    await client.close()
+
+
+async def test_the_settings_table_decides_what_a_model_is(
+    model_server: ScriptedModelServer,
+) -> None:
+    client = client_for(model_server, Recorder(), model_kinds={"my-reasoner": "reasoning"})
+
+    await client.complete(request(model="my-reasoner-7b"))
+
+    assert "temperature" not in model_server.requests[0]
+    await client.close()
+
+
+async def test_the_strict_server_refuses_what_openai_refuses_and_the_error_says_why(
+    model_server: ScriptedModelServer,
+) -> None:
+    client = client_for(model_server, Recorder(), model_kinds={"gpt-5": "chat"})
+
+    with pytest.raises(OpenAIError) as caught:
+        await client.complete(request(model="gpt-5"))
+
+    assert caught.value.code == ErrorCode.OPENAI_ERROR
+    assert "'temperature' does not support 0.7" in caught.value.message
+    said = caught.value.details["provider_error"]
+    assert (said["param"], said["code"]) == ("temperature", "unsupported_value")
+    assert len(model_server.requests) == 1
+    await client.close()
+
+
+async def test_an_error_body_quoting_the_key_reaches_the_error_without_it(
+    model_server: ScriptedModelServer, caplog: pytest.LogCaptureFixture
+) -> None:
+    model_server.push(
+        Step(status=401, error="Incorrect API key provided: test-key sk-proj-abcdef123456.")
+    )
+    client = client_for(model_server, Recorder())
+
+    with pytest.raises(OpenAIError) as caught:
+        await client.complete(request())
+
+    assert "Incorrect API key provided" in caught.value.message
+    text = caught.value.message + str(caught.value.details) + caplog.text
+    assert "test-key" not in text and "abcdef123456" not in text
+    assert "Incorrect API key provided" in caplog.text
     await client.close()
 
 
@@ -185,3 +269,13 @@ async def test_exhausted_retries_fail_with_openai_error(model_server: ScriptedMo
     assert raised.value.details["attempts"] == 3
     assert len(recorder.waits) == 2
     await client.close()
+
+
+def test_a_short_answer_from_a_reasoning_model_leaves_room_for_its_reasoning() -> None:
+    table = ModelTable({"local-thinker": "reasoning"})
+
+    assert table.output_budget("gpt-5", 16) == REASONING_MIN_TOKENS
+    assert table.output_budget("o4-mini", 4000) == 4000
+    assert table.output_budget("local-thinker", 16) == REASONING_MIN_TOKENS
+    assert table.output_budget("gpt-4o", 16) == 16
+    assert table.kind("openrouter/openai/o3") is ModelKind.REASONING

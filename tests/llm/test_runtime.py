@@ -153,7 +153,7 @@ async def test_the_model_calls_bzzz_tools_in_a_loop_through_the_services(
 async def test_the_tool_loop_is_bounded_and_the_last_round_offers_no_tools(
     hosted_node: Node, model_server: ScriptedModelServer, watcher: TaskWatcher
 ) -> None:
-    hosted_node.hosted.worker.max_tool_rounds = 2
+    hosted_node.hosted.agency.turns.max_tool_rounds = 2
     model_server.responder = lambda body: Step(
         content="still looking", tool_calls=[("bzzz_lookup", {"semantic_address": "bzzz://*"})]
     )

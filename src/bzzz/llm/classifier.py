@@ -60,7 +60,7 @@ class ModelStanceClassifier:
                     f"Reply:\n{text[:STANCE_CHARS]}",
                 }
             ],
-            max_tokens=STANCE_TOKENS,
+            max_tokens=self._llm.short_answer_tokens(STANCE_TOKENS),
             temperature=0.0,
         )
         try:
@@ -93,7 +93,7 @@ class ModelInsights:
                     "content": f"Thread topic: {thread.topic}\n\n{transcript(messages)}",
                 }
             ],
-            max_tokens=INSIGHT_TOKENS,
+            max_tokens=self._llm.short_answer_tokens(INSIGHT_TOKENS),
             temperature=0.2,
         )
         try:

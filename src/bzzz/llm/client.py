@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import email.utils
 import logging
+import re
 import time
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
@@ -20,6 +21,7 @@ from bzzz.backoff import backoff
 from bzzz.config import OpenAISettings
 from bzzz.errors import OpenAIError
 from bzzz.llm.breaker import CircuitBreaker
+from bzzz.llm.modeltable import ModelTable
 from bzzz.llm.types import ModelReply, ModelRequest, TokenUsage, ToolCall
 
 logger = logging.getLogger(__name__)
@@ -77,15 +79,40 @@ def retry_after(headers: Any) -> float | None:
     return min(max(seconds, 0.0), MAX_RETRY_AFTER)
 
 
-def _classify(exc: Exception) -> _Retryable | OpenAIError:
+_KEY_LIKE = re.compile(r"\b(sk|rk)-[A-Za-z0-9_*.-]{6,}")
+ERROR_BODY_CHARS = 1_000
+
+
+def provider_error(exc: openai.APIStatusError, secrets: tuple[str, ...] = ()) -> dict[str, Any]:
+    """What the provider said about a refused request (message, type, param, code), keyless.
+
+    An authentication error quotes (part of) the key it was sent: every key-like word and the
+    configured key itself are masked before the text reaches a log or a task's error.
+    """
+    body = exc.body if isinstance(exc.body, dict) else {}
+    message = str(body.get("message") or exc.message or "")
+    for secret in secrets:
+        if secret:
+            message = message.replace(secret, "***")
+    found = {"message": _KEY_LIKE.sub(lambda m: f"{m.group(1)}-***", message)[:ERROR_BODY_CHARS]}
+    for name in ("type", "param", "code"):
+        value = body.get(name)
+        if isinstance(value, str | int) and not isinstance(value, bool):
+            found[name] = str(value)[:200]
+    return found
+
+
+def _classify(exc: Exception, secrets: tuple[str, ...] = ()) -> _Retryable | OpenAIError:
     """A failed attempt: retryable (429, 5xx, connection) or final (other statuses)."""
     if isinstance(exc, openai.APIStatusError):
         status = exc.status_code
         if status == 429 or status >= 500:
             return _Retryable(f"HTTP {status}", retry_after(exc.response.headers))
+        said = provider_error(exc, secrets)
+        logger.warning("the model endpoint refused a request (HTTP %s): %s", status, said)
         return OpenAIError(
-            f"the model endpoint refused the request (HTTP {status})",
-            details={"status": status},
+            f"the model endpoint refused the request (HTTP {status}): {said['message']}",
+            details={"status": status, "provider_error": said},
         )
     if isinstance(exc, openai.APIConnectionError):
         return _Retryable("connection failed", None)
@@ -105,6 +132,8 @@ class OpenAIModelClient:
         if settings.api_key is None:
             raise OpenAIError("no API key configured")
         self._settings = settings
+        self.models = ModelTable(settings.model_kinds)
+        self._secrets = (settings.api_key.get_secret_value(),)
         self._client = openai.AsyncOpenAI(
             api_key=settings.api_key.get_secret_value(),
             base_url=settings.base_url,
@@ -132,7 +161,7 @@ class OpenAIModelClient:
             try:
                 reply = await self._once(request, on_delta, streamed)
             except (openai.APIError, ValueError, KeyError, TypeError) as exc:
-                failure = _classify(exc)
+                failure = _classify(exc, self._secrets)
                 if isinstance(failure, OpenAIError):
                     raise failure from exc
                 self.breaker.failure()
@@ -160,15 +189,7 @@ class OpenAIModelClient:
         return backoff(attempt, s.backoff_initial, s.backoff_max, jitter=True)
 
     def _arguments(self, request: ModelRequest) -> dict[str, Any]:
-        args: dict[str, Any] = {
-            "model": request.model,
-            "messages": request.messages,
-            "temperature": request.temperature,
-            self._settings.max_tokens_param: request.max_tokens,
-        }
-        if request.tools:
-            args["tools"] = request.tools
-        return args
+        return self.models.arguments(request, self._settings)
 
     async def _once(
         self, request: ModelRequest, on_delta: DeltaHandler | None, streamed: list[str]

@@ -3,13 +3,16 @@
 A task reaches an agent as a ``task_assignment`` (any node may send it); the projector tells the
 runtime which tasks its agents got, each agent works at most ``max_tasks`` of them at a time, and
 the result goes back to the assigner (or into the task's thread) as ``task_complete`` or
-``task_failed``, like any agent's. The work itself is in ``worker.py``.
+``task_failed``, like any agent's. The work itself is in ``worker.py``; the agents' part in
+threads is in ``participation.py`` (when they answer) and ``agency.py`` (how); consensus they
+reach becomes their project's knowledge (``knowledge.py``).
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -19,12 +22,17 @@ from bzzz.config import Settings
 from bzzz.conversations.service import ConversationService
 from bzzz.errors import BzzzError
 from bzzz.eventlog import Caller, EventLog
+from bzzz.llm.agency import Agency
+from bzzz.llm.collaboration import Collaboration
+from bzzz.llm.knowledge import KnowledgeBase
 from bzzz.llm.lifecycle import AgentState, Lifecycle
 from bzzz.llm.memory import MemoryStore
-from bzzz.llm.optimizer import CostOptimizer
+from bzzz.llm.participation import ThreadResponder
 from bzzz.llm.roles import HostedAgentSpec, hosted_agents
+from bzzz.llm.scope import ThreadScope
 from bzzz.llm.service import LLMService
 from bzzz.llm.worker import TaskWorker
+from bzzz.network.envelope import Envelope
 from bzzz.projector import Projector
 from bzzz.schemas import AnnounceInput
 from bzzz.store.database import Database
@@ -117,20 +125,26 @@ class HostedRuntime:
         self._projector = projector
         self._agents = agents
         self.llm = llm
+        self._log = log
         self.memory = MemoryStore(db, log)
-        self.worker = TaskWorker(
+        self.knowledge = KnowledgeBase(db, log)
+        self.hosted: dict[str, HostedAgent] = {}
+        self.agency = Agency(
             settings,
+            db=db,
             llm=llm,
             memory=self.memory,
-            db=db,
-            optimizer=CostOptimizer(settings.cost, settings.openai),
+            knowledge=self.knowledge,
             agents=agents,
             conversations=conversations,
         )
+        self.responder = ThreadResponder(self.agency, self.hosted)
+        self.collaboration = Collaboration(self.agency, self.responder.watch)
+        self.worker = TaskWorker(self.agency, self.collaboration)
+        self._learning: set[asyncio.Task[None]] = set()
         # Parsed at build time: a bad entry stops the node before it joins the network.
         self.specs = hosted_agents(settings.agents.default_roles, log.node_id)
         self._node_id = log.node_id
-        self.hosted: dict[str, HostedAgent] = {}
         self.disabled_reason: str | None = None
         self._tasks: dict[str, asyncio.Task[None]] = {}
         self._started = False
@@ -152,8 +166,40 @@ class HostedRuntime:
         for spec in self.specs:
             await self._announce(spec)
         self._projector.add_outcome_listener(self._on_outcomes)
+        self._projector.add_applied_listener(self._on_applied)
         for agent in self.hosted.values():
             await self._resume(agent)
+
+    def _on_applied(self, envelopes: Sequence[Envelope]) -> None:
+        if self._stopping:
+            return
+        self.responder.on_applied(envelopes)
+        for env in envelopes:
+            # The node that generated a consensus's SLURP event records what it taught.
+            if env.type == "slurp.generated" and env.origin == self._log.node_id:
+                task = asyncio.create_task(self._learn(env.payload), name="bzzz-learn")
+                self._learning.add(task)
+                task.add_done_callback(self._learning.discard)
+
+    async def _learn(self, payload: dict[str, Any]) -> None:
+        """A consensus's decisions and insights become its thread's project's knowledge."""
+        thread_id = str(payload.get("thread_id"))
+        event = payload.get("event")
+        found = event.get("context") if isinstance(event, dict) else None
+        context: dict[str, Any] = found if isinstance(found, dict) else {}
+        projects = await ThreadScope(self._db, "", None).projects(thread_id)
+        if len(projects) > 1:
+            logger.info("thread %s mixes projects: its consensus is nobody's knowledge", thread_id)
+            return
+        decisions = [str(d) for d in context.get("decision_points") or []]
+        insights = [str(i) for i in context.get("insights") or [] if str(i) not in decisions]
+        entries = [("decision", d) for d in decisions] + [("insight", i) for i in insights]
+        topic = str(context.get("topic") or "")
+        entries = [(kind, f"{topic}: {text}" if topic else text) for kind, text in entries]
+        try:
+            await self.knowledge.record(next(iter(projects), ""), str(payload["event_id"]), entries)
+        except BzzzError as exc:
+            logger.warning("knowledge of thread %s not recorded: %s", thread_id, exc.message)
 
     async def _announce(self, spec: HostedAgentSpec) -> None:
         agent = HostedAgent(
@@ -220,7 +266,8 @@ class HostedRuntime:
         """Cancel the work in progress without a word to the network (a crash, a failed start)."""
         self._stopping = True
         self._projector.remove_outcome_listener(self._on_outcomes)
-        tasks = list(self._tasks.values())
+        await self.responder.stop()
+        tasks = [*self._tasks.values(), *self._learning]
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
@@ -236,6 +283,7 @@ class HostedRuntime:
                 await self._agents.session_ended(agent.caller, "hosted agent stopped")
             except BzzzError as exc:
                 logger.warning("hosted agent %s could not say goodbye: %s", agent.id, exc)
+        self.knowledge.close()
         await self.llm.close()
 
     def status(self) -> dict[str, Any]:
@@ -245,4 +293,10 @@ class HostedRuntime:
             "reason": self.disabled_reason,
             "agents": [agent.status() for agent in self.hosted.values()],
             "tasks_in_progress": len(self._tasks),
+            "collaboration": {
+                "reviews_opened": self.collaboration.opened,
+                "thread_replies": self.responder.replies,
+                "knowledge_recorded": self.knowledge.recorded,
+                "context": self.agency.turns.context.to_json(),
+            },
         }

@@ -12,6 +12,7 @@ from bzzz.eventlog import EventLog
 from bzzz.llm import tokens
 from bzzz.llm.client import DeltaHandler, ModelClient, OpenAIModelClient
 from bzzz.llm.costs import CostTracker
+from bzzz.llm.modeltable import ModelTable
 from bzzz.llm.pricing import NANOS_PER_USD, PriceTable
 from bzzz.llm.types import (
     ChatMessage,
@@ -43,6 +44,11 @@ class LLMService:
             client = OpenAIModelClient(settings.openai)
         self.client = client
         self.disabled_reason = None if client is not None else NO_KEY
+        self.models = ModelTable(settings.openai.model_kinds)
+
+    def short_answer_tokens(self, wanted: int, model: str | None = None) -> int:
+        """The token budget of a short answer (the hooks' stances, insights, summaries)."""
+        return self.models.output_budget(model or self.settings.openai.default_model, wanted)
 
     @property
     def enabled(self) -> bool:
@@ -70,6 +76,7 @@ class LLMService:
             max_tokens=options.max_tokens or defaults.max_tokens,
             tools=list(options.tools),
             stream=options.stream,
+            reasoning_effort=options.reasoning_effort,
         )
 
     async def complete(

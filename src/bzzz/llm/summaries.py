@@ -56,7 +56,7 @@ class ModelSummarizer:
                     "content": f"Thread topic: {thread.topic}\n\n{transcript(messages)}",
                 }
             ],
-            max_tokens=SUMMARY_TOKENS,
+            max_tokens=self._llm.short_answer_tokens(SUMMARY_TOKENS),
             temperature=0.2,
         )
         try:

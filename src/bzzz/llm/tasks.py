@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from bzzz.errors import InvalidParameters
+from bzzz.llm.prompts import system_prompt
 from bzzz.llm.roles import RoleTemplate
 from bzzz.llm.types import ChatMessage
 
@@ -114,18 +116,11 @@ def _user_prompt(task_type: str, data: _Data, description: str) -> str:
     return intro.strip()
 
 
-def role_instructions(template: RoleTemplate, task_type: str) -> str:
-    """The system prompt: the role's, plus the prompt the template keeps for this kind of work."""
-    extra = {
-        "code_review": template.prompts.get("review_criteria"),
-        "documentation": template.prompts.get("audience_adaptation"),
-        "architecture_analysis": template.prompts.get("task_analysis"),
-    }.get(task_type)
-    tools = (
-        "You are on the BZZZ network and may use the bzzz_* tools to look up agents, read "
-        "addresses, post messages and work in threads. Answer with your final result."
-    )
-    return "\n\n".join(part for part in (template.system_prompt, extra, tools) if part)
+def role_instructions(
+    template: RoleTemplate, task_type: str, collaboration: str | None = None
+) -> str:
+    """The system prompt: the role's, its prompt for this work, collaboration, tools."""
+    return system_prompt(template, task_type, collaboration)
 
 
 def build_messages(
@@ -134,13 +129,17 @@ def build_messages(
     data: _Data,
     description: str,
     memory: ChatMessage | None,
+    *,
+    collaboration: str | None = None,
+    thread_history: Sequence[ChatMessage] = (),
 ) -> list[ChatMessage]:
-    """The conversation a task starts with: system prompt, memory, then the work itself."""
+    """The conversation a task starts with: system prompt, memory, history, the work itself."""
     messages: list[ChatMessage] = [
-        {"role": "system", "content": role_instructions(template, task_type)}
+        {"role": "system", "content": role_instructions(template, task_type, collaboration)}
     ]
     if memory is not None:
         messages.append(memory)
+    messages.extend(thread_history)
     if isinstance(data, ChatCompletionData):
         if description:
             messages.append({"role": "system", "content": f"Task: {description}"})

@@ -4,6 +4,10 @@ The real ``openai`` SDK talks to it over HTTP. Each request takes the next scrip
 (or, once the script is empty, the ``responder``'s answer): a plain answer, tool calls, an HTTP
 error with headers (429 + Retry-After, 500). Streaming requests get server-sent events. Every
 request body is kept in ``requests`` so tests can check exactly what a model was shown.
+
+``strict=True`` refuses what OpenAI refuses (HTTP 400 with OpenAI's error body, before any
+step is taken): ``max_tokens``, or a ``temperature`` / ``top_p`` other than 1, sent to a
+reasoning model; ``reasoning_effort`` sent to a chat model.
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
 from bzzz.llm import tokens
+from bzzz.llm.modeltable import ModelKind, ModelTable
 
 
 @dataclass(frozen=True, slots=True)
@@ -38,6 +43,7 @@ class Step:
     headers: dict[str, str] = field(default_factory=dict)
     model: str | None = None
     send_usage: bool = True
+    error: str | None = None
 
 
 Responder = Callable[[dict[str, Any]], Step]
@@ -45,6 +51,46 @@ Responder = Callable[[dict[str, Any]], Step]
 
 def _default(body: dict[str, Any]) -> Step:
     return Step(content="ok")
+
+
+def _invalid(message: str, param: str, code: str) -> dict[str, Any]:
+    return {
+        "error": {
+            "message": message,
+            "type": "invalid_request_error",
+            "param": param,
+            "code": code,
+        }
+    }
+
+
+def openai_refusal(body: dict[str, Any], table: ModelTable | None = None) -> dict[str, Any] | None:
+    """The error body OpenAI answers this request with (HTTP 400), or None when it takes it."""
+    kind = (table or ModelTable()).kind(str(body.get("model") or ""))
+    if kind is ModelKind.CHAT:
+        if "reasoning_effort" in body:
+            return _invalid(
+                "Unrecognized request argument supplied: reasoning_effort",
+                "reasoning_effort",
+                "unsupported_parameter",
+            )
+        return None
+    if "max_tokens" in body:
+        return _invalid(
+            "Unsupported parameter: 'max_tokens' is not supported with this model. "
+            "Use 'max_completion_tokens' instead.",
+            "max_tokens",
+            "unsupported_parameter",
+        )
+    for name in ("temperature", "top_p"):
+        if name in body and body[name] != 1:
+            return _invalid(
+                f"Unsupported value: '{name}' does not support {body[name]} with this model. "
+                "Only the default (1) value is supported.",
+                name,
+                "unsupported_value",
+            )
+    return None
 
 
 class _Quiet(uvicorn.Server):
@@ -56,8 +102,10 @@ class _Quiet(uvicorn.Server):
 class ScriptedModelServer:
     """An OpenAI-compatible /v1/chat/completions endpoint that answers from a script."""
 
-    def __init__(self, responder: Responder = _default) -> None:
+    def __init__(self, responder: Responder = _default, *, strict: bool = False) -> None:
         self.responder = responder
+        self.strict = strict
+        self.refused: list[dict[str, Any]] = []
         self.script: deque[Step] = deque()
         self.requests: list[dict[str, Any]] = []
         self._ids = itertools.count(1)
@@ -117,9 +165,14 @@ class ScriptedModelServer:
             self.requests.append(body)
             self._arrived.notify_all()
         await self.gate.wait()
+        refusal = openai_refusal(body) if self.strict else None
+        if refusal is not None:
+            self.refused.append(refusal)
+            return JSONResponse(refusal, status_code=400)
         step = self.script.popleft() if self.script else self.responder(body)
         if step.status != 200:
-            error = {"error": {"message": f"scripted {step.status}", "type": "scripted"}}
+            message = step.error or f"scripted {step.status}"
+            error = {"error": {"message": message, "type": "scripted"}}
             return JSONResponse(error, status_code=step.status, headers=step.headers)
         model = step.model or str(body.get("model"))
         usage = _usage(step, body)

@@ -57,6 +57,7 @@ class CompletionOptions:
     system_prompt: str | None = None
     tools: list[dict[str, Any]] = field(default_factory=list)
     stream: bool = False
+    reasoning_effort: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,6 +70,7 @@ class ModelRequest:
     max_tokens: int
     tools: list[dict[str, Any]]
     stream: bool
+    reasoning_effort: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,29 +1,31 @@
 """One task of a hosted agent, start to finish: prompt, tool loop, result, memory.
 
-Kept apart from the runtime so that the runtime only schedules and the worker only works.
+Kept apart from the runtime so that the runtime only schedules and the worker only works. A
+task that asks for other roles (or is complex enough) becomes a collaboration
+(collaboration.py); a task assigned in a thread sees that thread's history; a streaming task's
+partial text reaches the assigner as ``task_progress`` (progress.py).
 """
 
 from __future__ import annotations
 
 import logging
 import time
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from bzzz import domain
-from bzzz.agents.service import AgentService
-from bzzz.config import Settings
-from bzzz.conversations.service import ConversationService
 from bzzz.errors import BzzzError, CostLimitExceeded, InvalidParameters, OpenAIError
+from bzzz.llm import prompts
+from bzzz.llm.agency import Agency
+from bzzz.llm.collaboration import Collaborated, Collaboration, NoConsensus
 from bzzz.llm.lifecycle import AgentState
-from bzzz.llm.memory import Episode, MemoryStore, WorkingMemory, context_message
-from bzzz.llm.optimizer import CostOptimizer
-from bzzz.llm.service import LLMService
-from bzzz.llm.tasks import ChatCompletionData, build_messages, parse_task_data, text_of
-from bzzz.llm.tools import ToolBox
-from bzzz.llm.types import ChatMessage, CompletionOptions, CompletionResult
+from bzzz.llm.memory import Episode, WorkingMemory
+from bzzz.llm.optimizer import complexity
+from bzzz.llm.participation import thread_state
+from bzzz.llm.progress import ProgressReporter
+from bzzz.llm.tasks import ChatCompletionData, _Data, build_messages, parse_task_data, text_of
+from bzzz.llm.turns import Outcome
+from bzzz.llm.types import CompletionOptions
 from bzzz.schemas import PostInput, ThreadInput
-from bzzz.store.database import Database
 from bzzz.store.repository import Repository
 
 if TYPE_CHECKING:
@@ -32,49 +34,6 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 RESULT_SUMMARY_CHARS = 600
-
-
-@dataclass(slots=True)
-class Outcome:
-    """What a task's model calls added up to."""
-
-    content: str = ""
-    model: str = ""
-    finish_reason: str = ""
-    prompt_tokens: int = 0
-    completion_tokens: int = 0
-    cost_nanos: int = 0
-    calls: int = 0
-    tool_calls: list[str] = field(default_factory=list)
-
-    def add(self, result: CompletionResult) -> None:
-        """Count one model call."""
-        self.content, self.model, self.finish_reason = (
-            result.content,
-            result.model,
-            result.finish_reason,
-        )
-        self.prompt_tokens += result.usage.prompt_tokens
-        self.completion_tokens += result.usage.completion_tokens
-        self.cost_nanos += result.cost_nanos
-        self.calls += 1
-
-    def to_json(self, task_type: str) -> dict[str, Any]:
-        """The result posted back (the seed's CompletionResult, summed over the task's calls)."""
-        return {
-            "task_type": task_type,
-            "content": self.content,
-            "model": self.model,
-            "finishReason": self.finish_reason,
-            "usage": {
-                "promptTokens": self.prompt_tokens,
-                "completionTokens": self.completion_tokens,
-                "totalTokens": self.prompt_tokens + self.completion_tokens,
-            },
-            "cost": self.cost_nanos / 1e9,
-            "model_calls": self.calls,
-            "tool_calls": self.tool_calls,
-        }
 
 
 def task_project(task: domain.Task, agent_project: str | None) -> str:
@@ -96,25 +55,13 @@ def task_project(task: domain.Task, agent_project: str | None) -> str:
 class TaskWorker:
     """Does the work of tasks for hosted agents."""
 
-    def __init__(
-        self,
-        settings: Settings,
-        *,
-        db: Database,
-        llm: LLMService,
-        memory: MemoryStore,
-        optimizer: CostOptimizer,
-        agents: AgentService,
-        conversations: ConversationService,
-    ) -> None:
-        self._settings = settings
-        self._db = db
-        self._llm = llm
-        self._memory = memory
-        self._optimizer = optimizer
-        self._agents = agents
-        self._conversations = conversations
-        self.max_tool_rounds = settings.openai.max_tool_rounds
+    def __init__(self, agency: Agency, collaboration: Collaboration) -> None:
+        self._agency = agency
+        self._db = agency.db
+        self._memory = agency.memory
+        self._conversations = agency.conversations
+        self.collaboration = collaboration
+        self._agents_settings = agency.settings.agents
 
     async def work(self, agent: HostedAgent, task_id: str) -> None:
         """Run one task and post its result or failure."""
@@ -141,7 +88,10 @@ class TaskWorker:
             await self._fail(agent, task, exc, escalated=False)
             return
         try:
-            outcome = await self._perform(agent, task, project)
+            outcome, extra = await self._perform(agent, task, project)
+        except NoConsensus as exc:
+            await self._no_consensus(agent, task, project, exc)
+            return
         except (CostLimitExceeded, OpenAIError) as exc:
             # The agent cannot finish on its own: hand the task back to a human or the assigner.
             agent.go(AgentState.ESCALATING)
@@ -159,70 +109,110 @@ class TaskWorker:
         del agent.response_ms[:-1000]
         content = {
             "task_id": task.id,
-            "result": outcome.to_json(task.type),
+            "result": outcome.to_json(task.type) | extra,
             "response_ms": elapsed_ms,
         }
+        if "thread_id" in extra:
+            content["thread_id"] = extra["thread_id"]
         await self._report(agent, task, "task_complete", content)
         await self._remember(agent, task, project, outcome.content, "completed")
 
-    async def _perform(self, agent: HostedAgent, task: domain.Task, project: str) -> Outcome:
+    async def _perform(
+        self, agent: HostedAgent, task: domain.Task, project: str
+    ) -> tuple[Outcome, dict[str, Any]]:
         data = parse_task_data(task.type, task.data)
+        progress = self._progress(agent, task)
+        score = complexity(task.type, text_of(data))
+        roles = self.collaboration.roles_for(task, score)
+        if roles[0]:
+            agent.collaborating += 1
+            agent.settle()
+            try:
+                done = await self.collaboration.run(agent, task, project, data, roles, progress)
+            finally:
+                agent.collaborating -= 1
+            if done is not None:
+                return done.outcome, _agreed(done)
+        return await self._alone(agent, task, project, data, progress), {}
+
+    async def _alone(
+        self,
+        agent: HostedAgent,
+        task: domain.Task,
+        project: str,
+        data: _Data,
+        progress: ProgressReporter,
+    ) -> Outcome:
+        agency = self._agency
         working = WorkingMemory(task.id, project)
-        memories = await self._memory.recall(agent.id, project, task.thread_id)
-        working.notes["memories"] = [m.id for m in memories]
-        messages = build_messages(
-            agent.spec.template, task.type, data, task.description, context_message(memories)
+        memory, ids = await agency.context(agent, project, text_of(data), task.thread_id)
+        working.notes["memories"] = ids
+        collaboration, history = None, []
+        if task.thread_id is not None:
+            thread, messages = await thread_state(agency, task.thread_id)
+            if thread is not None:
+                collaboration = agency.collaboration(agent, thread)
+                history = prompts.history(m for m in messages if m.id != task.message_id)
+        messages_ = build_messages(
+            agent.spec.template,
+            task.type,
+            data,
+            task.description,
+            memory,
+            collaboration=collaboration,
+            thread_history=history,
         )
         chat = data if isinstance(data, ChatCompletionData) else None
         requested = (chat.model if chat else None) or agent.spec.model
-        plan = self._optimizer.plan(task.type, messages, requested, text_of(data))
+        plan = agency.optimizer.plan(task.type, messages_, requested, text_of(data))
+        if history:
+            agency.turns.context.count(messages_, plan.messages)
         working.notes["model"], working.notes["complexity"] = plan.model, plan.complexity
         options = CompletionOptions(
             messages=plan.messages,
             model=plan.model,
             temperature=chat.temperature if chat else None,
             max_tokens=chat.max_tokens if chat else None,
-            stream=bool(chat and chat.stream),
+            stream=self._agents_settings.stream_progress or bool(chat and chat.stream),
         )
-        toolbox = ToolBox(
-            self._agents,
-            self._conversations,
-            agent.caller,
-            db=self._db,
-            agent_id=agent.id,
-            project=project,
-            agent_project=agent.spec.project,
-            thread_id=task.thread_id,
+        toolbox = agency.toolbox(agent, project, task.thread_id)
+        return await agency.turns.run(
+            agent.id,
+            options,
+            toolbox,
+            purpose=task.type,
+            tool_results=working.tool_results,
+            on_delta=progress.on_delta,
         )
-        return await self._tool_loop(agent, task, options, toolbox, working)
 
-    async def _tool_loop(
-        self,
-        agent: HostedAgent,
-        task: domain.Task,
-        options: CompletionOptions,
-        toolbox: ToolBox,
-        working: WorkingMemory,
-    ) -> Outcome:
-        """Ask, run the tools the model calls, ask again: at most ``max_tool_rounds`` rounds."""
-        outcome = Outcome()
-        messages = list(options.messages)
-        for round_ in range(self.max_tool_rounds + 1):
-            last = round_ == self.max_tool_rounds
-            options.messages = messages
-            options.tools = [] if last else toolbox.specs
-            result = await self._llm.complete(options, agent_id=agent.id, purpose=task.type)
-            outcome.add(result)
-            if not result.tool_calls or last:
-                return outcome
-            messages.append(_assistant_turn(result))
-            for call in result.tool_calls:
-                answer = await toolbox.run(call)
-                outcome.tool_calls.append(call.name)
-                working.tool_results.append(answer)
-                messages.append({"role": "tool", "tool_call_id": call.id, "content": answer})
-            messages, _ = self._optimizer.fit(messages)
-        return outcome
+    def _progress(self, agent: HostedAgent, task: domain.Task) -> ProgressReporter:
+        async def post(content: dict[str, Any]) -> None:
+            params = PostInput(
+                target_address=f"bzzz://{task.assigner}",
+                message_type="task_progress",
+                content=content,
+                agent_id=agent.id,
+            )
+            await self._conversations.post(agent.caller, params)
+
+        return ProgressReporter(task.id, post, self._agents_settings.progress_interval)
+
+    async def _no_consensus(
+        self, agent: HostedAgent, task: domain.Task, project: str, exc: NoConsensus
+    ) -> None:
+        agent.failed += 1
+        logger.info("hosted agent %s: task %s: %s", agent.id, task.id, exc.message)
+        content = {
+            "task_id": task.id,
+            "error": exc.message,
+            "code": "NO_CONSENSUS",
+            "escalated": False,
+            "thread_id": exc.thread_id,
+            "thread_status": exc.thread_status,
+            "draft": exc.draft[:4_000],
+        }
+        await self._report(agent, task, "task_failed", content)
+        await self._remember(agent, task, project, exc.message, "no_consensus")
 
     async def _fail(
         self, agent: HostedAgent, task: domain.Task, exc: BzzzError, *, escalated: bool
@@ -296,9 +286,13 @@ class TaskWorker:
             logger.warning("hosted agent %s could not store a memory: %s", agent.id, exc)
 
 
-def _assistant_turn(result: CompletionResult) -> ChatMessage:
+def _agreed(done: Collaborated) -> dict[str, Any]:
+    consensus = done.consensus
     return {
-        "role": "assistant",
-        "content": result.content or None,
-        "tool_calls": [call.to_message() for call in result.tool_calls],
+        "thread_id": done.thread_id,
+        "consensus": {
+            "decision_message_id": consensus.get("decision_message_id"),
+            "agreed_by": consensus.get("agreed_by"),
+            "confidence": consensus.get("confidence"),
+        },
     }

@@ -1,4 +1,5 @@
-"""Appliers of the hosted-LLM envelopes: the cost ledger, its warnings, agents' memories.
+"""Appliers of the hosted-LLM envelopes: the cost ledger, its warnings, agents' memories,
+projects' knowledge.
 
 Limits travel in the payload (they are the origin's settings), so every node decides the
 same ``cost_warning`` and ``limit_exceeded`` events from the same log.
@@ -14,7 +15,7 @@ from sqlalchemy.orm import Session
 
 from bzzz import domain
 from bzzz.network.envelope import Envelope
-from bzzz.store.models import AgentRow, CostRow, MemoryRow
+from bzzz.store.models import AgentRow, CostRow, KnowledgeRow, MemoryRow
 from bzzz.store.projection import (
     ID_LENGTH,
     NAME_LENGTH,
@@ -167,6 +168,56 @@ def apply_memory_recorded(session: Session, env: Envelope, limits: ProjectionLim
                 created_at=env.timestamp,
             )
         )
+        if kind == "episode":
+            # An episode's summary is its project's knowledge as well (kept once, by its id).
+            text = f"{str(p.get('topic') or '')[:512]}: {p['summary']}"
+            _add_knowledge(session, f"kn-{memory_id}", project, "episode", memory_id, text, env)
+    return Applied({"ok": True})
+
+
+KNOWLEDGE_KINDS = ("decision", "insight", "episode")
+KNOWLEDGE_CHARS = 4_000
+
+
+def _add_knowledge(
+    session: Session,
+    knowledge_id: str,
+    project: str,
+    kind: str,
+    source: str,
+    text: str,
+    env: Envelope,
+) -> None:
+    if session.get(KnowledgeRow, knowledge_id) is not None:
+        return
+    session.add(
+        KnowledgeRow(
+            id=knowledge_id,
+            project=project,
+            kind=kind,
+            source=source,
+            text=text[:KNOWLEDGE_CHARS],
+            created_at=env.timestamp,
+        )
+    )
+
+
+def apply_knowledge_recorded(session: Session, env: Envelope, limits: ProjectionLimits) -> Applied:
+    """Keep what a consensus taught a project: its decisions and insights (once each)."""
+    p = env.payload
+    project = p["project"]
+    if not isinstance(project, str) or len(project) > NAME_LENGTH:
+        raise ValueError("project must be a string")
+    source = _text(p["source"], ID_LENGTH, "source")
+    entries = p["entries"]
+    if not isinstance(entries, list) or len(entries) > 100:
+        raise ValueError("entries must be a list of at most 100")
+    for entry in entries:
+        if not isinstance(entry, dict) or entry.get("kind") not in KNOWLEDGE_KINDS:
+            raise ValueError(f"an entry's kind must be one of {', '.join(KNOWLEDGE_KINDS)}")
+        knowledge_id = _text(entry["id"], ID_LENGTH, "id")
+        text = _text(entry["text"], 20_000, "text")
+        _add_knowledge(session, knowledge_id, project, entry["kind"], source, text, env)
     return Applied({"ok": True})
 
 
@@ -176,5 +227,6 @@ LLM_APPLIERS: dict[str, Applier] = {
         "cost.recorded": apply_cost_recorded,
         "cost.refused": apply_cost_refused,
         "memory.recorded": apply_memory_recorded,
+        "knowledge.recorded": apply_knowledge_recorded,
     }.items()
 }

@@ -5,10 +5,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 
-from sqlalchemy import func, select
+from sqlalchemy import func, select, text
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from bzzz.store.models import CostRow, MemoryRow, MessageRow
+from bzzz.store.models import CostRow, KnowledgeRow, MemoryRow, MessageRow
 
 
 @dataclass(frozen=True, slots=True)
@@ -36,6 +36,31 @@ class Memory:
     summary: str
     outcome: str
     created_at: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class Knowledge:
+    """One entry of a project's knowledge (a decision, an insight, an episode's summary)."""
+
+    id: str
+    project: str
+    kind: str
+    source: str
+    text: str
+    created_at: datetime
+
+
+def _knowledge(row: KnowledgeRow) -> Knowledge:
+    return Knowledge(row.id, row.project, row.kind, row.source, row.text, row.created_at)
+
+
+# PostgreSQL ranks with its own full-text search (the GIN index of revision 0005).
+_PG_SEARCH = text(
+    "SELECT id FROM llm_knowledge WHERE project = :project "
+    "AND to_tsvector('english', text) @@ to_tsquery('english', :query) "
+    "ORDER BY ts_rank(to_tsvector('english', text), to_tsquery('english', :query)) DESC, "
+    "created_at DESC LIMIT :limit"
+)
 
 
 def _memory(row: MemoryRow) -> Memory:
@@ -137,3 +162,40 @@ class LLMRepository:
         )
         found.update(projects)
         return found
+
+    async def knowledge_after(
+        self, project: str, after: tuple[datetime, str] | None, limit: int
+    ) -> list[Knowledge]:
+        """A project's knowledge in the order it was learnt, after ``(created_at, id)``."""
+        query = select(KnowledgeRow).where(KnowledgeRow.project == project)
+        if after is not None:
+            at, last = after
+            query = query.where(
+                (KnowledgeRow.created_at > at)
+                | ((KnowledgeRow.created_at == at) & (KnowledgeRow.id > last))
+            )
+        rows = await self.session.scalars(
+            query.order_by(KnowledgeRow.created_at, KnowledgeRow.id).limit(limit)
+        )
+        return [_knowledge(r) for r in rows]
+
+    async def search_knowledge(self, project: str, words: list[str], limit: int) -> list[Knowledge]:
+        """PostgreSQL: the project's entries matching any of ``words``, most relevant first."""
+        if not words:
+            return []
+        query = " | ".join(words)
+        ids = list(
+            await self.session.scalars(
+                _PG_SEARCH, {"project": project, "query": query, "limit": limit}
+            )
+        )
+        if not ids:
+            return []
+        rows = {
+            r.id: r
+            for r in await self.session.scalars(
+                select(KnowledgeRow).where(KnowledgeRow.id.in_(ids))
+            )
+        }
+        # The query already filters by project; this guard keeps the rule if a query changes.
+        return [_knowledge(rows[i]) for i in ids if i in rows and rows[i].project == project]

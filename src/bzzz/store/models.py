@@ -343,3 +343,20 @@ class AccessTokenRow(Base):
     expires_at: Mapped[datetime | None] = mapped_column(TZ)
     revoked_at: Mapped[datetime | None] = mapped_column(TZ)
     revoked_by: Mapped[str | None] = mapped_column(String(256))
+
+
+class KnowledgeRow(Base):
+    """A project's knowledge: decisions and insights of consensus, summaries of episodes.
+
+    Read back only for the same project, ranked by full-text relevance (see llm/knowledge.py).
+    """
+
+    __tablename__ = "llm_knowledge"
+    id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    # "" is the knowledge of work outside any project; it never mixes with a named project.
+    project: Mapped[str] = mapped_column(String(128))
+    kind: Mapped[str] = mapped_column(String(16))
+    source: Mapped[str] = mapped_column(String(64))
+    text: Mapped[str] = mapped_column(Text)
+    created_at: Mapped[datetime] = mapped_column(TZ)
+    __table_args__ = (Index("ix_llm_knowledge_project", "project", "created_at"),)
