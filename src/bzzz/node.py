@@ -563,13 +563,14 @@ class Node:
         for task in self._tasks:
             task.cancel()
         for task in self._tasks:
-            try:
-                await task
-            except asyncio.CancelledError:
-                pass
-            except Exception:
+            # On Python 3.11 a cancellation that meets a finishing wait_for inside the task
+            # (nats-py's next_msg) can be lost, and the task runs on: cancel until it ends.
+            while not task.done():
+                await asyncio.wait([task], timeout=1.0)
+                task.cancel()
+            if not task.cancelled() and task.exception() is not None:
                 # Already logged by _background_done; closing must go on.
-                logger.debug("background task ended with an error", exc_info=True)
+                logger.debug("background task ended with an error", exc_info=task.exception())
         self._tasks.clear()
 
     async def _teardown(self) -> None:
