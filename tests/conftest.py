@@ -96,6 +96,18 @@ async def store_node(
 
 
 @pytest.fixture
+def data_dir(tmp_path: Path) -> Iterator[Path]:
+    """A node data directory for spawned processes; no nats-server of it may survive the test."""
+    from e2e.support import kill_orphans
+
+    path = tmp_path / "data"
+    try:
+        yield path
+    finally:
+        kill_orphans(path)
+
+
+@pytest.fixture
 def clean_env() -> Iterator[dict[str, str]]:
     """An environment without BZZZ_* variables, for spawning processes."""
     yield {k: v for k, v in os.environ.items() if not k.startswith("BZZZ_")}

@@ -3,11 +3,9 @@ directory that leaves no nats-server behind."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterator
-from pathlib import Path
+from collections.abc import AsyncIterator
 
 import pytest
-from e2e.support import kill_orphans
 
 from access.issuer import AUDIENCE, JwtIssuer, jwt_issuer  # noqa: F401 - the fixture
 from bzzz.access.jwt import JwtVerifier
@@ -18,13 +16,3 @@ async def verifier(jwt_issuer: JwtIssuer) -> AsyncIterator[JwtVerifier]:  # noqa
     """A verifier of ``jwt_issuer``'s tokens for ``AUDIENCE``."""
     async with JwtVerifier(jwt_issuer.url, AUDIENCE) as verifier:
         yield verifier
-
-
-@pytest.fixture
-def data_dir(tmp_path: Path) -> Iterator[Path]:
-    """A node data directory; no nats-server of it may survive the test."""
-    path = tmp_path / "data"
-    try:
-        yield path
-    finally:
-        kill_orphans(path)

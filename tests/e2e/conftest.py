@@ -2,22 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterator
-from pathlib import Path
+from collections.abc import AsyncIterator
 
 import pytest
 
-from .support import WebhookReceiver, kill_orphans
-
-
-@pytest.fixture
-def data_dir(tmp_path: Path) -> Iterator[Path]:
-    """A node data directory; no nats-server of it may survive the test."""
-    path = tmp_path / "data"
-    try:
-        yield path
-    finally:
-        kill_orphans(path)
+from .support import WebhookReceiver
 
 
 @pytest.fixture

@@ -3,28 +3,17 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from e2e.support import call, eventually, kill_orphans, node_env, stdio_session
+from e2e.support import call, eventually, node_env, stdio_session
 
 from bzzz.llm.testing import ScriptedModelServer, Step
 
 from .support import RESULT, Panel
 
 pytestmark = pytest.mark.integration
-
-
-@pytest.fixture
-def data_dir(tmp_path: Path) -> Iterator[Path]:
-    """A node data directory; no nats-server of it may survive the test."""
-    path = tmp_path / "data"
-    try:
-        yield path
-    finally:
-        kill_orphans(path)
 
 
 async def test_a_hosted_agent_in_a_stdio_node_does_a_task_and_books_its_cost(
