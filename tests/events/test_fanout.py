@@ -10,7 +10,7 @@ from typing import Any
 from mcp import Client
 from sqlalchemy import func, select
 
-from bzzz.eventlog import Caller
+from bzzz.eventlog import LOCAL_CALLER, Caller
 from bzzz.mcp.server import build_server
 from bzzz.node import Node
 from bzzz.schemas import AnnounceInput, SubscribeInput
@@ -104,7 +104,7 @@ async def test_a_disconnect_seen_by_another_sessions_subscriptions_costs_what_th
     # Each subscription got its own agent's offline event, and nothing else.
     assert change["subscription_events"] == CROWD
     watched = await node.subscriptions.subscriptions()
-    sample = await node.subscriptions.events(watched[0].id)
+    sample = await node.subscriptions.events(LOCAL_CALLER, watched[0].id)
     [event] = sample["events"]
     assert watched[0].filter_address == f"bzzz://{event['data']['agent']['id']}"
 

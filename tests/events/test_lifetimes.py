@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 from mcp import Client
 
-from bzzz.errors import InvalidParameters
+from bzzz.errors import InvalidParameters, PermissionDenied
 from bzzz.eventlog import Caller
 from bzzz.mcp.server import build_server
 from bzzz.node import Node
@@ -46,7 +46,7 @@ async def test_the_owner_session_unsubscribes_and_no_more_events_are_collected(
 async def test_another_session_cannot_remove_a_subscription(node: Node) -> None:
     sub = await subscribe(node, "agent_announcement", callback_webhook="https://example.com/h")
 
-    with pytest.raises(InvalidParameters) as caught:
+    with pytest.raises(PermissionDenied) as caught:
         await unsubscribe(node, "intruder", sub["subscription_id"])
 
     assert "another session" in caught.value.message
@@ -131,7 +131,7 @@ async def test_the_mcp_tool_unsubscribes_for_its_own_session_only(node: Node) ->
         )
 
     assert refused.is_error and refused.structured_content is not None
-    assert refused.structured_content["code"] == "INVALID_PARAMETERS"
+    assert refused.structured_content["code"] == "PERMISSION_DENIED"
     assert kept == [sub_id]
     assert not removed.is_error and removed.structured_content is not None
     assert removed.structured_content["status"] == "removed"

@@ -253,7 +253,14 @@ def transport_security(host: str, public_url: str | None) -> TransportSecuritySe
     if serves_loopback_only(host):
         return TransportSecuritySettings(
             enable_dns_rebinding_protection=True,
-            allowed_hosts=["127.0.0.1:*", "localhost:*", "[::1]:*"],
+            allowed_hosts=[
+                "127.0.0.1:*",
+                "localhost:*",
+                "[::1]:*",
+                "127.0.0.1",
+                "localhost",
+                "[::1]",
+            ],
             allowed_origins=["http://127.0.0.1:*", "http://localhost:*", "http://[::1]:*"],
         )
     if public_url:

@@ -9,18 +9,16 @@ the CLI changes this node's store and its dispatcher sends the delivery within s
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Awaitable, Callable
-from contextlib import asynccontextmanager
+from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
 from bzzz import domain
 from bzzz.config import Settings
 from bzzz.domain import iso
 from bzzz.events.service import no_subscription, redrive, removal_payload
-from bzzz.network.embedded import EmbeddedNats
 from bzzz.network.envelope import seal
 from bzzz.network.identity import NodeIdentity
-from bzzz.network.jetstream import JetStreamBus
+from bzzz.node_admin import joined_bus
 from bzzz.store.database import Database
 from bzzz.store.repository import Repository
 from bzzz.store.subscription_repository import SubscriptionRepository
@@ -63,34 +61,6 @@ async def redrive_deliveries(settings: Settings, ids: list[int] | None) -> list[
     return await _in_store(settings, lambda s: redrive(SubscriptionRepository(s), ids))
 
 
-@asynccontextmanager
-async def _log_of(settings: Settings) -> AsyncIterator[JetStreamBus]:
-    """The network's log: the configured NATS, else the data directory's embedded server."""
-    embedded = None
-    urls = settings.bzzz.nats_url
-    if not urls:
-        embedded = EmbeddedNats(
-            settings.node.data_dir.expanduser(),
-            max_file_store=settings.bzzz.max_file_store,
-            max_memory_store=settings.bzzz.max_memory_store,
-        )
-        urls = [await embedded.start()]
-    bus = JetStreamBus(
-        urls,
-        settings.bzzz.network_id,
-        replicas=settings.bzzz.stream_replicas,
-        publish_timeout=settings.bzzz.publish_timeout,
-        name="bzzz-cli",
-    )
-    try:
-        await bus.start()
-        yield bus
-    finally:
-        await bus.close()
-        if embedded is not None:
-            await embedded.close()
-
-
 async def delete_subscription(settings: Settings, subscription_id: str) -> int:
     """Remove a subscription from the network; the log sequence that stored the removal."""
     found = await _in_store(settings, lambda s: Repository(s).subscription(subscription_id))
@@ -106,6 +76,6 @@ async def delete_subscription(settings: Settings, subscription_id: str) -> int:
         f"bzzz.{network}.sub.{subscription_id}",
         removal_payload(subscription_id, None, "removed with bzzz subscriptions delete"),
     )
-    async with _log_of(settings) as bus:
+    async with joined_bus(settings) as bus:
         stored = await bus.store(envelope.subject, envelope.to_bytes(), envelope.id)
     return stored.seq

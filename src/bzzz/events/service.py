@@ -172,8 +172,7 @@ class SubscriptionService:
                 details={"field": "subscription_id", "unexpected": extra},
             )
         sub = await self._subscription(params.subscription_id)
-        mine = (sub.node_id, sub.session_id) == (self._log.node_id, caller.session_id)
-        if not mine and not caller.principal.is_admin_of(None):
+        if (sub.node_id, sub.session_id) != (self._log.node_id, caller.session_id):
             raise PermissionDenied(
                 f"subscription '{sub.id}' belongs to another session; only its owner removes it",
                 details={"subscription_id": sub.id, "missing": "subscription_owner"},
