@@ -7,7 +7,6 @@ import asyncio
 import contextlib
 import json
 import logging
-import os
 import signal
 import socket
 import sys
@@ -85,54 +84,25 @@ def _setup_logging(settings: Settings) -> None:
     logging.getLogger("bzzz").setLevel(settings.logging.level)
 
 
-class _StdinLines:
-    """stdin as an async iterator of lines on the event loop (cancellable, unlike a thread)."""
-
-    def __init__(self, reader: asyncio.StreamReader) -> None:
-        self._reader = reader
-
-    def __aiter__(self) -> _StdinLines:
-        return self
-
-    async def __anext__(self) -> str:
-        line = await self._reader.readline()
-        if not line:
-            raise StopAsyncIteration
-        return line.decode("utf-8", "replace")
-
-
-async def _stdin_lines() -> _StdinLines | None:
-    # The SDK reads stdin in a worker thread that a signal cannot interrupt; a pipe read on
-    # the event loop can be cancelled, so SIGTERM stops the node even while stdin stays open.
-    reader = asyncio.StreamReader(limit=1 << 24)
-    pipe = os.fdopen(os.dup(0), "rb", buffering=0)
-    try:
-        await asyncio.get_running_loop().connect_read_pipe(
-            lambda: asyncio.StreamReaderProtocol(reader), pipe
-        )
-    except ValueError:
-        # A regular file on stdin cannot be watched by the loop: let the SDK read it.
-        pipe.close()
-        return None
-    return _StdinLines(reader)
-
-
 async def _serve_stdio(settings: Settings) -> None:
     from mcp.server.stdio import stdio_server
 
+    from bzzz.mcp import stdio
     from bzzz.mcp.server import build_server
     from bzzz.node import Node
 
     async with Node(settings, address="stdio") as node:
         server, _ = build_server(node)
-        lines = await _stdin_lines()
-        if lines is None:
-            await server.run_stdio_async()
-            return
         lowlevel = server._lowlevel_server
-        # stdio_server accepts any async line iterator as stdin.
-        async with stdio_server(stdin=lines) as (read, write):  # type: ignore[arg-type]
-            await lowlevel.run(read, write, lowlevel.create_initialization_options())
+        pending = stdio.Pending()
+        lines = stdio.StdinLines(await stdio.stdin_source(), pending)
+        with stdio.claimed_stdout() as out:
+            # stdio_server accepts any async line iterator and writer as stdin and stdout.
+            async with stdio_server(
+                stdin=lines,  # type: ignore[arg-type]
+                stdout=stdio.StdoutWriter(out, pending),  # type: ignore[arg-type]
+            ) as (read, write):
+                await lowlevel.run(read, write, lowlevel.create_initialization_options())
 
 
 async def _serve_http(settings: Settings) -> None:
