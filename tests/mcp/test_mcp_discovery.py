@@ -10,7 +10,7 @@ TOOLS = {
     "bzzz_announce": {"agent_id", "role"},
     "bzzz_lookup": {"semantic_address"},
     "bzzz_get": {"address"},
-    "bzzz_post": {"target_address", "message_type", "content"},
+    "bzzz_post": {"message_type", "content"},
     "bzzz_thread": {"action"},
     "bzzz_subscribe": {"event_types"},
 }

@@ -10,7 +10,7 @@ from typing import Any
 from bzzz import domain
 from bzzz.address import Address, agent_address, parse_address
 from bzzz.domain import RESERVED_AGENT_IDS, iso
-from bzzz.errors import AgentNotFound, InvalidParameters, ThreadNotFound
+from bzzz.errors import AgentNotFound, BzzzError, ErrorCode, InvalidParameters, ThreadNotFound
 from bzzz.eventlog import Caller, EventLog
 from bzzz.federation.service import FederationService, not_federated
 from bzzz.schemas import AnnounceInput, FilterCriteria, GetInput, LookupInput
@@ -21,6 +21,23 @@ from bzzz.store.repository import Repository
 logger = logging.getLogger(__name__)
 
 INFO_CACHE_SIZE = 10_000
+# Reasons an envelope was not applied that say nothing about the request's own rules.
+_FAILURE_REASONS = ("bad payload", "unknown envelope type", "the network rejected it")
+
+
+def raise_store_failure(outcome: dict[str, Any]) -> None:
+    """Raise NETWORK_ERROR when the store or the network, not a rule, refused an envelope.
+
+    Callers translate the refusals their rules produce (an id held, a limit reached); anything
+    else must not be shown as one of those.
+    """
+    reason = str(outcome.get("reason") or "")
+    if not outcome.get("ok") and reason.startswith(_FAILURE_REASONS):
+        raise BzzzError(
+            f"the node could not apply the change ({reason}); the node logged the details",
+            code=ErrorCode.NETWORK_ERROR,
+            details={"reason": reason},
+        )
 
 
 def agent_info(agent: domain.Agent) -> dict[str, Any]:
@@ -172,6 +189,7 @@ class AgentService:
             raise self._exists(params.agent_id)
         payload = params.model_dump() | {"session_id": caller.session_id, "metadata": {}}
         outcome = await self._log.emit("agent.announced", "agent", params.agent_id, payload)
+        raise_store_failure(outcome)
         if not outcome["ok"]:
             if outcome.get("reason") == "max_agents":
                 raise InvalidParameters(

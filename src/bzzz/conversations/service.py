@@ -11,7 +11,7 @@ from ulid import ULID
 
 from bzzz import domain
 from bzzz.address import Address, parse_address
-from bzzz.agents.service import AgentService, thread_info
+from bzzz.agents.service import AgentService, raise_store_failure, thread_info
 from bzzz.clock import Clock, SystemClock
 from bzzz.conversations.hooks import NoStanceModel, StanceClassifier, ThreadObserver
 from bzzz.conversations.lifecycle import ThreadLifecycle
@@ -34,6 +34,11 @@ logger = logging.getLogger(__name__)
 Summarizer = Callable[
     [domain.Thread, list[domain.Message], dict[str, Any]], Awaitable[dict[str, Any]]
 ]
+
+
+def target_of(params: PostInput) -> str:
+    """The address a post went to: the one given, else its thread's."""
+    return params.target_address or f"bzzz://*/threads/{params.thread_id}"
 
 
 class ConversationService:
@@ -89,8 +94,8 @@ class ConversationService:
     async def post(self, caller: Caller, params: PostInput) -> dict[str, Any]:
         """Deliver a message to an address or a thread; tasks are created or updated."""
         started = time.perf_counter()
-        address = parse_address(params.target_address)
-        if address.network is not None and address.network != self._log.network:
+        address = parse_address(params.target_address) if params.target_address else None
+        if address is not None and address.network not in (None, self._log.network):
             return await self._post_federated(caller, params, address, started)
         sender = await self.sender_of(caller, params.agent_id)
         stance: tuple[str, str] | None = None
@@ -98,8 +103,11 @@ class ConversationService:
             async with self._db.session() as session:
                 repo = Repository(session)
                 recipients = await self._thread_recipients(repo, params, sender)
+                if address is not None:
+                    await self._check_thread_target(repo, params.thread_id, address)
                 stance = await self._stance(repo, params, sender)
         else:
+            assert address is not None  # PostInput requires one without thread_id
             if params.stance is not None:
                 raise InvalidParameters(
                     "a stance needs thread_id and reply_to", details={"field": "stance"}
@@ -115,7 +123,7 @@ class ConversationService:
         payload = {
             "message_id": message_id,
             "sender": sender.id,
-            "target_address": params.target_address,
+            "target_address": target_of(params),
             "message_type": params.message_type,
             "content": params.content,
             "priority": params.priority,
@@ -127,6 +135,7 @@ class ConversationService:
         if stance is not None:
             payload["stance"], payload["stance_source"] = stance
         outcome = await self._log.emit("message.posted", "msg", sender.id, payload)
+        raise_store_failure(outcome)
         if not outcome["ok"]:
             raise InvalidParameters(
                 f"message refused: {outcome['reason']}", details={"reason": outcome["reason"]}
@@ -139,6 +148,36 @@ class ConversationService:
         if outcome.get("consensus"):
             result["consensus"] = outcome["consensus"]
         return result
+
+    async def _check_thread_target(
+        self, repo: Repository, thread_id: str, address: Address
+    ) -> None:
+        """With thread_id, a target_address must name the thread or reach a participant."""
+        thread = await repo.thread(thread_id)
+        assert thread is not None  # _thread_recipients found it
+        if address.path is not None:
+            if address.path.strip("/") == f"threads/{thread_id}":
+                return
+            raise InvalidParameters(
+                f"target_address names '{address.path}', not thread '{thread_id}'; "
+                "leave target_address out when posting into a thread",
+                details={"field": "target_address", "thread_id": thread_id},
+            )
+        for agent_id in thread.active_participants:
+            agent = self._agents.directory.get(agent_id)
+            if agent is not None and address.matches(
+                agent.id, agent.role, agent.project, agent.task
+            ):
+                return
+        raise InvalidParameters(
+            f"target_address reaches no participant of thread '{thread_id}'; "
+            "leave target_address out when posting into a thread",
+            details={
+                "field": "target_address",
+                "thread_id": thread_id,
+                "participants": thread.active_participants,
+            },
+        )
 
     async def _stance(
         self, repo: Repository, params: PostInput, sender: domain.Agent
@@ -200,7 +239,7 @@ class ConversationService:
         payload = {
             "message_id": message_id,
             "sender": origin[:128],
-            "target_address": params.target_address,
+            "target_address": target_of(params),
             "message_type": params.message_type,
             "content": params.content,
             "priority": params.priority,
@@ -235,7 +274,7 @@ class ConversationService:
         result: dict[str, Any] = {
             "success": True,
             "message_id": message_id,
-            "target_address": params.target_address,
+            "target_address": target_of(params),
             "message_type": params.message_type,
             "delivery_results": {
                 "delivered": bool(outcome.get("delivered")),
@@ -400,6 +439,7 @@ class ConversationService:
                 "metadata": {},
             },
         )
+        raise_store_failure(outcome)
         if not outcome["ok"]:
             raise self._too_many()
         return await self._thread_dict(thread_id)
@@ -429,6 +469,7 @@ class ConversationService:
         outcome = await self._log.emit(
             kind, "thread", params.thread_id, {"thread_id": params.thread_id, "agent_id": agent.id}
         )
+        raise_store_failure(outcome)
         if not outcome["ok"]:
             raise InvalidParameters(f"refused: {outcome['reason']}")
         return await self._thread_dict(params.thread_id)
@@ -502,12 +543,12 @@ class ConversationService:
             if await Repository(session).count_active_threads() >= self._max_active_threads:
                 raise self._too_many()
         outcome = await self._log.emit("thread.created", "thread", payload["thread_id"], payload)
+        raise_store_failure(outcome)
         if not outcome["ok"]:
             raise self._too_many()
         await self.post(
             caller,
             PostInput(
-                target_address="bzzz://*",
                 message_type="text",
                 content={"text": plan["opening"], "kind": "review_request"},
                 thread_id=payload["thread_id"],

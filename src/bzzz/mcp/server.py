@@ -224,10 +224,19 @@ def build_server(node: Node) -> tuple[BzzzMCP, SessionRegistry]:
 
     @server.tool(name="bzzz_post", description=text.POST)
     async def bzzz_post(
-        target_address: Annotated[str, Field(description="agent address, wildcard or thread")],
-        message_type: Annotated[str, Field(description="text, question, task_assignment, ...")],
+        message_type: Annotated[
+            str,
+            Field(
+                description="acted on: task_assignment, task_progress, task_complete, "
+                "task_failed; in threads text, code, file, decision, question; others carried"
+            ),
+        ],
         content: Annotated[dict[str, Any], Field(description="the message body (JSON object)")],
         ctx: Context[Any, Any],
+        target_address: Annotated[
+            str | None,
+            Field(description="agent address or wildcard; optional with thread_id"),
+        ] = None,
         priority: Annotated[str, Field(description="low | medium | high | urgent")] = "medium",
         thread_id: Annotated[str | None, Field(description="post into this thread")] = None,
         agent_id: Annotated[str | None, Field(description="which of your agents sends")] = None,
