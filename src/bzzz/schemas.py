@@ -103,6 +103,8 @@ class GetInput(_Input):
     address: AddressText
     include_metadata: bool = True
     max_history: int = Field(10, ge=0, le=1000)
+    before: MintedId | None = None
+    after: MintedId | None = None
 
 
 def _one_edit_apart(a: str, b: str) -> bool:

@@ -18,8 +18,8 @@ TOOLS = {
 OPTIONAL = {
     "bzzz_announce": {"capabilities", "specialization", "max_tasks"},
     "bzzz_lookup": {"filter_criteria"},
-    "bzzz_get": {"include_metadata", "max_history"},
-    "bzzz_post": {"priority", "thread_id"},
+    "bzzz_get": {"include_metadata", "max_history", "before", "after"},
+    "bzzz_post": {"priority", "thread_id", "target_address"},
     "bzzz_thread": {"thread_id", "participants", "topic"},
     "bzzz_subscribe": {"filter_address", "callback_webhook"},
 }

@@ -16,6 +16,7 @@ from bzzz.federation.service import FederationService, not_federated
 from bzzz.schemas import AnnounceInput, FilterCriteria, GetInput, LookupInput
 from bzzz.store.database import Database
 from bzzz.store.directory import AgentDirectory
+from bzzz.store.pages import Cursor, PageReader
 from bzzz.store.repository import Repository
 
 logger = logging.getLogger(__name__)
@@ -362,22 +363,36 @@ class AgentService:
         info = agent_info(agent)
         base = {"agent_info": info, "last_updated": info["last_activity"]}
         n = params.max_history
+        pages = PageReader(repo.session)
+        cursor = Cursor(params.before, params.after)
         if path == "":
-            activity = await repo.activity(agent.id, n)
+            activity = await pages.activity(agent.id, n, cursor)
             tasks = await repo.tasks(agent.id, active_only=True, limit=agent.max_tasks + 50)
             return base | {
                 "recent_activity": [
-                    {"type": a.kind, "summary": a.summary, "ref": a.ref, "timestamp": iso(a.at)}
-                    for a in activity
+                    {
+                        "id": entry_id,
+                        "type": a.kind,
+                        "summary": a.summary,
+                        "ref": a.ref,
+                        "timestamp": iso(a.at),
+                    }
+                    for entry_id, a in zip(activity.ids, activity.entries, strict=True)
                 ],
                 "current_tasks": [task_info(t) for t in tasks],
+                "page": activity.info(),
             }, "agent_data"
         if path == "/inbox":
-            inbox = await repo.inbox(agent.id, n)
-            return base | {"messages": [message_info(m) for m in inbox]}, "inbox"
+            inbox = await pages.inbox(agent.id, n, cursor)
+            messages = [message_info(m) for m in inbox.entries]
+            return base | {"messages": messages, "page": inbox.info()}, "inbox"
         if path == "/tasks":
-            tasks = await repo.tasks(agent.id, active_only=False, limit=max(n, 1))
-            return base | {"tasks": [task_info(t) for t in tasks]}, "tasks"
+            listed = await pages.tasks(agent.id, n, cursor)
+            return base | {
+                "tasks": [task_info(t) for t in listed.entries],
+                "page": listed.info(),
+            }, "tasks"
+        self._no_cursor(params, path)
         if path == "/threads":
             threads = await repo.threads_of([agent.id], limit=max(n, 1))
             return base | {"threads": [thread_info(t) for t in threads]}, "threads"
@@ -396,10 +411,21 @@ class AgentService:
             raise ThreadNotFound(f"no thread '{thread_id}'", details={"thread_id": thread_id})
         if address.agent is not None:
             await self._agent_at(repo, address)
-        messages = await repo.thread_messages(thread_id, limit=params.max_history)
-        shown = [m.id for m in messages]
-        info = thread_info(thread, messages, await repo.reactions(thread_id, shown))
-        return {"thread": info, "last_updated": info["last_activity"]}
+        page = await PageReader(repo.session).thread_messages(
+            thread_id, params.max_history, Cursor(params.before, params.after)
+        )
+        messages = page.entries[::-1]  # oldest first, as a conversation reads
+        info = thread_info(thread, messages, await repo.reactions(thread_id, page.ids))
+        return {"thread": info, "last_updated": info["last_activity"], "page": page.info()}
+
+    @staticmethod
+    def _no_cursor(params: GetInput, path: str) -> None:
+        if params.before is not None or params.after is not None:
+            raise InvalidParameters(
+                f"'{path}' cannot be paged; before / after page an inbox, tasks, activity "
+                "(bzzz://agent-id) or a thread",
+                details={"path": path},
+            )
 
     async def session_ended(self, caller: Caller, reason: str = "session ended") -> list[str]:
         """Take the agents a session announced offline; returns their ids."""

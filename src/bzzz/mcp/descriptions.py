@@ -19,7 +19,11 @@ GET = """Read what is at an address: an agent's info, recent activity and curren
 (bzzz://agent-id), its inbox (bzzz://agent-id/inbox), its tasks (bzzz://agent-id/tasks),
 its threads (bzzz://agent-id/threads) or one thread (bzzz://agent-id/threads/<thread_id>) with
 its messages (replyTo, stance, reactions), shared context, decision log, consensus and
-escalation history. max_history bounds each list (newest entries)."""
+escalation history. max_history bounds each list (newest entries). An inbox, tasks, the
+activity of bzzz://agent-id and a thread's messages are paged: content.page says has_more and
+gives the oldest and newest ids shown; pass before=<oldest> to read further back, after=<newest>
+for what came since.
+Example: {"address": "bzzz://reviewer-001/inbox", "max_history": 50, "before": "msg-..."}"""
 
 POST = """Send a message as your announced agent. target_address is one agent
 (bzzz://reviewer-001), or a wildcard that reaches every online match

@@ -215,10 +215,24 @@ def build_server(node: Node) -> tuple[BzzzMCP, SessionRegistry]:
         max_history: Annotated[
             int, Field(strict=True, description="most entries per history list")
         ] = 10,
+        before: Annotated[
+            str | None,
+            Field(description="page: entries older than this id (content.page.oldest)"),
+        ] = None,
+        after: Annotated[
+            str | None,
+            Field(description="page: entries newer than this id (content.page.newest)"),
+        ] = None,
     ) -> Annotated[CallToolResult, GetOutput]:
         params = validate_input(
             GetInput,
-            _args(address=address, include_metadata=include_metadata, max_history=max_history),
+            _args(
+                address=address,
+                include_metadata=include_metadata,
+                max_history=max_history,
+                before=before,
+                after=after,
+            ),
         )
         return await run(node.agents.get(params))
 
