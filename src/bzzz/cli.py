@@ -15,7 +15,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from bzzz import __version__
+from bzzz import __version__, logsummary
 from bzzz import cli_output as out
 from bzzz.config import Settings, load_settings, unknown_variables
 from bzzz.errors import BzzzError, ConfigError
@@ -92,6 +92,9 @@ def _setup_logging(settings: Settings) -> None:
     else:
         handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    # A stream of like warnings (rejected envelopes, untrusted heartbeats, failing webhooks)
+    # is one line, then a count per minute.
+    logsummary.install(handler)
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(logging.WARNING)
