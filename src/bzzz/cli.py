@@ -108,16 +108,17 @@ async def _serve_stdio(settings: Settings) -> None:
     from bzzz.mcp.server import build_server
     from bzzz.node import Node
 
-    async with _started(Node(settings, address="stdio")) as node:
-        server, _ = build_server(node)
-        lowlevel = server._lowlevel_server
-        pending = stdio.Pending()
-        lines = stdio.StdinLines(await stdio.stdin_source(), pending)
-        with stdio.claimed_stdout() as out:
+    # stdout is claimed first: nothing the node starts (nats-server included) inherits it.
+    with stdio.claimed_stdout() as wire:
+        async with _started(Node(settings, address="stdio")) as node:
+            server, _ = build_server(node)
+            lowlevel = server._lowlevel_server
+            pending = stdio.Pending()
+            lines = stdio.StdinLines(await stdio.stdin_source(), pending)
             # stdio_server accepts any async line iterator and writer as stdin and stdout.
             async with stdio_server(
                 stdin=lines,  # type: ignore[arg-type]
-                stdout=stdio.StdoutWriter(out, pending),  # type: ignore[arg-type]
+                stdout=stdio.StdoutWriter(wire, pending),  # type: ignore[arg-type]
             ) as (read, write):
                 await lowlevel.run(read, write, lowlevel.create_initialization_options())
 
@@ -199,7 +200,8 @@ async def _show_start(node: Any) -> None:
             await asyncio.sleep(0.1)
         last = await node.bus.last_sequence()
         while True:
-            update(node.projector.applied_sequence, total=last, description="catching up")
+            done = min(node.projector.applied_sequence, last)
+            update(done, total=last, description="catching up with the log")
             await asyncio.sleep(0.2)
 
 
