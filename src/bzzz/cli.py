@@ -377,7 +377,8 @@ async def _read(settings: Settings, query: Any) -> list[Any]:
     _require_node(settings)
     db = Database(settings.database_url())
     try:
-        await db.open()
+        with out.progress("opening the store (migrations)"):
+            await db.open()
         async with db.session() as session:
             result: list[Any] = await query(Repository(session))
             return result
@@ -496,7 +497,8 @@ async def _usage(settings: Settings, node_id: str | None) -> list[dict[str, Any]
     day, month = periods(utcnow())
     db = Database(settings.database_url())
     try:
-        await db.open()
+        with out.progress("opening the store (migrations)"):
+            await db.open()
         async with db.session() as session:
             repo = LLMRepository(session)
             return [

@@ -8,6 +8,7 @@ import fcntl
 import json
 import os
 import pty
+import re
 import struct
 import subprocess
 import termios
@@ -257,8 +258,6 @@ def _in_terminal(args: list[str], env: dict[str, str], columns: int) -> str:
 
 
 def _plain(text: str) -> str:
-    import re
-
     return re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", text)
 
 
@@ -319,3 +318,45 @@ async def test_read_commands_print_json_and_tables_that_keep_every_id_whole(
         assert any(value in _plain(t) for t in narrow.values()), value
     assert all("\x1b[" not in p.stdout for p in piped.values())
     assert any("\x1b[" in t for t in narrow.values())  # colour on a terminal
+
+
+async def test_start_up_shows_a_progress_bar_on_a_terminal_only(
+    data_dir: Path, tmp_path: Path, clean_env: dict[str, str]
+) -> None:
+    """stderr on a terminal: the store and the catch-up with the log; piped: log lines only."""
+    env = node_env(clean_env, data_dir)
+    node = HttpNode(data_dir, env, tmp_path / "logs")
+    try:
+        await node.start()  # stderr to a file: this run has a log to catch up with next time
+    finally:
+        await node.kill()
+    piped = node.stderr_tail(200)
+
+    master, slave = pty.openpty()
+    proc = await asyncio.create_subprocess_exec(
+        bzzz_executable(),
+        "serve",
+        "--port",
+        "0",
+        env=env | {"TERM": "xterm"},
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=slave,
+    )
+    os.close(slave)
+    seen = b""
+    try:
+        async with asyncio.timeout(START_TIMEOUT):
+            while b"MCP at" not in seen:
+                seen += await asyncio.to_thread(os.read, master, 65536)
+    finally:
+        proc.terminate()
+        async with asyncio.timeout(STOP_TIMEOUT):
+            await proc.wait()
+        os.close(master)
+
+    # The bar's own words and glyphs (the log's INFO lines say "catching up ... to sequence").
+    shown = seen.decode(errors="replace")
+    assert "starting: opening the store" in shown and "━" in shown, shown
+    assert re.search(r"catching up with the log\S*\s+\S*━", shown), shown
+    assert "starting: opening the store" not in piped and "━" not in piped
