@@ -7,9 +7,7 @@ import asyncio
 import contextlib
 import json
 import logging
-import os
 import signal
-import socket
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -17,8 +15,9 @@ from typing import Any
 
 from bzzz import __version__, logsummary
 from bzzz import cli_output as out
+from bzzz import cli_start as start
 from bzzz.config import Settings, load_settings, unknown_variables
-from bzzz.errors import BzzzError, ConfigError
+from bzzz.errors import BzzzError
 
 logger = logging.getLogger("bzzz")
 
@@ -110,7 +109,7 @@ async def _serve_stdio(settings: Settings) -> None:
 
     # stdout is claimed first: nothing the node starts (nats-server included) inherits it.
     with stdio.claimed_stdout() as wire:
-        async with _started(Node(settings, address="stdio")) as node:
+        async with start.started(Node(settings, address="stdio")) as node:
             server, _ = build_server(node)
             lowlevel = server._lowlevel_server
             pending = stdio.Pending()
@@ -121,19 +120,6 @@ async def _serve_stdio(settings: Settings) -> None:
                 stdout=stdio.StdoutWriter(wire, pending),  # type: ignore[arg-type]
             ) as (read, write):
                 await lowlevel.run(read, write, lowlevel.create_initialization_options())
-
-
-def _listen(host: str, port: int) -> socket.socket:
-    """Bind the HTTP port before the node joins the network: a busy port stops nothing late."""
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    try:
-        return socket.create_server((host, port), family=family)
-    except OSError as exc:
-        raise ConfigError(
-            f"cannot listen on {host}:{port}: {os.strerror(exc.errno) if exc.errno else exc} "
-            "(another bzzz serve? "
-            "choose a port with --port or BZZZ_HTTP_PORT)"
-        ) from None
 
 
 async def _serve_http(settings: Settings) -> None:
@@ -150,12 +136,12 @@ async def _serve_http(settings: Settings) -> None:
     from bzzz.node import Node
 
     host = settings.node.http_host
-    listener = _listen(host, settings.node.http_port)
+    listener = start.listen(host, settings.node.http_port)
     # The real port (port 0 picks one), so peers see it in this node's address.
     port = listener.getsockname()[1]
     address = f"http://{host}:{port}/mcp"
     try:
-        async with _started(Node(settings, address=address)) as node:
+        async with start.started(Node(settings, address=address)) as node:
             server, _ = build_server(node)
             app = build_app(node, server, settings.node.http_host)
             config = uvicorn.Config(
@@ -174,35 +160,6 @@ async def _serve_http(settings: Settings) -> None:
             await web.serve(sockets=[listener])
     finally:
         listener.close()
-
-
-@contextlib.asynccontextmanager
-async def _started(node: Any) -> Any:
-    """Start ``node``, showing its progress (store, catch-up with the log) on a terminal."""
-    shown = asyncio.create_task(_show_start(node)) if sys.stderr.isatty() else None
-    try:
-        async with node:
-            if shown is not None:
-                shown.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await shown
-            yield node
-    finally:
-        if shown is not None:
-            shown.cancel()
-
-
-async def _show_start(node: Any) -> None:
-    # The node reports no progress events: its applied sequence is read a few times a second,
-    # only for the eyes of someone at a terminal.
-    with out.progress("starting: opening the store") as update:
-        while getattr(node, "projector", None) is None:  # noqa: ASYNC110 - no event to wait on
-            await asyncio.sleep(0.1)
-        last = await node.bus.last_sequence()
-        while True:
-            done = min(node.projector.applied_sequence, last)
-            update(done, total=last, description="catching up with the log")
-            await asyncio.sleep(0.2)
 
 
 async def _run_until_signal(coro: Any) -> None:
