@@ -261,18 +261,39 @@ def _text_problems(value: Any, field: str, *, top: bool) -> list[dict[str, str]]
     if isinstance(value, str):
         problem = _text_problem(value, empty_ok=not top)
         return [{"field": field, "problem": problem}] if problem else []
+    if isinstance(value, list):
+        return [
+            p for i, item in enumerate(value) for p in _text_problems(item, f"{field}.{i}", top=top)
+        ]
+    if isinstance(value, dict) and _holds_nul(value):
+        return _nuls(value, field)
+    return []
+
+
+def _holds_nul(value: dict[str, Any]) -> bool:
+    # One pass in C over the whole object (content may be 256 KB); JSON escapes NUL as \u0000.
+    return "\\u0000" in json.dumps(value, default=str)
+
+
+def _nuls(value: Any, field: str) -> list[dict[str, str]]:
+    """Where the NULs of an object are: inside an object an empty string is data, a NUL is
+    not (PostgreSQL cannot store it), in a key or a value."""
+    if isinstance(value, str):
+        return (
+            [{"field": field, "problem": "must not contain a NUL character"}]
+            if "\x00" in value
+            else []
+        )
     found: list[dict[str, str]] = []
     if isinstance(value, list):
-        for i, item in enumerate(value[:1000]):
-            found += _text_problems(item, f"{field}.{i}", top=top)
+        for i, item in enumerate(value):
+            found += _nuls(item, f"{field}.{i}")
     elif isinstance(value, dict):
-        # Inside an object (content, filter_criteria) an empty string is data; a NUL is not,
-        # in a key or a value: PostgreSQL cannot store it.
-        for key, item in list(value.items())[:1000]:
+        for key, item in value.items():
             if isinstance(key, str) and "\x00" in key:
                 found.append({"field": field, "problem": "a key contains a NUL character"})
-            found += _text_problems(item, f"{field}.{key}", top=False)
-    return found[:20]
+            found += _nuls(item, f"{field}.{key}")
+    return found
 
 
 def check_text(arguments: dict[str, Any]) -> None:
@@ -281,7 +302,7 @@ def check_text(arguments: dict[str, Any]) -> None:
         p
         for name, value in arguments.items()
         for p in _text_problems(value, str(name)[:64], top=True)
-    ]
+    ][:20]
     if problems:
         first = problems[0]
         raise InvalidParameters(
