@@ -185,6 +185,21 @@ def test_a_typo_in_the_settings_file_names_the_file_and_key(
     assert not (tmp_path / "data").exists()
 
 
+def test_a_typo_in_a_section_variable_names_the_variable(
+    tmp_path: Path, clean_env: dict[str, str]
+) -> None:
+    env = clean_env | {"BZZZ_DATA_DIR": str(tmp_path / "data"), "BZZZ_NODE__HTTP_PROT": "1"}
+
+    done = _run(["serve"], env)
+
+    assert done.returncode == 2
+    assert done.stderr.splitlines() == [
+        "bzzz: invalid setting node.http_prot (BZZZ_NODE__HTTP_PROT): "
+        "Extra inputs are not permitted; did you mean http_port?"
+    ]
+    assert not (tmp_path / "data").exists()
+
+
 def test_a_misspelt_short_variable_is_reported_at_start_up(
     tmp_path: Path, clean_env: dict[str, str]
 ) -> None:
@@ -300,6 +315,8 @@ async def test_read_commands_print_json_and_tables_that_keep_every_id_whole(
     finally:
         await node.kill()
 
+    shown = await asyncio.to_thread(_run, ["config", "show", "--json"], env)
+    assert json.loads(shown.stdout)["node"]["data_dir"] == str(data_dir)
     parsed = {command: json.loads(done.stdout) for command, done in outputs.items()}
     for command, key in READ_COMMANDS.items():
         assert key in parsed[command], (command, parsed[command])
