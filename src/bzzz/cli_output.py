@@ -150,6 +150,7 @@ def progress(description: str, total: int | None = None) -> Iterator[Any]:
                 changes["total"] = total
             if description is not None:
                 changes["description"] = description
-            bar.update(task, **changes)
+            # A new stage is drawn at once: it may be over before the next timed refresh.
+            bar.update(task, refresh=description is not None, **changes)
 
         yield update

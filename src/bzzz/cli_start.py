@@ -48,9 +48,9 @@ async def show_start(node: Any) -> None:
     # only for the eyes of someone at a terminal.
     with out.progress("starting: opening the store") as update:
         while getattr(node, "projector", None) is None:  # noqa: ASYNC110 - no event to wait on
-            await asyncio.sleep(0.1)
+            await asyncio.sleep(0.02)
+        update(0, description="catching up with the log")
         last = await node.bus.last_sequence()
         while True:
-            done = min(node.projector.applied_sequence, last)
-            update(done, total=last, description="catching up with the log")
+            update(min(node.projector.applied_sequence, last), total=last)
             await asyncio.sleep(0.2)

@@ -89,6 +89,15 @@ def test_every_block_is_of_a_kind_this_test_checks() -> None:
             assert block.info[2:] in ([], ["second"]), f"README line {block.line}: {block.info}"
 
 
+def test_every_tool_call_is_labelled_with_its_tool_and_client() -> None:
+    """What the info string says (GitHub does not show it), the line above says to a reader."""
+    lines = README.read_text().splitlines()
+    for block in tool_calls():
+        who = "second" if block.info[2:] == ["second"] else "first"
+        label = lines[block.line - 2].strip()
+        assert label == f"*`{block.info[1]}`, {who} client:*", f"README line {block.line}"
+
+
 def test_the_tour_calls_every_tool_and_every_thread_action() -> None:
     calls = [(b.info[1], json.loads(b.body)) for b in tool_calls()]
     assert {tool for tool, _ in calls} == TOOLS
