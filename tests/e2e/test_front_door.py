@@ -120,6 +120,35 @@ def test_stdio_from_a_file_answers_every_request_then_exits(
     _check_session(_answers(done.stdout))
 
 
+def test_stdio_exits_at_the_end_of_input_past_lines_no_server_answers(
+    data_dir: Path, tmp_path: Path, clean_env: dict[str, str]
+) -> None:
+    """Lines the SDK cannot read as requests, and a cancelled request, get no answer: the
+    node must not wait for one at the end of input."""
+    odd = [
+        SESSION[0],
+        SESSION[1],
+        json.dumps({"id": 7, "method": "tools/list"}),  # no "jsonrpc"
+        json.dumps({"jsonrpc": "2.0", "id": None, "method": "tools/list"}),
+        json.dumps({"jsonrpc": "2.0", "id": 8, "method": "tools/call", "params": "bad"}),
+        "not json at all",
+        _tool(9, "bzzz_lookup", {"semantic_address": "bzzz://*"}),
+        json.dumps(
+            {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 9}}
+        ),
+        _rpc(10, "tools/list", {}),
+    ]
+    requests = tmp_path / "odd.jsonl"
+    requests.write_text("\n".join(odd) + "\n")
+    with requests.open() as stdin:
+        done = _run(["serve", "--stdio"], node_env(clean_env, data_dir), stdin=stdin)
+
+    assert done.returncode == 0, done.stderr[-3000:]
+    answered = _answers(done.stdout)
+    assert {1, 10} <= set(answered) <= {1, 9, 10}
+    assert "still unanswered" not in done.stderr
+
+
 async def test_stdio_from_a_pipe_that_closes_answers_every_request_then_exits(
     data_dir: Path, tmp_path: Path, clean_env: dict[str, str]
 ) -> None:

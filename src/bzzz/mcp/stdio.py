@@ -14,18 +14,31 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import logging
 import os
 import stat
 import threading
 from collections.abc import AsyncIterator, Iterator
-from typing import Any, BinaryIO
+from typing import BinaryIO
+
+from mcp_types import JSONRPCNotification, JSONRPCRequest, jsonrpc_message_adapter
 
 # Requests answered only when the client goes away: waiting for them at EOF would never end.
 _OPEN_ENDED = frozenset({"subscriptions/listen"})
+_CANCELLED = "notifications/cancelled"
+# After end of input, the longest the node waits for its answers (a post retries for
+# bzzz.publish_timeout, 10 s by default) before it stops anyway.
+DRAIN_TIMEOUT = 120.0
+
+logger = logging.getLogger(__name__)
 
 
 class Pending:
-    """Ids of requests read from stdin and not yet answered on stdout."""
+    """Ids of requests read from stdin and not yet answered on stdout.
+
+    A line counts as a request only if the SDK will read it as one (what it cannot read it
+    never answers); a request the client cancels gets no answer either, so it stops counting.
+    """
 
     def __init__(self) -> None:
         self._ids: set[str] = set()
@@ -33,45 +46,48 @@ class Pending:
         self._empty.set()
 
     def read(self, line: str) -> None:
-        """Note a request read from stdin."""
-        key = _request_key(line)
-        if key is not None:
-            self._ids.add(key)
+        """Note a request (or a cancellation) read from stdin."""
+        try:
+            message = jsonrpc_message_adapter.validate_json(line, by_name=False)
+        except ValueError:
+            return
+        if isinstance(message, JSONRPCRequest) and message.method not in _OPEN_ENDED:
+            self._ids.add(json.dumps(message.id))
             self._empty.clear()
+        elif isinstance(message, JSONRPCNotification) and message.method == _CANCELLED:
+            params = message.params or {}
+            self._answered(json.dumps(params.get("requestId")))
 
     def written(self, line: str) -> None:
         """Note a message written to stdout (a response clears its request)."""
         key = _response_key(line)
         if key is not None:
-            self._ids.discard(key)
-            if not self._ids:
-                self._empty.set()
+            self._answered(key)
 
-    async def drained(self) -> None:
-        """Return once every request read so far has been answered."""
-        await self._empty.wait()
+    def _answered(self, key: str) -> None:
+        self._ids.discard(key)
+        if not self._ids:
+            self._empty.set()
+
+    async def drained(self, within: float = DRAIN_TIMEOUT) -> None:
+        """Return once every request read so far has been answered (or ``within`` passed)."""
+        try:
+            async with asyncio.timeout(within):
+                await self._empty.wait()
+        except TimeoutError:
+            logger.warning(
+                "stdin ended; %d requests still unanswered after %.0f s: stopping",
+                len(self._ids),
+                within,
+            )
 
 
-def _parse(line: str) -> dict[str, Any] | None:
+def _response_key(line: str) -> str | None:
     try:
         message = json.loads(line)
     except ValueError:
         return None
-    return message if isinstance(message, dict) else None
-
-
-def _request_key(line: str) -> str | None:
-    message = _parse(line)
-    if message is None or "id" not in message or not isinstance(message.get("method"), str):
-        return None
-    if message["method"] in _OPEN_ENDED:
-        return None
-    return json.dumps(message["id"])
-
-
-def _response_key(line: str) -> str | None:
-    message = _parse(line)
-    if message is None or "id" not in message or "method" in message:
+    if not isinstance(message, dict) or "id" not in message or "method" in message:
         return None
     return json.dumps(message["id"])
 
