@@ -41,7 +41,7 @@ def setup() -> tuple[logging.Logger, Recorder, Clock, RepeatSummary, list[float]
     logger = logging.getLogger("bzzz.test.logsummary")
     logger.handlers[:] = [handler]
     logger.propagate = False
-    logger.setLevel(logging.INFO)
+    logger.setLevel(logging.DEBUG)
     return logger, handler, clock, summary, scheduled
 
 
@@ -69,14 +69,27 @@ def test_other_messages_and_lower_levels_pass_untouched(setup: tuple) -> None:
     logger.warning("rejected the heartbeat of %s: %s", "node-a", "untrusted")
     logger.warning("rejected envelope at seq %d: %s", 2, "x")
     for _ in range(3):
-        logger.info("caught up")
+        logger.debug("applied a batch")
 
     assert handler.lines == [
         "rejected envelope at seq 1: x",
         "rejected the heartbeat of node-a: untrusted",
-        "caught up",
-        "caught up",
-        "caught up",
+        "applied a batch",
+        "applied a batch",
+        "applied a batch",
+    ]
+
+
+def test_a_failing_webhooks_retries_at_info_are_counted_too(setup: tuple) -> None:
+    logger, handler, clock, summary, _scheduled = setup
+    for attempt in range(10):
+        logger.info("webhook delivery %d failed (%s); retry at %s", 4, "refused", attempt)
+    clock.now = 60.0
+    summary.flush()
+
+    assert handler.lines == [
+        "webhook delivery 4 failed (refused); retry at 0",
+        "webhook delivery 4 failed (refused); retry at 9 (and 9 more like it in the last 60 s)",
     ]
 
 

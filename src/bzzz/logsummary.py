@@ -1,4 +1,4 @@
-"""Repeated warnings logged once, then counted: one line per minute says how many followed.
+"""Repeated log lines logged once, then counted: one line per minute says how many followed.
 
 A node that rejects a stream of forged envelopes, hears an untrusted node's heartbeats or keeps
 failing a webhook would otherwise log one WARNING per event. Warnings are alike when they come
@@ -27,7 +27,7 @@ class _Run:
 
 
 class RepeatSummary(logging.Filter):
-    """A handler filter that passes the first of like warnings and summarizes the rest."""
+    """A handler filter that passes the first of like lines (INFO and up) and counts the rest."""
 
     def __init__(
         self,
@@ -35,8 +35,11 @@ class RepeatSummary(logging.Filter):
         window: float = WINDOW,
         clock: Callable[[], float] = time.monotonic,
         schedule: Callable[[float, Callable[[], None]], None] | None = None,
+        level: int = logging.INFO,
     ) -> None:
         super().__init__()
+        # INFO too: a failing webhook's retries are INFO lines, as many as the warnings.
+        self._level = level
         self._handler = handler
         self._window = window
         self._clock = clock
@@ -47,7 +50,7 @@ class RepeatSummary(logging.Filter):
 
     def filter(self, record: logging.LogRecord) -> bool:
         """True to log the record; False when it is counted into its run's summary."""
-        if record.levelno < logging.WARNING or getattr(record, SUMMARY, False):
+        if record.levelno < self._level or getattr(record, SUMMARY, False):
             return True
         key = (record.name, record.msg)
         now = self._clock()

@@ -414,3 +414,47 @@ async def test_start_up_shows_a_progress_bar_on_a_terminal_only(
     assert "starting: opening the store" in shown and "━" in shown, shown
     assert re.search(r"catching up with the log\S*\s+\S*━", shown), shown
     assert "starting: opening the store" not in piped and "━" not in piped
+
+
+async def test_a_stream_of_rejected_envelopes_is_one_warning_then_a_count(
+    tmp_path: Path, clean_env: dict[str, str], nats_url: str
+) -> None:
+    """40 tampered envelopes on the log: all rejected and counted, one WARNING line."""
+    import nats
+
+    from bzzz.network.envelope import seal
+    from bzzz.network.identity import NodeIdentity
+
+    data_dir = tmp_path / "target"
+    node = HttpNode(data_dir, node_env(clean_env, data_dir, BZZZ_NATS_URL=nats_url), tmp_path)
+    try:
+        await node.start()
+        stranger = NodeIdentity.generate()
+        nc = await nats.connect(nats_url)
+        try:
+            js = nc.jetstream(timeout=10)
+            for n in range(40):
+                payload = {"agent_id": f"evil-{n}", "role": "x", "session_id": "s"}
+                envelope = seal(
+                    stranger, "main", "agent.announced", f"bzzz.main.agent.e{n}", payload
+                )
+                tampered = json.loads(envelope.to_bytes())
+                tampered["payload"]["role"] = "admin"
+                await js.publish(
+                    f"bzzz.main.agent.e{n}",
+                    json.dumps(tampered).encode(),
+                    headers={"Nats-Msg-Id": f"tampered-{n}"},
+                )
+        finally:
+            await nc.close()
+        health = await eventually(
+            node.health, lambda got: sum(got["projector"]["rejected"].values()) >= 40
+        )
+    finally:
+        await node.kill()
+
+    assert health["projector"]["rejected"]["bad_signature"] == 40
+    warnings = [
+        line for line in node.stderr_tail(10_000).splitlines() if "rejected envelope" in line
+    ]
+    assert len(warnings) == 1, warnings
