@@ -297,7 +297,8 @@ def _in_terminal(args: list[str], env: dict[str, str], columns: int) -> str:
             break
         chunks.append(chunk)
     os.close(master)
-    assert proc.wait(timeout=START_TIMEOUT) == 0, proc.stderr.read() if proc.stderr else ""
+    _, stderr = proc.communicate(timeout=START_TIMEOUT)
+    assert proc.returncode == 0, stderr
     return b"".join(chunks).decode(errors="replace").replace("\r\n", "\n")
 
 
