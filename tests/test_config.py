@@ -197,7 +197,50 @@ def test_an_invalid_file_setting_names_it(tmp_path: Path) -> None:
     message = config_error(config_file=path, environ={})
 
     assert "node.http_port" in message
-    assert "BZZZ_HTTP_PORT" in message  # how to override it
+    # Its true source: the file and the key, not a variable nobody set.
+    assert f"({path}: [node] http_port)" in message
+    assert "BZZZ_" not in message
+
+
+def test_a_misspelt_file_key_is_named_with_its_file_and_a_suggestion(tmp_path: Path) -> None:
+    path = write_toml(tmp_path, "[node]\nhttp_prot = 1\n")
+
+    message = config_error(config_file=path, environ={})
+
+    assert message == (
+        f"invalid setting node.http_prot ({path}: [node] http_prot): "
+        "Extra inputs are not permitted; did you mean http_port?"
+    )
+
+
+def test_a_misspelt_variable_is_named_with_a_suggestion() -> None:
+    message = config_error(environ={"BZZZ_NODE__HTTP_PROT": "1"})
+
+    assert message.startswith("invalid setting node.http_prot (BZZZ_NODE__HTTP_PROT)")
+    assert message.endswith("did you mean http_port?")
+
+
+def test_a_value_the_file_sets_but_the_environment_overrides_names_the_variable(
+    tmp_path: Path,
+) -> None:
+    path = write_toml(tmp_path, "[node]\nhttp_port = 1\n")
+
+    message = config_error(config_file=path, environ={"BZZZ_HTTP_PORT": "x"})
+
+    assert "(BZZZ_HTTP_PORT)" in message
+
+
+def test_unknown_short_variables_close_to_a_known_one_are_reported() -> None:
+    from bzzz.config import unknown_variables
+
+    found = unknown_variables(
+        {"BZZZ_DATADIR": "/x", "BZZZ_NATSURL": "nats://x", "BZZZ_DATA_DIR": "/y", "BZZZ_ZZZ": "1"}
+    )
+
+    assert found == [
+        "BZZZ_DATADIR is not a setting and is ignored; did you mean BZZZ_DATA_DIR?",
+        "BZZZ_NATSURL is not a setting and is ignored; did you mean BZZZ_NATS_URL?",
+    ]
 
 
 def test_a_missing_config_file_is_a_config_error(tmp_path: Path) -> None:

@@ -7,16 +7,16 @@ import asyncio
 import contextlib
 import json
 import logging
-import os
 import signal
-import socket
 import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from bzzz import __version__, cli_tokens
-from bzzz.config import Settings, load_settings
+from bzzz import __version__, cli_tokens, logsummary
+from bzzz import cli_output as out
+from bzzz import cli_start as start
+from bzzz.config import Settings, load_settings, unknown_variables
 from bzzz.errors import BzzzError, ConfigError
 
 logger = logging.getLogger("bzzz")
@@ -30,7 +30,7 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"bzzz {__version__}")
     parser.add_argument("--config", help="TOML settings file (or BZZZ_CONFIG)")
     parser.add_argument("--data-dir", help="data directory (or BZZZ_DATA_DIR)")
-    sub = parser.add_subparsers(dest="command", required=True)
+    sub = parser.add_subparsers(dest="command")
     serve = sub.add_parser("serve", help="run the node (MCP over HTTP at /mcp, or --stdio)")
     serve.add_argument("--stdio", action="store_true", help="MCP over stdin/stdout")
     serve.add_argument("--port", type=int, help="HTTP port (or BZZZ_HTTP_PORT; default 7331)")
@@ -51,8 +51,13 @@ def _parser() -> argparse.ArgumentParser:
     listing.add_argument("--limit", type=int, default=1000, help="newest N (default 1000)")
     deleting = subscriptions_sub.add_parser("delete", help="remove one from the network")
     deleting.add_argument("id", help="the subscription id")
-    sub.add_parser("peers", help="the nodes of the network and whether they are alive")
-    sub.add_parser("identity", help="this node's id and public key (for BZZZ_TRUSTED_NODES)")
+    _json_flag(webhooks, '{"deliveries": [...]}')
+    peers = sub.add_parser("peers", help="the nodes of the network and whether they are alive")
+    _json_flag(peers, '{"network": ..., "peers": [NetworkPeer]}')
+    identity = sub.add_parser(
+        "identity", help="this node's id and public key (for BZZZ_TRUSTED_NODES)"
+    )
+    _json_flag(identity, '{"node_id": ..., "public_key": ...}')
     nodes = sub.add_parser("node", help="nodes admitted to the network (bzzz.admission)")
     nodes_sub = nodes.add_subparsers(dest="node_command", required=True)
     nodes_sub.add_parser("admit", help="admit a node (acts with this node's key)").add_argument(
@@ -67,19 +72,26 @@ def _parser() -> argparse.ArgumentParser:
     escalations = sub.add_parser("escalations", help="thread escalations and their actions")
     escalations.add_argument("--open", action="store_true", help="only unresolved ones")
     escalations.add_argument("--limit", type=int, default=50, help="newest N (default 50)")
+    _json_flag(escalations, '{"escalations": [EscalationEvent]}')
     slurp = sub.add_parser("slurp", help="SLURP context events from consensus")
     slurp.add_argument(
         "--status", choices=["pending", "submitted", "failed", "stored"], help="only this status"
     )
     slurp.add_argument("--limit", type=int, default=50, help="newest N (default 50)")
+    _json_flag(slurp, '{"node_id": ..., "events": [...]}')
     costs = sub.add_parser("costs", help="model spending today and this month, per model")
     costs.add_argument("--node", help="only this node's calls (a node id)")
-    costs.add_argument("--json", action="store_true", help="print the CostUsage as JSON")
+    _json_flag(costs, '{"daily": CostUsage, "monthly": CostUsage}')
     cli_tokens.add_parser(sub)
     config = sub.add_parser("config", help="settings")
     config_sub = config.add_subparsers(dest="config_command", required=True)
-    config_sub.add_parser("show", help="print the effective settings, secrets masked")
+    show = config_sub.add_parser("show", help="print the effective settings, secrets masked")
+    _json_flag(show, "the settings (always JSON; --json also on a terminal: no colour)")
     return parser
+
+
+def _json_flag(parser: argparse.ArgumentParser, shape: str) -> None:
+    parser.add_argument("--json", action="store_true", help=f"print JSON: {shape}")
 
 
 def _overrides(args: argparse.Namespace) -> dict[str, dict[str, Any]]:
@@ -102,60 +114,35 @@ def _setup_logging(settings: Settings) -> None:
     else:
         handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    # A stream of like warnings (rejected envelopes, untrusted heartbeats, failing webhooks)
+    # is one line, then a count per minute.
+    logsummary.install(handler)
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(logging.WARNING)
     logging.getLogger("bzzz").setLevel(settings.logging.level)
 
 
-class _StdinLines:
-    """stdin as an async iterator of lines on the event loop (cancellable, unlike a thread)."""
-
-    def __init__(self, reader: asyncio.StreamReader) -> None:
-        self._reader = reader
-
-    def __aiter__(self) -> _StdinLines:
-        return self
-
-    async def __anext__(self) -> str:
-        line = await self._reader.readline()
-        if not line:
-            raise StopAsyncIteration
-        return line.decode("utf-8", "replace")
-
-
-async def _stdin_lines() -> _StdinLines | None:
-    # The SDK reads stdin in a worker thread that a signal cannot interrupt; a pipe read on
-    # the event loop can be cancelled, so SIGTERM stops the node even while stdin stays open.
-    reader = asyncio.StreamReader(limit=1 << 24)
-    pipe = os.fdopen(os.dup(0), "rb", buffering=0)
-    try:
-        await asyncio.get_running_loop().connect_read_pipe(
-            lambda: asyncio.StreamReaderProtocol(reader), pipe
-        )
-    except ValueError:
-        # A regular file on stdin cannot be watched by the loop: let the SDK read it.
-        pipe.close()
-        return None
-    return _StdinLines(reader)
-
-
 async def _serve_stdio(settings: Settings) -> None:
     from mcp.server.stdio import stdio_server
 
+    from bzzz.mcp import stdio
     from bzzz.mcp.server import build_server
     from bzzz.node import Node
 
-    async with Node(settings, address="stdio") as node:
-        server, _ = build_server(node)
-        lines = await _stdin_lines()
-        if lines is None:
-            await server.run_stdio_async()
-            return
-        lowlevel = server._lowlevel_server
-        # stdio_server accepts any async line iterator as stdin.
-        async with stdio_server(stdin=lines) as (read, write):  # type: ignore[arg-type]
-            await lowlevel.run(read, write, lowlevel.create_initialization_options())
+    # stdout is claimed first: nothing the node starts (nats-server included) inherits it.
+    with stdio.claimed_stdout() as wire:
+        async with start.started(Node(settings, address="stdio")) as node:
+            server, _ = build_server(node)
+            lowlevel = server._lowlevel_server
+            pending = stdio.Pending()
+            lines = stdio.StdinLines(await stdio.stdin_source(), pending)
+            # stdio_server accepts any async line iterator and writer as stdin and stdout.
+            async with stdio_server(
+                stdin=lines,  # type: ignore[arg-type]
+                stdout=stdio.StdoutWriter(wire, pending),  # type: ignore[arg-type]
+            ) as (read, write):
+                await lowlevel.run(read, write, lowlevel.create_initialization_options())
 
 
 async def _serve_http(settings: Settings) -> None:
@@ -172,39 +159,39 @@ async def _serve_http(settings: Settings) -> None:
     from bzzz.mcp.server import build_server
     from bzzz.node import Node
 
-    host, port = settings.node.http_host, settings.node.http_port
+    host = settings.node.http_host
     _check_exposure(settings)
-    sockets = []
-    if port == 0:
-        # Bind now so peers see the real port in this node's address, not 0.
-        listener = socket.create_server((host, 0))
-        port = listener.getsockname()[1]
-        sockets.append(listener)
+    listener = start.listen(host, settings.node.http_port)
+    # The real port (port 0 picks one), so peers see it in this node's address.
+    port = listener.getsockname()[1]
     address = f"http://{host}:{port}/mcp"
-    async with Node(settings, address=address) as node:
-        server, _ = build_server(node)
-        app = build_app(node, server, settings.node.http_host, address.removesuffix("/mcp"))
-        limits = settings.limits
-        config = uvicorn.Config(
-            app,
-            host=settings.node.http_host,
-            port=settings.node.http_port,
-            log_level="warning",
-            timeout_graceful_shutdown=3,
-            lifespan="on",
-            # One client's idle sockets cannot hold every connection: past the limit uvicorn
-            # answers 503 at once, and idle keep-alive connections close.
-            limit_concurrency=limits.http_connections,
-            timeout_keep_alive=max(1, int(limits.http_keepalive_seconds)),
-            # A socket that never sends a request head is closed after the header timeout.
-            http=with_header_timeout(limits.http_header_timeout),
-        )
-        web = _QuietServer(config)
-        loop = asyncio.get_running_loop()
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            loop.add_signal_handler(sig, setattr, web, "should_exit", True)
-        logger.info("MCP at %s", address)
-        await web.serve(sockets=sockets or None)
+    limits = settings.limits
+    try:
+        async with start.started(Node(settings, address=address)) as node:
+            server, _ = build_server(node)
+            app = build_app(node, server, host, address.removesuffix("/mcp"))
+            config = uvicorn.Config(
+                app,
+                host=host,
+                port=port,
+                log_level="warning",
+                timeout_graceful_shutdown=3,
+                lifespan="on",
+                # One client's idle sockets cannot hold every connection: past the limit
+                # uvicorn answers 503 at once, and idle keep-alive connections close.
+                limit_concurrency=limits.http_connections,
+                timeout_keep_alive=max(1, int(limits.http_keepalive_seconds)),
+                # A socket that never sends a request head is closed after the header timeout.
+                http=with_header_timeout(limits.http_header_timeout),
+            )
+            web = _QuietServer(config)
+            loop = asyncio.get_running_loop()
+            for sig in (signal.SIGTERM, signal.SIGINT):
+                loop.add_signal_handler(sig, setattr, web, "should_exit", True)
+            logger.info("MCP at %s", address)
+            await web.serve(sockets=[listener])
+    finally:
+        listener.close()
 
 
 def _check_exposure(settings: Settings) -> None:
@@ -257,40 +244,74 @@ def _serve(args: argparse.Namespace, settings: Settings) -> int:
     return 0
 
 
+def _require_node(settings: Settings, needs: str = "bzzz.db") -> Path:
+    """The data directory, if a node has run there; else say so (nothing is created)."""
+    data_dir = settings.node.data_dir.expanduser()
+    if needs == "bzzz.db" and settings.node.database_url:
+        return data_dir
+    if not (data_dir / needs).is_file():
+        raise BzzzError(
+            f"no node in {data_dir}: it holds no {needs} (start one there with `bzzz serve`, "
+            "or name another with --data-dir / BZZZ_DATA_DIR)",
+            details={"data_dir": str(data_dir)},
+        )
+    return data_dir
+
+
 async def _deliveries(settings: Settings, status: str | None, limit: int) -> list[Any]:
-    from bzzz.store.database import Database
     from bzzz.store.repository import Repository
 
-    db = Database(settings.database_url())
-    try:
-        await db.open()
-        async with db.session() as session:
-            return await Repository(session).deliveries(status, limit)
-    finally:
-        await db.close()
+    async def query(repo: Repository) -> list[Any]:
+        return await repo.deliveries(status, limit)
+
+    return await _read(settings, query)
+
+
+def delivery_json(d: Any) -> dict[str, Any]:
+    """A webhook delivery as `bzzz webhooks --json` prints it."""
+    from bzzz.domain import iso
+
+    return {
+        "id": d.id,
+        "subscription_id": d.subscription_id,
+        "event_id": d.event_id,
+        "url": d.url,
+        "status": d.status,
+        "attempts": d.attempts,
+        "next_attempt_at": iso(d.next_attempt_at) if d.status == "pending" else None,
+        "last_error": d.last_error,
+        "created_at": iso(d.created_at),
+        "finished_at": iso(d.finished_at),
+    }
 
 
 def _webhooks(args: argparse.Namespace, settings: Settings) -> int:
-    from rich.console import Console
-    from rich.table import Table
-
-    from bzzz.domain import iso
-
-    rows = asyncio.run(_deliveries(settings, args.status, args.limit))
-    table = Table(title=f"webhook deliveries ({args.status or 'all'})")
-    for column in ("id", "status", "attempts", "url", "event", "next attempt", "last error"):
-        table.add_column(column)
-    for d in rows:
-        table.add_row(
-            str(d.id),
-            d.status,
-            str(d.attempts),
-            d.url,
-            d.event_id,
-            iso(d.next_attempt_at) if d.status == "pending" else "",
-            d.last_error or "",
-        )
-    Console().print(table)
+    rows = [delivery_json(d) for d in asyncio.run(_deliveries(settings, args.status, args.limit))]
+    if args.json:
+        out.print_json({"deliveries": rows})
+        return 0
+    columns = [
+        out.Column("id", whole=True),
+        out.Column("status"),
+        out.Column("attempts", justify="right"),
+        out.Column("url", whole=True),
+        out.Column("event", whole=True),
+        out.Column("next attempt", whole=True),
+        out.Column("last error"),
+    ]
+    cells = [
+        [
+            str(d["id"]),
+            d["status"],
+            str(d["attempts"]),
+            d["url"],
+            d["event_id"],
+            d["next_attempt_at"] or "",
+            d["last_error"] or "",
+        ]
+        for d in rows
+    ]
+    out.print_table(f"webhook deliveries ({args.status or 'all'})", columns, cells)
     return 0
 
 
@@ -376,24 +397,23 @@ async def _board(settings: Settings) -> list[Any]:
     return board_view(entries, settings.bzzz.network_id, peer_settings, utcnow())
 
 
-def _peers(settings: Settings) -> int:
-    from rich.console import Console
-    from rich.table import Table
-
-    peers = asyncio.run(_board(settings))
-    table = Table(title=f"peers of network {settings.bzzz.network_id}")
-    for column in ("id", "status", "address", "capabilities", "last seen"):
-        table.add_column(column)
-    for peer in peers:
-        shown = peer.to_json()
-        table.add_row(
-            shown["id"],
-            shown["status"],
-            shown["address"],
-            ", ".join(shown["capabilities"]),
-            shown["lastSeen"],
-        )
-    Console(width=200 if not sys.stdout.isatty() else None).print(table)
+def _peers(args: argparse.Namespace, settings: Settings) -> int:
+    peers = [peer.to_json() for peer in asyncio.run(_board(settings))]
+    if args.json:
+        out.print_json({"network": settings.bzzz.network_id, "peers": peers})
+        return 0
+    columns = [
+        out.Column("id", whole=True),
+        out.Column("status"),
+        out.Column("address", whole=True),
+        out.Column("capabilities"),
+        out.Column("last seen", whole=True),
+    ]
+    cells = [
+        [p["id"], p["status"], p["address"], ", ".join(p["capabilities"]), p["lastSeen"]]
+        for p in peers
+    ]
+    out.print_table(f"peers of network {settings.bzzz.network_id}", columns, cells)
     return 0
 
 
@@ -417,12 +437,15 @@ def _node(args: argparse.Namespace, settings: Settings) -> int:
     return 0
 
 
-def _identity(settings: Settings) -> int:
-    from bzzz.network.identity import NodeIdentity
+def _identity(args: argparse.Namespace, settings: Settings) -> int:
+    from bzzz.network.identity import KEY_FILE, NodeIdentity
 
-    data_dir = settings.node.data_dir.expanduser()
-    data_dir.mkdir(parents=True, exist_ok=True)
+    # Reads only: a mistyped data directory must not get a new key.
+    data_dir = _require_node(settings, KEY_FILE)
     identity = NodeIdentity.load_or_create(data_dir)
+    if args.json:
+        out.print_json({"node_id": identity.node_id, "public_key": identity.public_key_b64})
+        return 0
     sys.stdout.write(f"node_id    {identity.node_id}\npublic_key {identity.public_key_b64}\n")
     return 0
 
@@ -431,9 +454,11 @@ async def _read(settings: Settings, query: Any) -> list[Any]:
     from bzzz.store.database import Database
     from bzzz.store.repository import Repository
 
+    _require_node(settings)
     db = Database(settings.database_url())
     try:
-        await db.open()
+        with out.progress("opening the store (migrations)"):
+            await db.open()
         async with db.session() as session:
             result: list[Any] = await query(Repository(session))
             return result
@@ -451,69 +476,94 @@ def _action_cell(action: dict[str, Any]) -> str:
 
 
 def _escalations(args: argparse.Namespace, settings: Settings) -> int:
-    from rich.console import Console
-    from rich.table import Table
-
-    from bzzz.domain import iso
-
     rows = asyncio.run(
         _read(settings, lambda repo: repo.escalations(open_only=args.open, limit=args.limit))
     )
-    table = Table(title=f"escalations ({'open' if args.open else 'all'})")
-    for column in ("id", "thread", "rule", "triggered", "reason", "actions", "resolved"):
-        table.add_column(column)
-    for e in rows:
-        table.add_row(
-            e.id,
+    if args.json:
+        out.print_json({"escalations": [e.to_json() for e in rows]})
+        return 0
+    columns = [
+        out.Column("id", whole=True),
+        out.Column("thread", whole=True),
+        out.Column("rule"),
+        out.Column("triggered", whole=True),
+        out.Column("reason"),
+        out.Column("actions"),
+        out.Column("resolved"),
+    ]
+    cells = [
+        [
+            e.to_json()["id"],
             e.thread_id,
             e.rule,
-            iso(e.triggered_at) or "",
+            e.to_json()["triggeredAt"] or "",
             e.reason,
             "\n".join(_action_cell(a) for a in e.actions),
             (e.resolution or "yes") if e.resolved else "no",
-        )
-    Console().print(table)
+        ]
+        for e in rows
+    ]
+    out.print_table(f"escalations ({'open' if args.open else 'all'})", columns, cells)
     return 0
 
 
-def _slurp(args: argparse.Namespace, settings: Settings) -> int:
-    from rich.console import Console
-    from rich.table import Table
-
+def slurp_json(ev: Any, node_id: str) -> dict[str, Any]:
+    """A SLURP context event as `bzzz slurp --json` prints it."""
     from bzzz.domain import iso
-    from bzzz.network.identity import NodeIdentity
+
+    return {
+        "id": ev.id,
+        "thread_id": ev.thread_id,
+        "status": ev.status,
+        "attempts": ev.attempts,
+        "created_at": iso(ev.created_at),
+        "submitted_at": iso(ev.submitted_at),
+        "origin": ev.origin,
+        "this_node": ev.origin == node_id,
+        "topic": str(ev.event.get("context", {}).get("topic", "")),
+        "last_error": ev.last_error,
+        "event": ev.event,
+    }
+
+
+def _slurp(args: argparse.Namespace, settings: Settings) -> int:
+    from bzzz.network.identity import KEY_FILE, NodeIdentity
 
     # The submission state is this node's: "remote" events are another node's to submit.
-    data_dir = settings.node.data_dir.expanduser()
-    data_dir.mkdir(parents=True, exist_ok=True)
+    data_dir = _require_node(settings, KEY_FILE)
     node_id = NodeIdentity.load_or_create(data_dir).node_id
     rows = asyncio.run(
         _read(settings, lambda repo: repo.slurp_events(node_id, args.status, args.limit))
     )
-    table = Table(title=f"SLURP context events of node {node_id} ({args.status or 'all'})")
-    for column in (
-        "id",
-        "thread",
-        "status",
-        "attempts",
-        "created",
-        "submitted by",
-        "topic",
-        "last error",
-    ):
-        table.add_column(column)
-    for ev in rows:
-        table.add_row(
-            ev.id,
-            ev.thread_id,
-            ev.status,
-            str(ev.attempts),
-            iso(ev.created_at) or "",
-            "this node" if ev.origin == node_id else ev.origin,
-            str(ev.event.get("context", {}).get("topic", "")),
-            ev.last_error or "",
-        )
-    Console().print(table)
+    events = [slurp_json(ev, node_id) for ev in rows]
+    if args.json:
+        out.print_json({"node_id": node_id, "events": events})
+        return 0
+    columns = [
+        out.Column("id", whole=True),
+        out.Column("thread", whole=True),
+        out.Column("status"),
+        out.Column("attempts", justify="right"),
+        out.Column("created", whole=True),
+        out.Column("submitted by", whole=True),
+        out.Column("topic"),
+        out.Column("last error"),
+    ]
+    cells = [
+        [
+            ev["id"],
+            ev["thread_id"],
+            ev["status"],
+            str(ev["attempts"]),
+            ev["created_at"] or "",
+            "this node" if ev["this_node"] else ev["origin"],
+            ev["topic"],
+            ev["last_error"] or "",
+        ]
+        for ev in events
+    ]
+    title = f"SLURP context events of node {node_id} ({args.status or 'all'})"
+    out.print_table(title, columns, cells)
     return 0
 
 
@@ -523,10 +573,12 @@ async def _usage(settings: Settings, node_id: str | None) -> list[dict[str, Any]
     from bzzz.store.database import Database
     from bzzz.store.llm_repository import LLMRepository
 
+    _require_node(settings)
     day, month = periods(utcnow())
     db = Database(settings.database_url())
     try:
-        await db.open()
+        with out.progress("opening the store (migrations)"):
+            await db.open()
         async with db.session() as session:
             repo = LLMRepository(session)
             return [
@@ -538,54 +590,52 @@ async def _usage(settings: Settings, node_id: str | None) -> list[dict[str, Any]
 
 
 def _costs(args: argparse.Namespace, settings: Settings) -> int:
-    from rich.console import Console
-    from rich.table import Table
-
     daily, monthly = asyncio.run(_usage(settings, args.node))
     if args.json:
-        sys.stdout.write(json.dumps({"daily": daily, "monthly": monthly}, indent=2) + "\n")
+        out.print_json({"daily": daily, "monthly": monthly})
         return 0
     scope = f"node {args.node}" if args.node else "all nodes"
-    table = Table(title=f"model spending ({scope})")
-    for column in ("period", "model", "calls", "tokens", "cost (USD)", "limit (USD)"):
-        table.add_column(column, justify="left" if column in ("period", "model") else "right")
+    columns = [
+        out.Column("period", whole=True),
+        out.Column("model", whole=True),
+        *(
+            out.Column(name, justify="right")
+            for name in ("calls", "tokens", "cost (USD)", "limit (USD)")
+        ),
+    ]
     limits = {
         daily["date"]: settings.cost.daily_limit,
         monthly["date"]: settings.cost.monthly_limit,
     }
+    cells = []
     for usage in (daily, monthly):
         for model, spend in usage["models"].items():
-            table.add_row(
-                usage["date"],
-                model,
-                str(spend["calls"]),
-                str(spend["tokens"]),
-                f"{spend['cost']:.6f}",
-                "",
-            )
+            row = [str(spend["calls"]), str(spend["tokens"]), f"{spend['cost']:.6f}", ""]
+            cells.append([usage["date"], model, *row])
         limit = limits[usage["date"]]
-        table.add_row(
-            usage["date"],
-            "[bold]total[/bold]",
-            str(usage["apiCalls"]),
-            str(usage["tokens"]["total"]),
-            f"[bold]{usage['totalCost']:.6f}[/bold]",
-            f"{limit:.2f}" if limit else "none",
+        cells.append(
+            [
+                usage["date"],
+                "total",
+                str(usage["apiCalls"]),
+                str(usage["tokens"]["total"]),
+                f"{usage['totalCost']:.6f}",
+                f"{limit:.2f}" if limit else "none",
+            ]
         )
-    Console().print(table)
+    out.print_table(f"model spending ({scope})", columns, cells)
     return 0
 
 
-def _config_show(settings: Settings) -> int:
-    from rich.console import Console
+def _config_show(args: argparse.Namespace, settings: Settings) -> int:
     from rich.syntax import Syntax
 
     text = json.dumps(settings.masked(), indent=2, default=str)
-    if not sys.stdout.isatty():
+    if args.json or not sys.stdout.isatty():
         # Piped: plain JSON, never cropped to a console width.
         sys.stdout.write(text + "\n")
         return 0
-    Console().print(Syntax(text, "json", word_wrap=True))
+    out.console().print(Syntax(text, "json", word_wrap=True))
     return 0
 
 
@@ -600,21 +650,27 @@ _COMMANDS: dict[str, Callable[[argparse.Namespace, Settings], int]] = {
     "webhooks": _webhooks_command,
     "subscriptions": _subscriptions,
     "costs": _costs,
-    "peers": lambda args, settings: _peers(settings),
-    "identity": lambda args, settings: _identity(settings),
+    "peers": _peers,
+    "identity": _identity,
     "node": _node,
     "escalations": _escalations,
     "slurp": _slurp,
     "token": cli_tokens.run,
-    "config": lambda args, settings: _config_show(settings),
+    "config": _config_show,
 }
 
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the `bzzz` command."""
-    args = _parser().parse_args(argv)
+    parser = _parser()
+    args = parser.parse_args(argv)
+    if args.command is None:
+        parser.print_help()
+        return 0
     try:
         settings = load_settings(args.config, overrides=_overrides(args))
+        for warning in unknown_variables():
+            print(f"bzzz: warning: {warning}", file=sys.stderr)
         return _COMMANDS[args.command](args, settings)
     except BzzzError as exc:
         print(f"bzzz: {exc.message}", file=sys.stderr)

@@ -8,6 +8,7 @@ defaults. Every setting can be set from the environment as ``BZZZ_<SECTION>__<KE
 
 from __future__ import annotations
 
+import difflib
 import json
 import os
 import re
@@ -496,7 +497,9 @@ def _env_overrides(
         elif "__" in name:
             section, _, key = name[len(ENV_PREFIX) :].lower().partition("__")
             if section not in sections:
-                raise ConfigError(f"invalid setting {name}: unknown section {section!r}")
+                close = difflib.get_close_matches(section, sorted(sections), n=1, cutoff=0.6)
+                hint = f"; did you mean {ENV_PREFIX}{close[0].upper()}__…?" if close else ""
+                raise ConfigError(f"invalid setting {name}: unknown section {section!r}{hint}")
         else:
             continue
         result.setdefault(section, {})[key] = _env_value(raw)
@@ -536,19 +539,80 @@ def _read_toml(path: Path) -> dict[str, Any]:
         raise ConfigError(f"config file {path} is not valid TOML: {exc}") from exc
 
 
-def _describe(exc: ValidationError, origins: dict[tuple[str, str], str]) -> str:
+def _file_keys(data: dict[str, Any]) -> set[tuple[str, str]]:
+    """The (section, key) pairs a settings file holds; (name, "") for its top-level names."""
+    keys = {(name, "") for name in data}
+    for section, values in data.items():
+        if isinstance(values, dict):
+            keys.update((section, key) for key in values)
+    return keys
+
+
+def _env_name(field: tuple[str, str]) -> str:
+    """The variable that sets a setting: its short name if it has one."""
+    for alias, target in ENV_ALIASES.items():
+        if target == field:
+            return alias
+    return ENV_PREFIX + "__".join(part for part in field if part).upper()
+
+
+def _source(
+    field: tuple[str, str], origins: dict[tuple[str, str], str], source: _FileSource | None
+) -> str:
+    """Where a setting came from: the variable set, the file and key, or (unset) its variable."""
+    if field in origins:
+        return origins[field]
+    if source is not None and field in source.keys:
+        section, key = field
+        return f"{source.path}: [{section}] {key}" if key else f"{source.path}: [{section}]"
+    return _env_name(field)
+
+
+def _suggestion(error: Any, field: tuple[str, str]) -> str:
+    if error["type"] != "extra_forbidden":
+        return ""
+    section, key = field
+    if key and section in Settings.model_fields:
+        model = Settings.model_fields[section].annotation
+        known = list(getattr(model, "model_fields", {}))
+    else:
+        key, known = section, list(Settings.model_fields)
+    close = difflib.get_close_matches(key, known, n=1, cutoff=0.6)
+    return f"; did you mean {close[0]}?" if close else f"; known: {', '.join(sorted(known))}"
+
+
+class _FileSource:
+    """A settings file and the keys it holds, to name it in errors."""
+
+    def __init__(self, path: Path, data: dict[str, Any]) -> None:
+        self.path = path
+        self.keys = _file_keys(data)
+
+
+def _describe(
+    exc: ValidationError, origins: dict[tuple[str, str], str], source: _FileSource | None = None
+) -> str:
     error = exc.errors()[0]
     loc = [str(part) for part in error["loc"]]
     dotted = ".".join(loc)
     field = (loc[0], loc[1]) if len(loc) >= 2 else (loc[0], "")
-    # Name the variable the user set; otherwise the one that would set it.
-    env = origins.get(field)
-    if env is None:
-        env = ENV_PREFIX + "__".join(loc[:2]).upper()
-        for alias, target in ENV_ALIASES.items():
-            if target == field:
-                env = alias
-    return f"invalid setting {dotted} ({env}): {error['msg']}"
+    # Name what the user set (a variable, or a key of the file); else the variable to set.
+    where = _source(field, origins, source)
+    return f"invalid setting {dotted} ({where}): {error['msg']}{_suggestion(error, field)}"
+
+
+def unknown_variables(environ: Mapping[str, str] | None = None) -> list[str]:
+    """Warnings for BZZZ_* variables that set nothing but are close to a known short name."""
+    env = os.environ if environ is None else environ
+    known = [*ENV_ALIASES, "BZZZ_CONFIG"]
+    warnings = []
+    for name in sorted(env):
+        if not name.startswith(ENV_PREFIX) or name in known or "__" in name:
+            continue
+        close = difflib.get_close_matches(name, known, n=1, cutoff=0.8)
+        if close:
+            warnings.append(f"{name} is not a setting and is ignored; did you mean {close[0]}?")
+    return warnings
 
 
 def load_settings(
@@ -560,6 +624,7 @@ def load_settings(
     env = os.environ if environ is None else environ
     path = config_file or env.get("BZZZ_CONFIG")
     data = _read_toml(Path(path).expanduser()) if path else {}
+    source = _FileSource(Path(path).expanduser(), data) if path else None
     origins: dict[tuple[str, str], str] = {}
     data = _merge(data, _env_overrides(env, origins))
     for section, values in (overrides or {}).items():
@@ -569,4 +634,4 @@ def load_settings(
     try:
         return Settings.model_validate(data)
     except ValidationError as exc:
-        raise ConfigError(_describe(exc, origins)) from exc
+        raise ConfigError(_describe(exc, origins, source)) from exc

@@ -10,7 +10,7 @@ TOOLS = {
     "bzzz_announce": {"agent_id", "role"},
     "bzzz_lookup": {"semantic_address"},
     "bzzz_get": {"address"},
-    "bzzz_post": {"target_address", "message_type", "content"},
+    "bzzz_post": {"message_type", "content"},
     "bzzz_thread": {"action"},
     # event_types is needed to subscribe, not to unsubscribe (the service says so).
     "bzzz_subscribe": set(),
@@ -19,8 +19,8 @@ TOOLS = {
 OPTIONAL = {
     "bzzz_announce": {"capabilities", "specialization", "max_tasks"},
     "bzzz_lookup": {"filter_criteria"},
-    "bzzz_get": {"include_metadata", "max_history"},
-    "bzzz_post": {"priority", "thread_id"},
+    "bzzz_get": {"include_metadata", "max_history", "before", "after"},
+    "bzzz_post": {"priority", "thread_id", "target_address"},
     "bzzz_thread": {"thread_id", "participants", "topic"},
     "bzzz_subscribe": {
         "event_types",

@@ -118,6 +118,21 @@ ANNOUNCE_CASES = [
     case("bzzz_announce", "task-traversal", announce_with(task=TRAVERSAL)),
     case("bzzz_announce", "id-of-another-session", announce_with(agent_id=PEER)),
     case("bzzz_announce", "extra-param", announce_with(is_admin=True)),
+    *(
+        case("bzzz_announce", f"agent_id-dots-{name}", announce_with(agent_id=dotted))
+        for name, dotted in {
+            "one": ".",
+            "two": "..",
+            "leading": ".a",
+            "trailing": "a.",
+            "double": "a..b",
+        }.items()
+    ),
+    case("bzzz_announce", "project-trailing-dot", announce_with(project="shop.")),
+    case("bzzz_announce", "specialization-empty", announce_with(specialization="")),
+    case("bzzz_announce", "specialization-nul", announce_with(specialization="a\x00b")),
+    case("bzzz_announce", "capability-empty", announce_with(capabilities=[""])),
+    case("bzzz_announce", "capability-nul", announce_with(capabilities=["a\x00"])),
 ]
 
 LOOKUP_CASES = [
@@ -254,6 +269,16 @@ POST_CASES = [
         post_with(message_type="task_failed", content={"task_id": "task-nope"}),
     ),
     case("bzzz_post", "extra-param", post_with(sender=PEER)),
+    *(
+        case("bzzz_post", f"message_type-slip-{slip}", post_with(message_type=slip))
+        for slip in ("task", "task_complet", "task_assignmnet", "decisions", "Question", "t")
+    ),
+    case("bzzz_post", "content-nul-value", post_with(content={"text": "a\x00"})),
+    case("bzzz_post", "content-nul-key", post_with(content={"a\x00": "x"})),
+    case("bzzz_post", "content-nested-nul", post_with(content={"a": [{"b": "\x00"}]})),
+    case("bzzz_post", "thread_id-dots", post_with(thread_id="a..b")),
+    case("bzzz_post", "reply_to-leading-dot", post_with(reply_to=".msg")),
+    case("bzzz_post", "agent_id-empty", post_with(agent_id="")),
 ]
 
 THREAD_CASES = [
@@ -296,6 +321,13 @@ THREAD_CASES = [
     case("bzzz_thread", "join-thread_id-100kb", {"action": "join", "thread_id": BIG}),
     case("bzzz_thread", "list-agent_id-of-another", {"action": "list", "agent_id": PEER}),
     case("bzzz_thread", "extra-param", {"action": "list", "force": True}),
+    case("bzzz_thread", "create-topic-nul", create_with(topic="design\x00")),
+    case("bzzz_thread", "create-topic-empty", create_with(topic="")),
+    case("bzzz_thread", "join-thread_id-dot", {"action": "join", "thread_id": "."}),
+    case(
+        "bzzz_thread", "close-reason-nul", {"action": "close", "thread_id": "t", "reason": "\x00"}
+    ),
+    case("bzzz_thread", "review-criteria-empty", {"action": "review", "criteria": [""]}),
 ]
 
 SUBSCRIBE_CASES = [

@@ -20,6 +20,7 @@ from bzzz.domain import RESERVED_AGENT_IDS, iso
 from bzzz.errors import (
     AgentNotFound,
     BzzzError,
+    ErrorCode,
     InvalidParameters,
     PermissionDenied,
     RateLimited,
@@ -30,11 +31,29 @@ from bzzz.federation.service import FederationService, not_federated
 from bzzz.schemas import AnnounceInput, FilterCriteria, GetInput, LookupInput
 from bzzz.store.database import Database
 from bzzz.store.directory import AgentDirectory
+from bzzz.store.pages import Cursor, PageReader
 from bzzz.store.repository import Repository
 
 logger = logging.getLogger(__name__)
 
 INFO_CACHE_SIZE = 10_000
+# Reasons an envelope was not applied that say nothing about the request's own rules.
+_FAILURE_REASONS = ("bad payload", "unknown envelope type", "the network rejected it")
+
+
+def raise_store_failure(outcome: dict[str, Any]) -> None:
+    """Raise NETWORK_ERROR when the store or the network, not a rule, refused an envelope.
+
+    Callers translate the refusals their rules produce (an id held, a limit reached); anything
+    else must not be shown as one of those.
+    """
+    reason = str(outcome.get("reason") or "")
+    if not outcome.get("ok") and reason.startswith(_FAILURE_REASONS):
+        raise BzzzError(
+            f"the node could not apply the change ({reason}); the node logged the details",
+            code=ErrorCode.NETWORK_ERROR,
+            details={"reason": reason},
+        )
 
 
 class AgentService:
@@ -87,6 +106,7 @@ class AgentService:
         metadata = {"owner": caller.principal.id, "handle_hash": handle_hash(handle)}
         payload = params.model_dump() | {"session_id": key, "metadata": metadata}
         outcome = await self._log.emit("agent.announced", "agent", params.agent_id, payload)
+        raise_store_failure(outcome)
         if not outcome["ok"]:
             if outcome.get("reason") == "max_agents":
                 raise InvalidParameters(
@@ -349,6 +369,7 @@ class AgentService:
         base = {"agent_info": info, "last_updated": info["last_activity"]}
         n = params.max_history
         if path == "/threads":
+            self._no_cursor(params, path)
             threads = await repo.threads_of([agent.id], limit=max(n, 1))
             shown = [t for t in threads if self.may_read_thread(caller, t)]
             return base | {"threads": [thread_info(t) for t in shown]}, "threads"
@@ -357,22 +378,35 @@ class AgentService:
                 # Anyone who sees the agent sees what a lookup shows; its work is private.
                 return base, "agent_data"
             self.require_reader(caller, agent)
+        pages = PageReader(repo.session)
+        cursor = Cursor(params.before, params.after)
         if path == "":
-            activity = await repo.activity(agent.id, n)
+            activity = await pages.activity(agent.id, n, cursor)
             tasks = await repo.tasks(agent.id, active_only=True, limit=agent.max_tasks + 50)
             return base | {
                 "recent_activity": [
-                    {"type": a.kind, "summary": a.summary, "ref": a.ref, "timestamp": iso(a.at)}
-                    for a in activity
+                    {
+                        "id": entry_id,
+                        "type": a.kind,
+                        "summary": a.summary,
+                        "ref": a.ref,
+                        "timestamp": iso(a.at),
+                    }
+                    for entry_id, a in zip(activity.ids, activity.entries, strict=True)
                 ],
                 "current_tasks": [task_info(t) for t in tasks],
+                "page": activity.info(),
             }, "agent_data"
         if path == "/inbox":
-            inbox = await repo.inbox(agent.id, n)
-            return base | {"messages": [message_info(m) for m in inbox]}, "inbox"
+            inbox = await pages.inbox(agent.id, n, cursor)
+            messages = [message_info(m) for m in inbox.entries]
+            return base | {"messages": messages, "page": inbox.info()}, "inbox"
         if path == "/tasks":
-            tasks = await repo.tasks(agent.id, active_only=False, limit=max(n, 1))
-            return base | {"tasks": [task_info(t) for t in tasks]}, "tasks"
+            listed = await pages.tasks(agent.id, n, cursor)
+            return base | {
+                "tasks": [task_info(t) for t in listed.entries],
+                "page": listed.info(),
+            }, "tasks"
         raise InvalidParameters(
             f"unknown path '{path}'; valid paths: /inbox, /tasks, /threads, /threads/<id>",
             details={"path": path},
@@ -389,10 +423,21 @@ class AgentService:
         if address.agent is not None:
             self._agent_at(caller, address)
         self.require_thread_reader(caller, thread)
-        messages = await repo.thread_messages(thread_id, limit=params.max_history)
-        shown = [m.id for m in messages]
-        info = thread_info(thread, messages, await repo.reactions(thread_id, shown))
-        return {"thread": info, "last_updated": info["last_activity"]}
+        page = await PageReader(repo.session).thread_messages(
+            thread_id, params.max_history, Cursor(params.before, params.after)
+        )
+        messages = page.entries[::-1]  # oldest first, as a conversation reads
+        info = thread_info(thread, messages, await repo.reactions(thread_id, page.ids))
+        return {"thread": info, "last_updated": info["last_activity"], "page": page.info()}
+
+    @staticmethod
+    def _no_cursor(params: GetInput, path: str) -> None:
+        if params.before is not None or params.after is not None:
+            raise InvalidParameters(
+                f"'{path}' cannot be paged; before / after page an inbox, tasks, activity "
+                "(bzzz://agent-id) or a thread",
+                details={"path": path},
+            )
 
     async def session_ended(self, caller: Caller, reason: str = "session ended") -> list[str]:
         """Take the agents a session announced offline; returns their ids."""

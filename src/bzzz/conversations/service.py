@@ -13,7 +13,7 @@ from bzzz import domain
 from bzzz.access.limits import PostLimiter
 from bzzz.access.principal import Principal, Scope
 from bzzz.address import Address, parse_address
-from bzzz.agents.service import AgentService
+from bzzz.agents.service import AgentService, raise_store_failure
 from bzzz.agents.views import thread_info
 from bzzz.clock import Clock, SystemClock
 from bzzz.conversations.hooks import NoStanceModel, StanceClassifier, ThreadObserver
@@ -37,6 +37,11 @@ logger = logging.getLogger(__name__)
 Summarizer = Callable[
     [domain.Thread, list[domain.Message], dict[str, Any]], Awaitable[dict[str, Any]]
 ]
+
+
+def target_of(params: PostInput) -> str:
+    """The address a post went to: the one given, else its thread's."""
+    return params.target_address or f"bzzz://*/threads/{params.thread_id}"
 
 
 class ConversationService:
@@ -97,8 +102,8 @@ class ConversationService:
         """Deliver a message to an address or a thread; tasks are created or updated."""
         started = time.perf_counter()
         caller.principal.require(Scope.WRITE, "posting")
-        address = parse_address(params.target_address)
-        if address.network is not None and address.network != self._log.network:
+        address = parse_address(params.target_address) if params.target_address else None
+        if address is not None and address.network not in (None, self._log.network):
             return await self._post_federated(caller, params, address, started)
         sender = await self.sender_of(caller, params.agent_id)
         self._limiter.take(sender.id)
@@ -107,8 +112,11 @@ class ConversationService:
             async with self._db.session() as session:
                 repo = Repository(session)
                 recipients = await self._thread_recipients(repo, params, sender)
+                if address is not None:
+                    await self._check_thread_target(repo, params.thread_id, address)
                 stance = await self._stance(repo, params, sender)
         else:
+            assert address is not None  # PostInput requires one without thread_id
             if params.stance is not None:
                 raise InvalidParameters(
                     "a stance needs thread_id and reply_to", details={"field": "stance"}
@@ -124,7 +132,7 @@ class ConversationService:
         payload = {
             "message_id": message_id,
             "sender": sender.id,
-            "target_address": params.target_address,
+            "target_address": target_of(params),
             "message_type": params.message_type,
             "content": params.content,
             "priority": params.priority,
@@ -136,6 +144,7 @@ class ConversationService:
         if stance is not None:
             payload["stance"], payload["stance_source"] = stance
         outcome = await self._log.emit("message.posted", "msg", sender.id, payload)
+        raise_store_failure(outcome)
         if not outcome["ok"]:
             raise InvalidParameters(
                 f"message refused: {outcome['reason']}", details={"reason": outcome["reason"]}
@@ -148,6 +157,36 @@ class ConversationService:
         if outcome.get("consensus"):
             result["consensus"] = outcome["consensus"]
         return result
+
+    async def _check_thread_target(
+        self, repo: Repository, thread_id: str, address: Address
+    ) -> None:
+        """With thread_id, a target_address must name the thread or reach a participant."""
+        thread = await repo.thread(thread_id)
+        assert thread is not None  # _thread_recipients found it
+        if address.path is not None:
+            if address.path.strip("/") == f"threads/{thread_id}":
+                return
+            raise InvalidParameters(
+                f"target_address names '{address.path}', not thread '{thread_id}'; "
+                "leave target_address out when posting into a thread",
+                details={"field": "target_address", "thread_id": thread_id},
+            )
+        for agent_id in thread.active_participants:
+            agent = self._agents.directory.get(agent_id)
+            if agent is not None and address.matches(
+                agent.id, agent.role, agent.project, agent.task
+            ):
+                return
+        raise InvalidParameters(
+            f"target_address reaches no participant of thread '{thread_id}'; "
+            "leave target_address out when posting into a thread",
+            details={
+                "field": "target_address",
+                "thread_id": thread_id,
+                "participants": thread.active_participants,
+            },
+        )
 
     async def _stance(
         self, repo: Repository, params: PostInput, sender: domain.Agent
@@ -209,7 +248,7 @@ class ConversationService:
         payload = {
             "message_id": message_id,
             "sender": origin[:128],
-            "target_address": params.target_address,
+            "target_address": target_of(params),
             "message_type": params.message_type,
             "content": params.content,
             "priority": params.priority,
@@ -244,7 +283,7 @@ class ConversationService:
         result: dict[str, Any] = {
             "success": True,
             "message_id": message_id,
-            "target_address": params.target_address,
+            "target_address": target_of(params),
             "message_type": params.message_type,
             "delivery_results": {
                 "delivered": bool(outcome.get("delivered")),
@@ -416,6 +455,7 @@ class ConversationService:
                 "metadata": {"project": creator.project},
             },
         )
+        raise_store_failure(outcome)
         if not outcome["ok"]:
             raise self._too_many()
         return await self._thread_dict(thread_id)
@@ -469,6 +509,7 @@ class ConversationService:
         outcome = await self._log.emit(
             kind, "thread", params.thread_id, {"thread_id": params.thread_id, "agent_id": agent.id}
         )
+        raise_store_failure(outcome)
         if not outcome["ok"]:
             raise InvalidParameters(f"refused: {outcome['reason']}")
         return await self._thread_dict(params.thread_id)
@@ -543,12 +584,12 @@ class ConversationService:
         payload = plan["payload"]
         await self._check_thread_room(caller)
         outcome = await self._log.emit("thread.created", "thread", payload["thread_id"], payload)
+        raise_store_failure(outcome)
         if not outcome["ok"]:
             raise self._too_many()
         await self.post(
             caller,
             PostInput(
-                target_address="bzzz://*",
                 message_type="text",
                 content={"text": plan["opening"], "kind": "review_request"},
                 thread_id=payload["thread_id"],

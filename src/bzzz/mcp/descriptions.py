@@ -23,18 +23,28 @@ GET = """Read what is at an address: an agent's info, recent activity and curren
 (bzzz://agent-id), its inbox (bzzz://agent-id/inbox), its tasks (bzzz://agent-id/tasks),
 its threads (bzzz://agent-id/threads) or one thread (bzzz://agent-id/threads/<thread_id>) with
 its messages (replyTo, stance, reactions), shared context, decision log, consensus and
-escalation history. max_history bounds each list (newest entries)."""
+escalation history. max_history bounds each list (newest entries). An inbox, tasks, the
+activity of bzzz://agent-id and a thread's messages are paged: content.page says has_more and
+gives the oldest and newest ids shown; pass before=<oldest> to read further back, after=<newest>
+for what came since.
+Example: {"address": "bzzz://reviewer-001/inbox", "max_history": 50, "before": "msg-..."}"""
 
 POST = """Send a message as your announced agent. target_address is one agent
 (bzzz://reviewer-001), or a wildcard that reaches every online match
-(bzzz://*:reviewer@myproject); with thread_id the message goes to the thread's participants.
-message_type: text, question, code, file, decision (threads), or task_assignment (creates a
-pending task on each recipient; content: {"task_type", "description", "task_data"}; refused for
-an agent at max_tasks), and task_progress / task_complete / task_failed from the assignee
-(content: {"task_id", "result" | "error"}). In a thread, reply_to names the message answered and
-stance (agree | disagree) says where you stand on it; when every active participant agrees with
-a decision message, the thread records a consensus and completes. Returns who received it and,
-for each recipient not reached, why."""
+(bzzz://*:reviewer@myproject). With thread_id the message goes to the thread's participants and
+target_address may be left out (when given it must name the thread or reach a participant).
+The node acts on these message types: task_assignment (creates a pending task on each
+recipient; content: {"task_type", "description", "task_data"}; refused for an agent at
+max_tasks), task_progress / task_complete / task_failed from the assignee (content:
+{"task_id", "result" | "error"}), and in threads text, code, file, decision, question. Any other
+type (note, review_request) is delivered as it is; a likely slip for an acted-on type (task,
+task_complet) is refused with "did you mean". In a thread, reply_to names the message answered
+and stance (agree | disagree) says where you stand on it; when every active participant agrees
+with a decision message, the thread records a consensus and completes. Returns who received it
+and, for each recipient not reached, why.
+Example: {"target_address": "bzzz://reviewer-001", "message_type": "task_assignment",
+"content": {"task_type": "code_review", "description": "review the login handler"}}
+In a thread: {"thread_id": "thread-...", "message_type": "text", "content": {"text": "..."}}"""
 
 THREAD = """Manage threaded conversations between agents.
 - create: needs topic and participants (agent ids); you are added as creator.

@@ -224,20 +224,43 @@ def build_server(node: Node) -> tuple[BzzzMCP, SessionRegistry]:
         max_history: Annotated[
             int, Field(strict=True, description="most entries per history list")
         ] = 10,
+        before: Annotated[
+            str | None,
+            Field(description="page: entries older than this id (content.page.oldest)"),
+        ] = None,
+        after: Annotated[
+            str | None,
+            Field(description="page: entries newer than this id (content.page.newest)"),
+        ] = None,
         agent_handle: Annotated[str | None, Field(description=text.HANDLE)] = None,
     ) -> Annotated[CallToolResult, GetOutput]:
         params = validate_input(
             GetInput,
-            _args(address=address, include_metadata=include_metadata, max_history=max_history),
+            _args(
+                address=address,
+                include_metadata=include_metadata,
+                max_history=max_history,
+                before=before,
+                after=after,
+            ),
         )
         return await run(node.agents.get(caller_of(ctx, agent_handle), params))
 
     @server.tool(name="bzzz_post", description=text.POST)
     async def bzzz_post(
-        target_address: Annotated[str, Field(description="agent address, wildcard or thread")],
-        message_type: Annotated[str, Field(description="text, question, task_assignment, ...")],
+        message_type: Annotated[
+            str,
+            Field(
+                description="acted on: task_assignment, task_progress, task_complete, "
+                "task_failed; in threads text, code, file, decision, question; others carried"
+            ),
+        ],
         content: Annotated[dict[str, Any], Field(description="the message body (JSON object)")],
         ctx: Context[Any, Any],
+        target_address: Annotated[
+            str | None,
+            Field(description="agent address or wildcard; optional with thread_id"),
+        ] = None,
         priority: Annotated[str, Field(description="low | medium | high | urgent")] = "medium",
         thread_id: Annotated[str | None, Field(description="post into this thread")] = None,
         agent_id: Annotated[str | None, Field(description="which of your agents sends")] = None,

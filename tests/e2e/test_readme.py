@@ -1,0 +1,312 @@
+"""The README runs: its tour, commands, client configurations and settings, against real nodes.
+
+Every fenced block of README.md is one of: a tool call (```json <tool> [second]```: run in order
+by two MCP clients, with both the stateless default client and the legacy handshake), an MCP
+client configuration (```json```: connected to over stdio or HTTP), a settings file (```toml```:
+the tour's node runs with it), `bzzz` commands (```console```: run against the tour's data
+directory), shell lines (```bash```: their settings load and their commands parse), or a picture
+(```text```). A block of any other kind fails the test, so nothing in the README goes unchecked.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import re
+import shlex
+import subprocess
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx2
+import pytest
+from mcp import Client, ClientSession, StdioServerParameters
+from mcp.client.stdio import stdio_client
+from mcp.client.streamable_http import streamable_http_client
+
+from bzzz.cli import _parser
+from bzzz.config import load_settings, unknown_variables
+
+from .support import CALL_TIMEOUT, START_TIMEOUT, HttpNode, bzzz_executable, http_session, node_env
+
+pytestmark = pytest.mark.integration
+
+README = Path(__file__).resolve().parents[2] / "README.md"
+KINDS = {"json", "toml", "console", "bash", "text"}
+TOOLS = {"bzzz_announce", "bzzz_lookup", "bzzz_get", "bzzz_post", "bzzz_thread", "bzzz_subscribe"}
+PLACEHOLDER = re.compile(r"<(task_id|thread_id|message_id|oldest)>")
+
+
+@dataclass(frozen=True, slots=True)
+class Block:
+    """A fenced block: its info words, its text and the line it starts on."""
+
+    info: list[str]
+    body: str
+    line: int
+
+    @property
+    def kind(self) -> str:
+        return self.info[0] if self.info else ""
+
+
+def blocks() -> list[Block]:
+    """Every fenced block of the README (indented ones, in lists, included)."""
+    found = []
+    lines = README.read_text().splitlines()
+    i = 0
+    while i < len(lines):
+        opening = re.match(r"^(\s*)```(.*)$", lines[i])
+        if opening is None:
+            i += 1
+            continue
+        indent, start = len(opening.group(1)), i + 1
+        body = []
+        i += 1
+        while not lines[i].strip().startswith("```"):
+            body.append(lines[i][indent:])
+            i += 1
+        found.append(Block(opening.group(2).split(), "\n".join(body), start))
+        i += 1
+    return found
+
+
+def of_kind(kind: str) -> list[Block]:
+    return [b for b in blocks() if b.kind == kind]
+
+
+def tool_calls() -> list[Block]:
+    return [b for b in of_kind("json") if len(b.info) > 1]
+
+
+def test_every_block_is_of_a_kind_this_test_checks() -> None:
+    for block in blocks():
+        assert block.kind in KINDS, f"README line {block.line}: unchecked block {block.info}"
+        if block.kind == "json" and len(block.info) > 1:
+            assert block.info[1] in TOOLS, f"README line {block.line}: {block.info}"
+            assert block.info[2:] in ([], ["second"]), f"README line {block.line}: {block.info}"
+
+
+def test_every_tool_call_is_labelled_with_its_tool_and_client() -> None:
+    """What the info string says (GitHub does not show it), the line above says to a reader."""
+    lines = README.read_text().splitlines()
+    for block in tool_calls():
+        who = "second" if block.info[2:] == ["second"] else "first"
+        label = lines[block.line - 2].strip()
+        assert label == f"*`{block.info[1]}`, {who} client:*", f"README line {block.line}"
+
+
+def test_the_tour_calls_every_tool_and_every_thread_action() -> None:
+    calls = [(b.info[1], json.loads(b.body)) for b in tool_calls()]
+    assert {tool for tool, _ in calls} == TOOLS
+    actions = {args["action"] for tool, args in calls if tool == "bzzz_thread"}
+    assert actions == {
+        "create",
+        "join",
+        "leave",
+        "list",
+        "summarize",
+        "pause",
+        "resume",
+        "resolve",
+        "close",
+        "review",
+    }
+
+
+def test_the_readme_lists_the_message_types_the_node_acts_on() -> None:
+    from bzzz.schemas import ACTED_ON_TYPES
+
+    text = README.read_text()
+    for kind in ACTED_ON_TYPES:
+        assert f"`{kind}`" in text, kind
+
+
+# --- the tour ------------------------------------------------------------------------------
+
+Call = Callable[[str, dict[str, Any]], Awaitable[dict[str, Any]]]
+
+
+def _fill(text: str, known: dict[str, str], block: Block) -> dict[str, Any]:
+    def value(match: re.Match[str]) -> str:
+        name = match.group(1)
+        assert name in known, f"README line {block.line}: <{name}> before any answer gave it"
+        return known[name]
+
+    arguments: dict[str, Any] = json.loads(PLACEHOLDER.sub(value, text))
+    return arguments
+
+
+def _learn(tool: str, result: dict[str, Any], known: dict[str, str]) -> None:
+    """The ids later blocks name: a task, a thread, the last posted message, a page's oldest."""
+    if tool == "bzzz_post":
+        known["message_id"] = result["message_id"]
+        for task_id in (result.get("tasks") or {}).values():
+            known["task_id"] = task_id
+    if tool == "bzzz_thread" and result["action"] == "create":
+        known["thread_id"] = result["thread_id"]
+    if tool == "bzzz_get" and result["content"].get("page", {}).get("oldest"):
+        known["oldest"] = result["content"]["page"]["oldest"]
+
+
+async def _tour(first: Call, second: Call) -> dict[str, str]:
+    known: dict[str, str] = {}
+    for block in tool_calls():
+        tool = block.info[1]
+        arguments = _fill(block.body, known, block)
+        result = await (second if block.info[2:] == ["second"] else first)(tool, arguments)
+        assert result.get("success") is True, f"README line {block.line}: {tool} -> {result}"
+        _learn(tool, result, known)
+    return known
+
+
+def _caller(call_tool: Callable[..., Awaitable[Any]]) -> Call:
+    async def call(tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
+        with anyio_timeout(CALL_TIMEOUT):
+            result = await call_tool(tool, arguments)
+        body: dict[str, Any] = result.structured_content
+        return body
+
+    return call
+
+
+@contextlib.contextmanager
+def anyio_timeout(seconds: float) -> Any:
+    import anyio
+
+    with anyio.fail_after(seconds):
+        yield
+
+
+@contextlib.asynccontextmanager
+async def _stateless(url: str, name: str) -> AsyncIterator[Client]:
+    """The SDK's default client (2026-07-28, no handshake), naming its caller in a header."""
+    http = httpx2.AsyncClient(headers={"X-Bzzz-Session": name})
+    async with http, Client(streamable_http_client(url, http_client=http)) as client:
+        yield client
+
+
+def _settings_file(tmp_path: Path) -> Path:
+    [toml] = of_kind("toml")
+    path = tmp_path / "bzzz.toml"
+    path.write_text(toml.body)
+    return path
+
+
+@pytest.fixture
+async def tour_node(
+    tmp_path: Path, clean_env: dict[str, str]
+) -> AsyncIterator[HttpNode]:  # the node the tour runs on, with the README's settings file
+    data_dir = tmp_path / "data"
+    env = node_env(clean_env, data_dir, BZZZ_CONFIG=str(_settings_file(tmp_path)))
+    node = HttpNode(data_dir, env, tmp_path / "logs")
+    try:
+        await node.start()
+        yield node
+    finally:
+        await node.kill()
+        from .support import kill_orphans
+
+        kill_orphans(data_dir)
+
+
+async def test_the_tour_runs_with_the_stateless_default_client(tour_node: HttpNode) -> None:
+    async with (
+        _stateless(tour_node.mcp_url, "tour-first") as first,
+        _stateless(tour_node.mcp_url, "tour-second") as second,
+    ):
+        known = await _tour(_caller(first.call_tool), _caller(second.call_tool))
+    assert set(known) == {"task_id", "thread_id", "message_id", "oldest"}
+
+
+async def test_the_tour_commands_and_client_configs_run_with_the_legacy_handshake(
+    tour_node: HttpNode, tmp_path: Path
+) -> None:
+    async with http_session(tour_node.mcp_url) as first, http_session(tour_node.mcp_url) as second:
+        known = await _tour(_caller(first.call_tool), _caller(second.call_tool))
+        # The tour's escalation was resolved: the rule of the README's settings file fired.
+        escalations = await _run_console("bzzz escalations --json", tour_node)
+    assert set(known) == {"task_id", "thread_id", "message_id", "oldest"}
+    [escalation] = escalations["escalations"]
+    assert escalation["rule"] == "Any Disagreement" and escalation["resolved"] is True
+
+    for block in of_kind("console"):
+        for line in block.body.splitlines():
+            assert line.startswith("$ bzzz "), f"README line {block.line}: {line}"
+            await _run_console(line.removeprefix("$ "), tour_node)
+
+    for block in of_kind("json"):
+        if len(block.info) == 1:
+            await _client_config(json.loads(block.body), tour_node, tmp_path)
+
+
+async def _run_console(command: str, node: HttpNode) -> Any:
+    import asyncio
+
+    argv = shlex.split(command)
+    assert argv[0] == "bzzz"
+    done = await asyncio.to_thread(
+        subprocess.run,
+        [bzzz_executable(), *argv[1:]],
+        env=node.env,
+        capture_output=True,
+        text=True,
+        timeout=START_TIMEOUT,
+        check=False,
+    )
+    assert done.returncode == 0, f"{command}: {done.stderr}"
+    assert done.stdout.strip(), command
+    return json.loads(done.stdout) if "--json" in argv else done.stdout
+
+
+async def _client_config(config: dict[str, Any], node: HttpNode, tmp_path: Path) -> None:
+    """Connect as an MCP host would with the README's configuration; the six tools are there."""
+    [server] = config["mcpServers"].values()
+    if "url" in server:
+        assert server["url"] == "http://127.0.0.1:7331/mcp"
+        url = server["url"].replace("7331", str(node.port))
+        async with http_session(url) as session:
+            tools = await session.list_tools()
+    else:
+        assert server["command"].endswith("/.venv/bin/bzzz")
+        params = StdioServerParameters(command=bzzz_executable(), args=server["args"], env=node.env)
+        with (tmp_path / "stdio-config.err").open("w") as errlog:
+            async with (
+                stdio_client(params, errlog=errlog) as (read, write),
+                ClientSession(read, write) as session,
+            ):
+                with anyio_timeout(START_TIMEOUT):
+                    await session.initialize()
+                    tools = await session.list_tools()
+    assert {tool.name for tool in tools.tools} == TOOLS
+
+
+# --- shell lines ---------------------------------------------------------------------------
+
+
+def _shell_lines(block: Block) -> list[str]:
+    joined = block.body.replace("\\\n", " ")
+    return [line.split(" #")[0].strip() for line in joined.splitlines() if line.strip()]
+
+
+def test_the_shell_lines_name_scripts_that_exist_and_settings_that_load(tmp_path: Path) -> None:
+    root = README.parent
+    for block in of_kind("bash"):
+        for line in _shell_lines(block):
+            words = shlex.split(line)
+            assignments = {}
+            while words and re.fullmatch(r"[A-Z_][A-Z0-9_]*=.*", words[0]):
+                name, _, value = words.pop(0).partition("=")
+                assignments[name] = value
+            if words[:1] == ["bash"]:
+                script = root / words[1]
+                assert script.is_file() and script.stat().st_mode & 0o111, line
+                continue
+            assert words[0] == "bzzz", f"README line {block.line}: {line}"
+            args = _parser().parse_args(words[1:])
+            assert args.command == "serve", line
+            env = assignments | {"BZZZ_DATA_DIR": str(tmp_path / "d")}
+            assert unknown_variables(env) == [], line
+            load_settings(environ=env)
