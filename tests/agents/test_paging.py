@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from bzzz.errors import InvalidParameters
-from bzzz.eventlog import Caller
+from bzzz.eventlog import LOCAL_CALLER, Caller
 from bzzz.node import Node
 from bzzz.schemas import AnnounceInput, GetInput, PostInput, ThreadInput
 
@@ -27,7 +27,7 @@ async def _post(node: Node, sender: str, **fields: Any) -> dict[str, Any]:
 
 
 async def _read(node: Node, address: str, key: str, **cursor: str) -> tuple[list[str], Any]:
-    got = await node.agents.get(GetInput(address=address, max_history=PAGE, **cursor))
+    got = await node.agents.get(LOCAL_CALLER, GetInput(address=address, max_history=PAGE, **cursor))
     content = got["content"]
     entries = content["thread"]["messages"] if key == "thread" else content[key]
     return [e["id"] for e in entries], content["page"]
@@ -63,7 +63,9 @@ async def _tasks(node: Node) -> tuple[str, str, list[str]]:
 async def _activity(node: Node) -> tuple[str, str, list[str]]:
     for _ in range(ENTRIES - 1):
         await _post(node, "boss", target_address="bzzz://dev", message_type="note", content={})
-    everything = await node.agents.get(GetInput(address="bzzz://dev", max_history=1000))
+    everything = await node.agents.get(
+        LOCAL_CALLER, GetInput(address="bzzz://dev", max_history=1000)
+    )
     ids = [a["id"] for a in everything["content"]["recent_activity"]]
     assert len(ids) == ENTRIES  # the announcement, then each message received
     return "bzzz://dev", "recent_activity", ids
@@ -123,8 +125,10 @@ async def test_a_list_is_read_to_its_end_page_by_page_both_ways(
 async def test_a_cursor_that_names_no_entry_or_both_cursors_are_refused(node: Node) -> None:
     await _announce(node, "dev")
     with pytest.raises(InvalidParameters, match="not an entry"):
-        await node.agents.get(GetInput(address="bzzz://dev/inbox", before="msg-nope"))
+        await node.agents.get(LOCAL_CALLER, GetInput(address="bzzz://dev/inbox", before="msg-nope"))
     with pytest.raises(InvalidParameters, match="not both"):
-        await node.agents.get(GetInput(address="bzzz://dev/inbox", before="a", after="b"))
+        await node.agents.get(
+            LOCAL_CALLER, GetInput(address="bzzz://dev/inbox", before="a", after="b")
+        )
     with pytest.raises(InvalidParameters, match="cannot be paged"):
-        await node.agents.get(GetInput(address="bzzz://dev/threads", before="a"))
+        await node.agents.get(LOCAL_CALLER, GetInput(address="bzzz://dev/threads", before="a"))

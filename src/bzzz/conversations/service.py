@@ -10,6 +10,7 @@ from typing import Any
 from ulid import ULID
 
 from bzzz import domain
+from bzzz.access.keys import STATELESS
 from bzzz.access.limits import PostLimiter
 from bzzz.access.principal import Principal, Scope
 from bzzz.address import Address, parse_address
@@ -76,6 +77,12 @@ class ConversationService:
     async def sender_of(self, caller: Caller, agent_id: str | None) -> domain.Agent:
         """The agent this session acts as (``agent_id`` picks one of several)."""
         mine = await self._agents.agents_of(caller)
+        if not mine and caller.session_id == STATELESS:
+            raise InvalidParameters(
+                "this call acts as no agent: a client without a session or credential passes "
+                "the agent_handle that bzzz_announce returned",
+                details={"hint": "agent_handle"},
+            )
         if not mine:
             raise InvalidParameters(
                 "this session has not announced an agent; call bzzz_announce first",
