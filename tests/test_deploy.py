@@ -13,6 +13,7 @@ import contextlib
 import json
 import os
 import re
+import secrets
 import shlex
 import shutil
 import signal
@@ -25,9 +26,11 @@ from typing import Any
 from urllib.parse import urlsplit
 
 import httpx
+import nats
 import pytest
 import yaml
 from e2e.support import bzzz_executable, free_port, kill_orphans
+from nats.errors import Error as NatsError
 
 from bzzz.cli import _check_exposure
 from bzzz.config import ENV_ALIASES, Settings, load_settings
@@ -279,7 +282,8 @@ async def serve_like_the_image(tmp_path: Path, **extra: str) -> AsyncIterator[Se
     data_dir = tmp_path / "data"
     env = {k: v for k, v in os.environ.items() if not k.startswith("BZZZ_")}
     env |= {k: v for k, v in image_env().items() if k.startswith("BZZZ_")}
-    env |= {"BZZZ_DATA_DIR": str(data_dir), "BZZZ_HTTP_PORT": str(port)} | extra
+    # The data directory and the port are the test's, whatever ``extra`` says.
+    env |= extra | {"BZZZ_DATA_DIR": str(data_dir), "BZZZ_HTTP_PORT": str(port)}
     stderr = tmp_path / "serve.err"
     with stderr.open("wb") as err:
         proc = await asyncio.create_subprocess_exec(
@@ -474,6 +478,98 @@ def test_nats_server_accepts_each_config_only_with_the_login_set(name: str) -> N
     assert ok.returncode == 0, ok.stderr
     bad = subprocess.run([binary, "-t", "-c", path], env={}, capture_output=True, timeout=20)
     assert bad.returncode != 0 and b"NATS_USER" in bad.stderr + bad.stdout
+
+
+@dataclass
+class LocalServer:
+    """One server of the compose cluster, run here on free loopback ports."""
+
+    name: str
+    port: int
+    cluster_port: int
+    monitor_port: int
+    proc: asyncio.subprocess.Process | None = None
+
+
+@contextlib.asynccontextmanager
+async def compose_cluster(tmp_path: Path, password: str) -> AsyncIterator[list[LocalServer]]:
+    """The three deploy/nats configs, with the ports, routes and store moved for one machine."""
+    servers = [LocalServer(n, free_port(), free_port(), free_port()) for n in NATS_SERVICES]
+    login = {"NATS_USER": "bzzz", "NATS_PASSWORD": password}
+    try:
+        for server in servers:
+            config = tmp_path / f"{server.name}.conf"
+            store = tmp_path / server.name
+            # Only the store moves in the file: nats-server refuses -sd beside a store_dir.
+            text = re.sub(r"store_dir: \S+", f'store_dir: "{store}"', nats_config(server.name))
+            config.write_text(text)
+            routes = ",".join(
+                f"nats-route://127.0.0.1:{other.cluster_port}"
+                for other in servers
+                if other is not server
+            )
+            with (tmp_path / f"{server.name}.log").open("wb") as log:
+                server.proc = await asyncio.create_subprocess_exec(
+                    str(nats_server_binary()),
+                    *("-c", str(config), "-a", "127.0.0.1", "-p", str(server.port)),
+                    *("-m", str(server.monitor_port), "--routes", routes),
+                    *("--cluster", f"nats://127.0.0.1:{server.cluster_port}"),
+                    stdin=subprocess.DEVNULL,
+                    stdout=log,
+                    stderr=log,
+                    env=login,
+                )
+        await until_cluster_healthy(servers)
+        yield servers
+    finally:
+        for server in servers:
+            if server.proc is not None and server.proc.returncode is None:
+                server.proc.kill()
+                await server.proc.wait()
+
+
+async def until_cluster_healthy(servers: list[LocalServer]) -> None:
+    """What the compose health check waits for: /healthz 200 (JetStream with a meta leader)."""
+    async with asyncio.timeout(START_TIMEOUT), httpx.AsyncClient(timeout=2) as client:
+        for server in servers:
+            while True:
+                with contextlib.suppress(httpx.HTTPError):
+                    url = f"http://127.0.0.1:{server.monitor_port}/healthz"
+                    if (await client.get(url)).status_code == 200:
+                        break
+                await asyncio.sleep(0.1)
+
+
+def _to_local(url: str, servers: list[LocalServer]) -> str:
+    ports = {server.name: server.port for server in servers}
+    return re.sub(r"@(nats-\d):4222", lambda m: f"@127.0.0.1:{ports[m.group(1)]}", url)
+
+
+@pytest.mark.integration
+async def test_the_compose_cluster_needs_the_login_and_carries_a_node_with_r3_streams(
+    tmp_path: Path, postgres_url: str
+) -> None:
+    password = "x" + secrets.token_hex(16)
+    async with compose_cluster(tmp_path, password) as servers:
+        local = [f"nats://127.0.0.1:{server.port}" for server in servers]
+        with pytest.raises((NatsError, OSError, TimeoutError)):
+            await nats.connect(local[0], allow_reconnect=False, connect_timeout=2)
+        env = node_environment("bzzz-a") | {
+            "BZZZ_NATS_URL": _to_local(node_environment("bzzz-a")["BZZZ_NATS_URL"], servers),
+            "BZZZ_DATABASE_URL": postgres_url,
+        }
+        env = {k: v.replace(placeholders()["NATS_PASSWORD"], password) for k, v in env.items()}
+        assert password in env["BZZZ_NATS_URL"] and "nats-1" not in env["BZZZ_NATS_URL"]
+        async with serve_like_the_image(tmp_path, **env) as node:
+            await until_healthy(node)
+            nc = await nats.connect(local, user="bzzz", password=password, connect_timeout=2)
+            try:
+                info = await nc.jetstream().stream_info("BZZZ_MAIN")
+            finally:
+                await nc.close()
+        assert node.proc.returncode == 0, node.tail()
+    assert info.config.num_replicas == 3
+    assert info.cluster is not None and len(info.cluster.replicas or []) == 2
 
 
 # --- the systemd unit --------------------------------------------------------------------------
