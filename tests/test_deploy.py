@@ -147,14 +147,11 @@ def environment_of(service: dict[str, Any]) -> dict[str, str]:
     raw = service.get("environment") or {}
     if isinstance(raw, list):
         raw = dict(item.partition("=")[::2] for item in raw)
-    return {name: _scalar(value) for name, value in raw.items()}
-
-
-def _scalar(value: Any) -> str:
     # As compose passes them: a bare key is empty, YAML booleans are lower-case.
-    if value is None:
-        return ""
-    return str(value).lower() if isinstance(value, bool) else str(value)
+    return {
+        name: "" if value is None else json.dumps(value) if isinstance(value, bool) else str(value)
+        for name, value in raw.items()
+    }
 
 
 def node_settings(env: Mapping[str, str]) -> Settings:
@@ -176,10 +173,10 @@ def node_settings(env: Mapping[str, str]) -> Settings:
     return load_settings(environ=env)
 
 
-def node_environment(service: str) -> dict[str, str]:
+def node_environment(service: str, values: Mapping[str, str] | None = None) -> dict[str, str]:
     """What a compose node runs with: the image's BZZZ_* ENV under the service's environment."""
     env = {name: value for name, value in image_env().items() if name.startswith("BZZZ_")}
-    return env | environment_of(compose()["services"][service])
+    return env | environment_of(compose(values)["services"][service])
 
 
 def unit_entries(path: Path = UNIT) -> dict[str, dict[str, list[str]]]:
@@ -196,6 +193,12 @@ def unit_entries(path: Path = UNIT) -> dict[str, dict[str, list[str]]]:
         key, _, value = line.partition("=")
         current.setdefault(key.strip(), []).append(value.strip())
     return sections
+
+
+def env_file(path: Path) -> dict[str, str]:
+    """NAME=value lines (comments and blank lines skipped)."""
+    lines = path.read_text(encoding="utf-8").splitlines()
+    return dict(line.split("=", 1) for line in lines if line and not line.startswith("#"))
 
 
 def nats_config(name: str) -> str:
@@ -439,11 +442,7 @@ def test_no_secret_is_committed_each_comes_from_the_env_file() -> None:
             compose(without)
         with pytest.raises(KeyError, match=name):
             compose(without | {name: ""})
-    example = dict(
-        line.split("=", 1)
-        for line in (DEPLOY / ".env.example").read_text().splitlines()
-        if line and not line.startswith("#")
-    )
+    example = env_file(DEPLOY / ".env.example")
     assert example == dict.fromkeys(required, ""), "the example names each secret, empty"
     assert ".env" in (DEPLOY / ".gitignore").read_text().split()
     services = compose()["services"]
@@ -540,6 +539,10 @@ async def until_cluster_healthy(servers: list[LocalServer]) -> None:
                 await asyncio.sleep(0.1)
 
 
+async def _quiet(exc: Exception) -> None:
+    pass  # nats-py logs a traceback for every connect error otherwise
+
+
 def _to_local(url: str, servers: list[LocalServer]) -> str:
     ports = {server.name: server.port for server in servers}
     return re.sub(r"@(nats-\d):4222", lambda m: f"@127.0.0.1:{ports[m.group(1)]}", url)
@@ -552,13 +555,11 @@ async def test_the_compose_cluster_needs_the_login_and_carries_a_node_with_r3_st
     password = "x" + secrets.token_hex(16)
     async with compose_cluster(tmp_path, password) as servers:
         local = [f"nats://127.0.0.1:{server.port}" for server in servers]
-        with pytest.raises((NatsError, OSError, TimeoutError)):
-            await nats.connect(local[0], allow_reconnect=False, connect_timeout=2)
-        env = node_environment("bzzz-a") | {
-            "BZZZ_NATS_URL": _to_local(node_environment("bzzz-a")["BZZZ_NATS_URL"], servers),
-            "BZZZ_DATABASE_URL": postgres_url,
-        }
-        env = {k: v.replace(placeholders()["NATS_PASSWORD"], password) for k, v in env.items()}
+        with pytest.raises(NatsError, match="Authorization Violation"):
+            await nats.connect(local[0], allow_reconnect=False, error_cb=_quiet)
+        env = node_environment("bzzz-a", placeholders() | {"NATS_PASSWORD": password})
+        env["BZZZ_NATS_URL"] = _to_local(env["BZZZ_NATS_URL"], servers)
+        env["BZZZ_DATABASE_URL"] = postgres_url
         assert password in env["BZZZ_NATS_URL"] and "nats-1" not in env["BZZZ_NATS_URL"]
         async with serve_like_the_image(tmp_path, **env) as node:
             await until_healthy(node)
@@ -601,38 +602,30 @@ def test_the_unit_is_hardened_and_restarts_on_failure() -> None:
 
 
 def test_the_env_file_example_holds_settings_the_node_reads() -> None:
-    example = dict(
-        line.split("=", 1)
-        for line in (DEPLOY / "bzzz.env.example").read_text().splitlines()
-        if line and not line.startswith("#")
-    )
+    example = env_file(DEPLOY / "bzzz.env.example")
     settings = node_settings(example | {"BZZZ_AUTH_TOKENS": "x0"})
     assert settings.node.http_host == "0.0.0.0" and settings.auth.required is True
     assert example["BZZZ_AUTH_TOKENS"] == "", "no token committed"
     _check_exposure(settings)
 
 
-def _systemd_analyze() -> str:
-    found = shutil.which("systemd-analyze")
-    if found is None:
+@pytest.fixture
+def installed_unit(tmp_path: Path) -> tuple[str, Path]:
+    """systemd-analyze, and the unit as installed against this bzzz (verify wants ExecStart)."""
+    analyze = shutil.which("systemd-analyze")
+    if analyze is None:
         pytest.skip("systemd-analyze is not installed here")
-    return found
-
-
-def _installed_unit(tmp_path: Path) -> Path:
-    """The unit as it would be installed against this bzzz (verify checks ExecStart exists)."""
-    text = UNIT.read_text().replace(
-        "ExecStart=/opt/bzzz/bin/bzzz", f"ExecStart={bzzz_executable()}"
-    )
+    text = UNIT.read_text().replace("=/opt/bzzz/bin/bzzz ", f"={bzzz_executable()} ")
     assert text != UNIT.read_text()
     path = tmp_path / "bzzz.service"
     path.write_text(text)
-    return path
+    return analyze, path
 
 
-def test_systemd_analyze_verifies_the_unit_without_a_warning(tmp_path: Path) -> None:
-    analyze = _systemd_analyze()
-    unit = _installed_unit(tmp_path)
+def test_systemd_analyze_verifies_the_unit_without_a_warning(
+    installed_unit: tuple[str, Path],
+) -> None:
+    analyze, unit = installed_unit
     result = subprocess.run(
         [analyze, "verify", "--man=no", str(unit)], capture_output=True, text=True, timeout=60
     )
@@ -640,9 +633,8 @@ def test_systemd_analyze_verifies_the_unit_without_a_warning(tmp_path: Path) -> 
     assert result.returncode == 0 and unit.name not in result.stderr, result.stderr
 
 
-def test_systemd_analyze_rates_the_unit_exposure_ok(tmp_path: Path) -> None:
-    analyze = _systemd_analyze()
-    unit = _installed_unit(tmp_path)
+def test_systemd_analyze_rates_the_unit_exposure_ok(installed_unit: tuple[str, Path]) -> None:
+    analyze, unit = installed_unit
     result = subprocess.run(
         [analyze, "security", "--offline=true", "--threshold=20", "--no-pager", str(unit)],
         capture_output=True,
