@@ -5,7 +5,9 @@ by two MCP clients, with both the stateless default client and the legacy handsh
 client configuration (```json```: connected to over stdio or HTTP), a settings file (```toml```:
 the tour's node runs with it), `bzzz` commands (```console```: run against the tour's data
 directory), shell lines (```bash```: their settings load and their commands parse), or a picture
-(```text```). A block of any other kind fails the test, so nothing in the README goes unchecked.
+or commands for machines this test cannot reach (```text```: docker and systemd, whose files
+tests/test_deploy.py checks). A block of any other kind fails the test, so nothing in the
+README goes unchecked.
 """
 
 from __future__ import annotations
