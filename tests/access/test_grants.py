@@ -241,3 +241,25 @@ async def test_one_principal_cannot_take_every_thread(settings: Any, memory_bus:
         )
     assert refused.value.details["retry_after"] > 0
     assert other["success"] is True
+
+
+async def test_one_session_without_credentials_cannot_take_every_thread(
+    settings: Any, memory_bus: Any
+) -> None:
+    settings.conversation.max_active_threads = 4
+    async with Node(settings, bus=memory_bus) as small:
+        greedy, modest = Caller("mcp-greedy"), Caller("mcp-modest")
+        await small.agents.announce(greedy, AnnounceInput(agent_id="g", role="dev"))
+        await small.agents.announce(modest, AnnounceInput(agent_id="m", role="dev"))
+        for n in range(2):
+            await small.conversations.thread(
+                greedy, ThreadInput(action="create", topic=f"t{n}", participants=["g"])
+            )
+        with pytest.raises(RateLimited):
+            await small.conversations.thread(
+                greedy, ThreadInput(action="create", topic="t3", participants=["g"])
+            )
+        other = await small.conversations.thread(
+            modest, ThreadInput(action="create", topic="mine", participants=["m"])
+        )
+    assert other["success"] is True

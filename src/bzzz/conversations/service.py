@@ -468,15 +468,22 @@ class ConversationService:
         return await self._thread_dict(thread_id)
 
     async def _check_thread_room(self, caller: Caller) -> None:
-        """The network's thread limit, and the share of it one principal may take."""
+        """The network's thread limit, and the share of it one principal may take.
+
+        Without credentials (one anonymous principal) the share is per session: the agents
+        the caller acts as.
+        """
         who = caller.principal
         share = self._threads_per_principal or max(1, self._max_active_threads // 2)
         async with self._db.session() as session:
             repo = Repository(session)
             active = await repo.count_active_threads()
             mine = 0
-            if who.authenticated and active >= share:
-                creators = self._agents.directory.owned_by(who.id)
+            if active >= share:
+                if who.authenticated:
+                    creators = self._agents.directory.owned_by(who.id)
+                else:
+                    creators = [a.id for a in await self._agents.agents_of(caller)]
                 mine = await repo.count_active_threads(creators)
         if active >= self._max_active_threads:
             raise self._too_many()
