@@ -76,6 +76,7 @@ async def test_a_task_with_required_roles_is_reviewed_agreed_and_its_result_reac
     assert result["content"] == RESULT
     assert set(result["consensus"]["agreed_by"]) == {"arch-1", "rev-1", "docs-1"}
     assert task["progress"]["thread_id"] == thread_id
+    assert task["thread_id"] == thread_id  # the thread id is on the task itself
     # The assigner heard of the thread before the result, and the result came to it directly.
     to_boss = [(m["message_type"], m["content"]) for m in log.messages_to("boss")]
     kinds = [kind for kind, _ in to_boss]

@@ -418,6 +418,9 @@ def _update_task(session: Session, env: Envelope) -> Outcome:
         return {"ok": False, "reason": f"task is already {task.status}"}
     content = p["content"]
     kind = p["message_type"]
+    if task.thread_id is None and isinstance(content.get("thread_id"), str):
+        # The assignee names the thread where the work happens (a collaborative review).
+        task.thread_id = _text(content["thread_id"], ID_LENGTH, "thread_id")
     if kind == "task_progress":
         task.status = TaskStatus.IN_PROGRESS.value
         task.progress = dict(content)
