@@ -21,6 +21,7 @@ from bzzz.config import OpenAISettings
 from bzzz.errors import OpenAIError
 from bzzz.llm.breaker import CircuitBreaker
 from bzzz.llm.types import ModelReply, ModelRequest, TokenUsage, ToolCall
+from bzzz.privacy.redact import redact_messages
 
 logger = logging.getLogger(__name__)
 
@@ -115,6 +116,7 @@ class OpenAIModelClient:
         self.breaker = CircuitBreaker(settings.breaker_threshold, settings.breaker_cooldown, clock)
         self.attempts = 0
         self.retries = 0
+        self.redact = True  # privacy.redact_models: PII masked in every request's messages
 
     async def close(self) -> None:
         """Close the HTTP connections."""
@@ -162,7 +164,7 @@ class OpenAIModelClient:
     def _arguments(self, request: ModelRequest) -> dict[str, Any]:
         args: dict[str, Any] = {
             "model": request.model,
-            "messages": request.messages,
+            "messages": redact_messages(request.messages) if self.redact else request.messages,
             "temperature": request.temperature,
             self._settings.max_tokens_param: request.max_tokens,
         }
