@@ -35,7 +35,9 @@ _GIVEN_NAMES_TEXT = """
 """
 GIVEN_NAMES = frozenset(_GIVEN_NAMES_TEXT.split())
 
-_WORD = r"[A-Z][a-z]+(?:[-'][A-Z]?[a-z]+)*"
+# Capitalised words, accented letters of Latin scripts included (García, Jürgen, Ólafsson).
+_UPPER, _LOWER = "A-ZÀ-ÖØ-Þ", "a-zß-öø-ÿ"
+_WORD = rf"[{_UPPER}][{_LOWER}]+(?:[-'][{_UPPER}]?[{_LOWER}]+)*"
 _SURNAME = rf"(?:(?:van|von|de|da|del|der|di|le|la|al|bin) )?{_WORD}"
 _GIVEN = re.compile(
     r"\b(?:" + "|".join(sorted(GIVEN_NAMES, key=len, reverse=True)) + r")"

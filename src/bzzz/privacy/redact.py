@@ -58,8 +58,11 @@ class _Recognizer:
             return
         for found in self._recognizer.analyze(text, self._entities, None):
             kind = _PRESIDIO_KINDS.get(found.entity_type)
-            if kind is not None and found.score >= MIN_SCORE:
-                yield Span(found.start, found.end, kind, float(found.score))
+            if kind is None or found.score < MIN_SCORE:
+                continue
+            if kind == PHONE and not _digit_count(text[found.start : found.end], 7):
+                continue  # a short code (a local extension, part of another number)
+            yield Span(found.start, found.end, kind, float(found.score))
 
 
 def _presidio_finders(phone_regions: tuple[str, ...]) -> list[Finder]:
@@ -82,9 +85,11 @@ def _presidio_finders(phone_regions: tuple[str, ...]) -> list[Finder]:
         def validate_result(self, pattern_text: str) -> bool:
             return bool(suffixes(pattern_text.rpartition("@")[2]).fqdn)
 
+    cards = CreditCardRecognizer()
     return [
         _Recognizer(OfflineEmailRecognizer(), lambda text: "@" in text),
-        _Recognizer(CreditCardRecognizer(), lambda text: _digit_count(text, 12)),
+        _Recognizer(cards, lambda text: _digit_count(text, 12)),
+        _TwoSeriesCards(cards.validate_result),
         _Recognizer(IbanRecognizer(), lambda text: _digit_count(text, 8)),
         _Recognizer(UsSsnRecognizer(), lambda text: _digit_count(text, 9)),
         _Recognizer(
@@ -97,12 +102,34 @@ def _presidio_finders(phone_regions: tuple[str, ...]) -> list[Finder]:
 
 
 def resolve(spans: Iterable[Span]) -> list[Span]:
-    """Non-overlapping spans in text order: the higher score wins, then the longer span."""
-    chosen: list[Span] = []
-    for span in sorted(spans, key=lambda s: (-s.score, s.start - s.end, s.start)):
-        if not any(span.overlaps(taken) for taken in chosen):
-            chosen.append(span)
-    return sorted(chosen, key=lambda s: s.start)
+    """Non-overlapping spans in text order: overlapping finds merge into one span.
+
+    The merged span covers them all (nothing a detector found stays visible) and takes the
+    kind of its highest-scoring find.
+    """
+    merged: list[Span] = []
+    for span in sorted(spans, key=lambda s: (s.start, -s.end)):
+        last = merged[-1] if merged else None
+        if last is None or not span.overlaps(last):
+            merged.append(span)
+            continue
+        best = last if last.score >= span.score else span
+        merged[-1] = Span(last.start, max(last.end, span.end), best.kind, best.score)
+    return merged
+
+
+class _TwoSeriesCards:
+    """Mastercard's 2221-2720 range, which Presidio's card pattern does not cover."""
+
+    PATTERN = re.compile(r"(?<![\d-])2[2-7]\d\d(?:[ -]?\d{4}){3}(?![\d-])")
+
+    def __init__(self, luhn: Any) -> None:
+        self._luhn = luhn
+
+    def __call__(self, text: str) -> Iterator[Span]:
+        for match in self.PATTERN.finditer(text):
+            if 2221 <= int(match.group()[:4]) <= 2720 and self._luhn(match.group()):
+                yield Span(match.start(), match.end(), CARD, 1.0)
 
 
 class Redactor:

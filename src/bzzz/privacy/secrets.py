@@ -41,12 +41,17 @@ _PEM = re.compile(
 )
 # ``password = hunter2``, ``"client_secret": "…"``: the value is the secret, the name stays.
 _ASSIGNED = re.compile(
-    r"(?i)\b(?:password|passwd|pwd|passphrase|secret|client_secret|api[_-]?key|access[_-]?key"
-    r"|auth[_-]?token|access[_-]?token|secret[_-]?key|private[_-]?key)\b[\"']?\s*[:=]\s*[\"']?"
+    r"(?i)(?<![a-z0-9])(?:password|passwd|pwd|passphrase|secret|client_secret|api[_-]?key"
+    r"|access[_-]?key|auth[_-]?token|access[_-]?token|secret[_-]?key|private[_-]?key)"
+    r"(?![a-z0-9])[\"']?\s*[:=]\s*[\"']?"
     r"(?P<value>[^\s\"',;<>]{6,})"
 )
+# ``postgresql://app:s3cret@db/prod``: the password of a URL's user info.
+_URL_PASSWORD = re.compile(r"(?i)\b[a-z][a-z0-9+.\-]*://[^\s:/@]+:(?P<value>[^\s:/@]+)@")
 _CANDIDATE = re.compile(rf"{_START}[{_TOKEN_CHARS}+/=]{{24,}}{_END}")
 
+_PARTS = re.compile(r"[-_./]")
+MIN_RANDOM_LENGTH = 20
 MIN_ENTROPY = 3.7  # bits per character; random base62 text of 24+ characters has ~4.3
 
 
@@ -80,6 +85,10 @@ def find_secrets(text: str) -> Iterator[Span]:
     for match in _ASSIGNED.finditer(text):
         start, end = match.span("value")
         yield Span(start, end, SECRET, 0.9)
+    for match in _URL_PASSWORD.finditer(text):
+        yield Span(match.start("value"), match.end("value"), SECRET, 0.9)
     for match in _CANDIDATE.finditer(text):
-        if looks_random(match.group()):
+        # Judged on its longest part: ``msg-01J…`` (a ULID) is an id, not a secret.
+        core = max(_PARTS.split(match.group()), key=len)
+        if len(core) >= MIN_RANDOM_LENGTH and looks_random(core):
             yield Span(match.start(), match.end(), SECRET, 0.7)
