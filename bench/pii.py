@@ -394,7 +394,10 @@ def negative_values(rng: random.Random) -> list[tuple[str, str]]:
     hexdigits = "0123456789abcdef"
     ulid_chars = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
     makers: list[tuple[str, Callable[[], str]]] = [
-        ("order number", lambda: f"ORD-{rng.randint(2020, 2026)}-{rng.randint(0, 99999):05d}"),
+        (
+            "order number",
+            lambda: f"ORD-{rng.randint(2020, 2026)}-{rng.randint(0, 10**7):0{rng.randint(4, 7)}d}",
+        ),
         ("order number", lambda: f"#{rng.randint(10000, 999999)}"),
         ("uuid", lambda: "-".join(_random(rng, n, hexdigits) for n in (8, 4, 4, 4, 12))),
         ("ulid id", lambda: "msg-01" + _random(rng, 24, ulid_chars)),

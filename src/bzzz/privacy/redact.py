@@ -45,6 +45,17 @@ def _digit_count(text: str, at_least: int) -> bool:
     return any(count >= at_least for count, _ in enumerate(_DIGITS.finditer(text), 1))
 
 
+def _phone_alone(text: str, start: int, end: int) -> bool:
+    """A phone number of 7+ digits that is not a piece of an id (``ORD-2026-004821``)."""
+    if not _digit_count(text[start:end], 7):
+        return False  # a short code: an extension, part of another number
+    before = text[max(start - 2, 0) : start]
+    after = text[end : end + 2]
+    glued_before = before[-1:].isalnum() or (before[-1:] in "-_#/" and before[:1].isalnum())
+    glued_after = after[:1].isalnum() or (after[:1] in "-_/" and after[1:].isalnum())
+    return not (before and glued_before) and not (after and glued_after)
+
+
 class _Recognizer:
     """One Presidio recognizer, with a cheap test that skips texts it cannot match."""
 
@@ -60,8 +71,8 @@ class _Recognizer:
             kind = _PRESIDIO_KINDS.get(found.entity_type)
             if kind is None or found.score < MIN_SCORE:
                 continue
-            if kind == PHONE and not _digit_count(text[found.start : found.end], 7):
-                continue  # a short code (a local extension, part of another number)
+            if kind == PHONE and not _phone_alone(text, found.start, found.end):
+                continue
             yield Span(found.start, found.end, kind, float(found.score))
 
 
