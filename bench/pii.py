@@ -112,6 +112,11 @@ LAST = [
     "Moreau",
     "Costa",
 ]
+STREETS = (
+    "Baker Street, London NW1 6XE",
+    "Rue de Rivoli, 75001 Paris",
+    "Hauptstraße 5, 10115 Berlin",
+)
 DOMAINS = ("example.com", "acme-corp.io", "mail.example.org", "uni-hamburg.de", "bank.co.uk")
 PROSE = (
     "The nightly build on the release branch finished after the cache was warmed. "
@@ -386,6 +391,9 @@ def harder(rng: random.Random) -> list[Snippet]:
         out.append(Snippet(pem, [(9, len(pem) - 2, SECRET)]))
     for _ in range(10):
         out.append(planted("The card ends the sentence: {v}.", card_number(rng), "CARD"))
+    for _ in range(15):  # postal addresses are not a kind: they stay (see BENCHMARKS.md)
+        street = f"{rng.randint(1, 240)} {rng.choice(STREETS)}"
+        out.append(planted(f"Ship to {{v}}, {street}.", person(rng), PERSON))
     return out
 
 

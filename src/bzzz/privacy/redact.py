@@ -30,6 +30,7 @@ PHONE_REGIONS = ("US", "GB", "DE", "FR")
 # Presidio's own scores: weaker finds (a bare 9-digit number as an SSN: 0.05) are dropped.
 MIN_SCORE = 0.3
 _DIGITS = re.compile(r"\d")
+_EXTENSION = re.compile(r"(?i)[\s,;]*(?:ext\.?|extension|x|#)\s*\d+$")
 _PRESIDIO_KINDS = {
     "EMAIL_ADDRESS": EMAIL,
     "PHONE_NUMBER": PHONE,
@@ -46,9 +47,10 @@ def _digit_count(text: str, at_least: int) -> bool:
 
 
 def _phone_alone(text: str, start: int, end: int) -> bool:
-    """A phone number of 7+ digits that is not a piece of an id (``ORD-2026-004821``)."""
-    if not _digit_count(text[start:end], 7):
-        return False  # a short code: an extension, part of another number
+    """A phone number of 7-15 digits that is not a piece of an id (``ORD-2026-004821``)."""
+    digits = sum(c.isdigit() for c in _EXTENSION.sub("", text[start:end]))
+    if not 7 <= digits <= 15:
+        return False  # a short code (an extension), or longer than E.164 allows (a card)
     before = text[max(start - 2, 0) : start]
     after = text[end : end + 2]
     glued_before = before[-1:].isalnum() or (before[-1:] in "-_#/" and before[:1].isalnum())
@@ -73,6 +75,8 @@ class _Recognizer:
                 continue
             if kind == PHONE and not _phone_alone(text, found.start, found.end):
                 continue
+            if kind == CARD and text[found.start - 1 : found.start] == "+":
+                continue  # +4915123451564 is a phone number that happens to pass Luhn
             yield Span(found.start, found.end, kind, float(found.score))
 
 
@@ -112,21 +116,36 @@ def _presidio_finders(phone_regions: tuple[str, ...]) -> list[Finder]:
     ]
 
 
-def resolve(spans: Iterable[Span]) -> list[Span]:
-    """Non-overlapping spans in text order: overlapping finds merge into one span.
+def resolve(text: str, spans: Iterable[Span]) -> list[Span]:
+    """Non-overlapping spans in text order.
 
-    The merged span covers them all (nothing a detector found stays visible) and takes the
-    kind of its highest-scoring find.
+    Where finds overlap, the higher score (then the longer span) keeps its extent and the
+    other keeps what is left of it, so every character a detector found stays masked and two
+    values side by side keep their own kinds.
     """
-    merged: list[Span] = []
-    for span in sorted(spans, key=lambda s: (s.start, -s.end)):
-        last = merged[-1] if merged else None
-        if last is None or not span.overlaps(last):
-            merged.append(span)
-            continue
-        best = last if last.score >= span.score else span
-        merged[-1] = Span(last.start, max(last.end, span.end), best.kind, best.score)
-    return merged
+    chosen: list[Span] = []
+    for span in sorted(spans, key=lambda s: (-s.score, s.start - s.end, s.start)):
+        chosen += _uncovered(text, span, chosen)
+    return sorted(chosen, key=lambda s: s.start)
+
+
+def _uncovered(text: str, span: Span, chosen: list[Span]) -> list[Span]:
+    parts = [(span.start, span.end)]
+    for taken in chosen:
+        parts = [
+            part
+            for start, end in parts
+            for part in ((start, min(end, taken.start)), (max(start, taken.end), end))
+            if part[0] < part[1]
+        ]
+    pieces = []
+    for start, end in parts:
+        piece = text[start:end]
+        if any(c.isalnum() for c in piece):
+            start += len(piece) - len(piece.lstrip())
+            end -= len(piece) - len(piece.rstrip())
+            pieces.append(Span(start, end, span.kind, span.score))
+    return pieces
 
 
 class _TwoSeriesCards:
@@ -153,7 +172,7 @@ class Redactor:
 
     def find(self, text: str) -> list[Span]:
         """What would be masked, in text order."""
-        return resolve(span for finder in self._finders for span in finder(text))
+        return resolve(text, [span for finder in self._finders for span in finder(text)])
 
     def redact(self, text: str) -> str:
         """The text with every find replaced by its placeholder (``<EMAIL>``, ``<CARD>``…)."""

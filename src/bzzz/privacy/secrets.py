@@ -48,7 +48,8 @@ _ASSIGNED = re.compile(
 )
 # ``postgresql://app:s3cret@db/prod``: the password of a URL's user info.
 _URL_PASSWORD = re.compile(r"(?i)\b[a-z][a-z0-9+.\-]*://[^\s:/@]+:(?P<value>[^\s:/@]+)@")
-_CANDIDATE = re.compile(rf"{_START}[{_TOKEN_CHARS}+/=]{{24,}}{_END}")
+# Base64's ``=`` only as padding: ``NAME=value`` is a name and a value, not one token.
+_CANDIDATE = re.compile(rf"{_START}[{_TOKEN_CHARS}+/]{{24,}}={{0,2}}(?![{_TOKEN_CHARS}+/=])")
 
 _PARTS = re.compile(r"[-_./]")
 MIN_RANDOM_LENGTH = 20
