@@ -113,6 +113,22 @@ def test_an_iban_is_masked_only_when_its_check_digits_hold(redactor: Redactor) -
     assert "<IBAN>" not in redactor.redact("iban DE88 3704 0044 0532 0130 00")
 
 
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("call 415-555-0132 219-09-9999", "call <PHONE> <US_SSN>"),
+        ("call 650-253-0000 203.0.113.42", "call <PHONE> <IP_ADDRESS>"),
+        ("tel +4915123451564", "tel <PHONE>"),
+        ("export TOKEN_B=Q7mZ2xK9pL4vR8nT1wB6yH3jC5dF0gS", "export TOKEN_B=<SECRET>"),
+        ("call +1 650-253-0000 ext. 204", "call <PHONE>"),
+    ],
+)
+def test_values_side_by_side_keep_their_own_kinds(
+    redactor: Redactor, text: str, expected: str
+) -> None:
+    assert redactor.redact(text) == expected
+
+
 def test_high_entropy_is_measured_per_character() -> None:
     assert entropy("aaaa") == 0
     assert entropy("abcd") == 2

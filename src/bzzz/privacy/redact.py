@@ -52,10 +52,11 @@ def _phone_alone(text: str, start: int, end: int) -> bool:
     if not 7 <= digits <= 15:
         return False  # a short code (an extension), or longer than E.164 allows (a card)
     before = text[max(start - 2, 0) : start]
-    after = text[end : end + 2]
+    after = text[end : end + 1]
     glued_before = before[-1:].isalnum() or (before[-1:] in "-_#/" and before[:1].isalnum())
-    glued_after = after[:1].isalnum() or (after[:1] in "-_/" and after[1:].isalnum())
-    return not (before and glued_before) and not (after and glued_after)
+    # Only a letter or digit right after: ``… 136-51-9864`` may follow a number that the
+    # matcher ran into (an SSN after a phone number); the overlap is resolved later.
+    return not (before and glued_before) and not after[:1].isalnum()
 
 
 class _Recognizer:
