@@ -216,8 +216,6 @@ def phone(rng: random.Random) -> str:
     if fmt == "DOTS":
         n = str(candidate.national_number)
         return f"{n[:3]}.{n[3:6]}.{n[6:]}"
-    if fmt == "NATIONAL" and region not in ("US", "GB", "DE", "FR"):
-        fmt = "INTERNATIONAL"  # a national form is only looked for in the redactor's regions
     return phonenumbers.format_number(candidate, getattr(phonenumbers.PhoneNumberFormat, fmt))
 
 
