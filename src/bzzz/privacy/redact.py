@@ -12,6 +12,7 @@ not when this module is imported.
 
 from __future__ import annotations
 
+import bisect
 import functools
 import json
 import re
@@ -124,25 +125,29 @@ def resolve(text: str, spans: Iterable[Span]) -> list[Span]:
     other keeps what is left of it, so every character a detector found stays masked and two
     values side by side keep their own kinds.
     """
-    chosen: list[Span] = []
+    chosen: list[Span] = []  # in text order, never overlapping
     for span in sorted(spans, key=lambda s: (-s.score, s.start - s.end, s.start)):
-        chosen += _uncovered(text, span, chosen)
-    return sorted(chosen, key=lambda s: s.start)
+        for piece in _uncovered(text, span, chosen):
+            bisect.insort(chosen, piece, key=lambda s: s.start)
+    return chosen
 
 
 def _uncovered(text: str, span: Span, chosen: list[Span]) -> list[Span]:
-    parts = [(span.start, span.end)]
-    for taken in chosen:
-        parts = [
-            part
-            for start, end in parts
-            for part in ((start, min(end, taken.start)), (max(start, taken.end), end))
-            if part[0] < part[1]
-        ]
+    """What is left of ``span`` outside the chosen spans, trimmed of white space."""
+    first = max(bisect.bisect_left(chosen, span.start, key=lambda s: s.start) - 1, 0)
+    parts, at = [], span.start
+    for taken in chosen[first:]:
+        if taken.start >= span.end:
+            break
+        if taken.end <= at:
+            continue
+        parts.append((at, taken.start))
+        at = taken.end
+    parts.append((at, span.end))
     pieces = []
     for start, end in parts:
         piece = text[start:end]
-        if any(c.isalnum() for c in piece):
+        if start < end and any(c.isalnum() for c in piece):
             start += len(piece) - len(piece.lstrip())
             end -= len(piece) - len(piece.rstrip())
             pieces.append(Span(start, end, span.kind, span.score))
