@@ -6,7 +6,7 @@ pattern recognizers, used one by one, without its ``AnalyzerEngine`` (which insi
 model that cannot be downloaded here). Credentials and person names are this package's own
 (``secrets.py``, ``names.py``). Redaction is idempotent: a placeholder is never found again.
 
-Presidio (and spaCy under it) takes ~2 s to import, so it is loaded on the first redaction,
+Presidio (and spaCy under it) takes 0.5-2 s to import, so it is loaded on the first redaction,
 not when this module is imported.
 """
 
@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import bisect
 import functools
+import itertools
 import json
 import re
 from collections.abc import Callable, Iterable, Iterator
@@ -136,7 +137,7 @@ def _uncovered(text: str, span: Span, chosen: list[Span]) -> list[Span]:
     """What is left of ``span`` outside the chosen spans, trimmed of white space."""
     first = max(bisect.bisect_left(chosen, span.start, key=lambda s: s.start) - 1, 0)
     parts, at = [], span.start
-    for taken in chosen[first:]:
+    for taken in itertools.islice(chosen, first, None):
         if taken.start >= span.end:
             break
         if taken.end <= at:
