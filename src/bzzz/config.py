@@ -403,6 +403,15 @@ class LimitsSettings(_Section):
     http_max_body_bytes: int = Field(4 << 20, gt=0)
 
 
+class PrivacySettings(_Section):
+    """PII redaction: personal data and secrets masked with typed placeholders (``<EMAIL>``)."""
+
+    redact_models: bool = Field(True, description="mask what is sent to a model endpoint")
+    redact_stored: bool = Field(
+        False, description="also mask message content before it is stored and delivered"
+    )
+
+
 class NodeSettings(_Section):
     """This process: data directory, database, HTTP."""
 
@@ -444,6 +453,7 @@ class Settings(_Section):
     slurp: SlurpSettings = Field(default_factory=SlurpSettings)
     auth: AuthSettings = Field(default_factory=AuthSettings)
     limits: LimitsSettings = Field(default_factory=LimitsSettings)
+    privacy: PrivacySettings = Field(default_factory=PrivacySettings)
 
     def database_url(self) -> str:
         """The database URL in force: the configured one or SQLite in the data directory."""

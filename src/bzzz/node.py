@@ -35,6 +35,7 @@ from bzzz.eventlog import EventLog
 from bzzz.events.service import SubscriptionService
 from bzzz.events.webhooks import WebhookDispatcher
 from bzzz.federation.service import FederationService
+from bzzz.llm.client import OpenAIModelClient
 from bzzz.llm.runtime import HostedRuntime
 from bzzz.llm.service import LLMService
 from bzzz.llm.summaries import ModelSummarizer
@@ -265,6 +266,7 @@ class Node:
                 limits_cfg.burst_seconds,
             ),
             threads_per_principal=limits_cfg.threads_per_principal,
+            redact_stored=self.settings.privacy.redact_stored,
         )
         self.subscriptions = SubscriptionService(
             self.db,
@@ -360,6 +362,8 @@ class Node:
         from bzzz.llm.classifier import ModelInsights, ModelStanceClassifier
 
         self.llm = LLMService(self.settings, self.db, self.log)
+        if isinstance(self.llm.client, OpenAIModelClient):
+            self.llm.client.redact = self.settings.privacy.redact_models
         if self.llm.enabled:
             self.conversations.summarizer = ModelSummarizer(self.llm)
             self.conversations.classifier = ModelStanceClassifier(self.llm)

@@ -24,6 +24,7 @@ from bzzz.conversations.summary import content_text, message_text, summarize_thr
 from bzzz.domain import TASK_UPDATE_TYPES, THREAD_MESSAGE_TYPES, iso
 from bzzz.errors import AgentNotFound, BzzzError, InvalidParameters, RateLimited, ThreadNotFound
 from bzzz.eventlog import Caller, EventLog
+from bzzz.privacy.redact import redact_data
 from bzzz.schemas import PostInput, ThreadInput
 from bzzz.store.database import Database
 from bzzz.store.directory import AgentDirectory
@@ -60,8 +61,10 @@ class ConversationService:
         classifier: StanceClassifier | None = None,
         limiter: PostLimiter | None = None,
         threads_per_principal: int = 0,
+        redact_stored: bool = False,
     ) -> None:
         self._db = db
+        self._redact_stored = redact_stored  # privacy.redact_stored: PII masked before storing
         self._limiter = limiter or PostLimiter(0, 0, 1)
         self._threads_per_principal = threads_per_principal
         self._log = log
@@ -141,7 +144,7 @@ class ConversationService:
             "sender": sender.id,
             "target_address": target_of(params),
             "message_type": params.message_type,
-            "content": params.content,
+            "content": redact_data(params.content) if self._redact_stored else params.content,
             "priority": params.priority,
             "thread_id": params.thread_id,
             "reply_to": params.reply_to,

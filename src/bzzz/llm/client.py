@@ -7,6 +7,7 @@ attempt is seen by the circuit breaker and a server's Retry-After is honoured ex
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import email.utils
 import logging
 import re
@@ -23,6 +24,7 @@ from bzzz.errors import OpenAIError
 from bzzz.llm.breaker import CircuitBreaker
 from bzzz.llm.modeltable import ModelTable
 from bzzz.llm.types import ModelReply, ModelRequest, TokenUsage, ToolCall
+from bzzz.privacy.redact import redact_messages
 
 logger = logging.getLogger(__name__)
 
@@ -144,6 +146,7 @@ class OpenAIModelClient:
         self.breaker = CircuitBreaker(settings.breaker_threshold, settings.breaker_cooldown, clock)
         self.attempts = 0
         self.retries = 0
+        self.redact = True  # privacy.redact_models: PII masked in every request's messages
 
     async def close(self) -> None:
         """Close the HTTP connections."""
@@ -153,6 +156,9 @@ class OpenAIModelClient:
         self, request: ModelRequest, on_delta: DeltaHandler | None = None
     ) -> ModelReply:
         """Send the request, retrying 429/5xx/connection failures with exponential backoff."""
+        if self.redact:  # in a thread: ~1-5 ms per KB of prompt, and Presidio loads on first use
+            masked = await asyncio.to_thread(redact_messages, request.messages)
+            request = dataclasses.replace(request, messages=masked)
         attempt = 0
         while True:
             self.breaker.check()
