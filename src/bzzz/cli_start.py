@@ -47,7 +47,10 @@ async def show_start(node: Any) -> None:
     # The node reports no progress events: its applied sequence is read a few times a second,
     # only for the eyes of someone at a terminal.
     with out.progress("starting: opening the store") as update:
-        while getattr(node, "projector", None) is None:  # noqa: ASYNC110 - no event to wait on
+        while getattr(node, "projector", None) is None:
+            migrations = getattr(getattr(node, "db", None), "migrations", None)
+            if migrations is not None and migrations.total:
+                update(migrations.done, total=migrations.total, description="migrating the store")
             await asyncio.sleep(0.02)
         update(0, description="catching up with the log")
         last = await node.bus.last_sequence()

@@ -16,6 +16,7 @@ import logging
 from datetime import timedelta
 
 from bzzz import domain
+from bzzz.agents.service import raise_store_failure
 from bzzz.clock import Clock
 from bzzz.domain import iso
 from bzzz.errors import InvalidParameters, ThreadNotFound
@@ -74,6 +75,7 @@ class ThreadLifecycle:
             thread_id,
             {"thread_id": thread_id, "agent_id": agent_id, "action": action, "reason": reason},
         )
+        raise_store_failure(outcome)
         if not outcome["ok"]:
             raise InvalidParameters(
                 f"refused: {outcome['reason']}", details={"reason": outcome["reason"]}

@@ -10,11 +10,14 @@ import threading
 from collections.abc import AsyncIterator, Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import asynccontextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
 from alembic import command
 from alembic.config import Config
+from alembic.runtime.migration import MigrationContext
+from alembic.script import ScriptDirectory
 from sqlalchemy import Connection, Engine, create_engine, event
 from sqlalchemy.exc import DBAPIError, OperationalError, SQLAlchemyError
 from sqlalchemy.ext.asyncio import (
@@ -121,10 +124,27 @@ def _is_busy(exc: OperationalError) -> bool:
     return code is not None and code & 0xFF == sqlite3.SQLITE_BUSY
 
 
-def _upgrade(connection: Connection) -> None:
+@dataclass(slots=True)
+class MigrationProgress:
+    """How far the store's migrations are (read by the CLI's progress bar)."""
+
+    done: int = 0
+    total: int = 0
+
+    def step(self, **_: Any) -> None:
+        """One migration was applied (alembic's on_version_apply)."""
+        self.done += 1
+
+
+def _upgrade(connection: Connection, progress: MigrationProgress | None = None) -> None:
     config = Config()
     config.set_main_option("script_location", str(MIGRATIONS))
     config.attributes["connection"] = connection
+    if progress is not None:
+        current = MigrationContext.configure(connection).get_current_revision()
+        pending = ScriptDirectory.from_config(config).iterate_revisions("heads", current or "base")
+        progress.total = len(list(pending))
+        config.attributes["on_version_apply"] = progress.step
     command.upgrade(config, "head")
 
 
@@ -189,6 +209,7 @@ class Database:
     def __init__(self, url: str) -> None:
         self.url = url
         self.is_sqlite = url.startswith("sqlite")
+        self.migrations = MigrationProgress()
         kwargs: dict[str, Any] = {}
         if not self.is_sqlite:
             kwargs.update(pool_size=10, max_overflow=10, pool_pre_ping=True)
@@ -229,7 +250,7 @@ class Database:
                 Path(path).parent.mkdir(parents=True, exist_ok=True)
         try:
             async with self.engine.begin() as conn:
-                await conn.run_sync(_upgrade)
+                await conn.run_sync(_upgrade, self.migrations)
         except SQLAlchemyError as exc:
             raise StoreError("the database could not be opened or migrated") from exc
         if self._checkpointer is not None:

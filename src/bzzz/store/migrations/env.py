@@ -11,6 +11,8 @@ context.configure(
     connection=connection,
     target_metadata=Base.metadata,
     render_as_batch=connection.dialect.name == "sqlite",
+    # The node's progress counter (a bar on a terminal), when it passes one.
+    on_version_apply=context.config.attributes.get("on_version_apply"),
 )
 with context.begin_transaction():
     context.run_migrations()
