@@ -41,8 +41,9 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from dataclasses import asdict, dataclass, replace
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -51,9 +52,14 @@ from mcp import Client
 from mcp.client.session import ClientSession
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
+from ulid import ULID
 
 import profile_summary
 from benchutil import code_version, machine, wait_for_quiet
+from bzzz.access.jwt import JwtPrincipals, JwtVerifier
+from bzzz.access.service import AccessService, bearer_of
+from bzzz.access.tokens import TokenRegistry, mint_secret, secret_hash
+from bzzz.network.envelope import Envelope
 from mcp_throughput import (
     CAPABILITIES,
     LOOKUP_ADDRESS,
@@ -97,6 +103,7 @@ class Server:
     name: str
     process: ServerProcess
     token: str | None = None
+    issuer: str | None = None  # the JWT server's issuer URL
     senders: tuple[tuple[str, str], ...] = ()  # (agent_id, agent_handle) per sessionless client
 
     def headers(self) -> dict[str, str] | None:
@@ -168,7 +175,7 @@ def running_servers(tmp: Path) -> Iterator[dict[str, Server]]:
             servers = {
                 "off": Server("off", processes["off"]),
                 "tokens": Server("tokens", processes["tokens"], mint_network_token(tmp / "tokens")),
-                "jwt": Server("jwt", processes["jwt"], jwt),
+                "jwt": Server("jwt", processes["jwt"], jwt, issuer.url),
             }
             for name in ("tokens", "jwt"):
                 refuses_anonymous(servers[name])
@@ -249,6 +256,66 @@ class AuthWorkload(Workload):
             if handle:
                 args["agent_handle"] = handle
         return args
+
+
+# --- the checks alone, in this process -----------------------------------------------------------
+
+
+def token_created(secret: str) -> Envelope:
+    """A token.created envelope as the log carries it (unsigned: the registry reads its payload)."""
+    payload = {
+        "token_id": f"tok-{ULID()}",
+        "name": "bench",
+        "secret_hash": secret_hash(secret),
+        "projects": [PROJECT],
+        "roles": ["*"],
+        "scope": "write",
+        "created_by": "bench",
+        "expires_at": None,
+    }
+    return Envelope(
+        id=str(ULID()),
+        network="main",
+        origin="bench",
+        origin_key="",
+        type="token.created",
+        subject=f"token.{payload['token_id']}",
+        payload=payload,
+        ts=datetime.now(UTC).isoformat(),
+    )
+
+
+async def per_call_us(check: Callable[[], Awaitable[object]], calls: int) -> float:
+    """Microseconds per awaited call, after a warm-up of a tenth of the calls."""
+    for _ in range(max(10, calls // 10)):
+        await check()
+    started = time.perf_counter()
+    for _ in range(calls):
+        await check()
+    return round((time.perf_counter() - started) / calls * 1e6, 1)
+
+
+async def check_floor(jwt_server: Server, calls: int) -> dict[str, float]:
+    """What one request's check costs, in µs: ``AccessService.authenticate`` of a network token
+    and of the run's JWT (the issuer's keys cached), and parts of the JWT's: ``bearer_of`` (the
+    header's shape) and ``JwtVerifier.verify`` (header, signature, claims)."""
+    secret, token = mint_secret(), jwt_server.token or ""
+    registry = TokenRegistry()
+    registry.on_applied([token_created(secret)])
+    _, audience = load_issuer()
+    async with JwtVerifier(jwt_server.issuer or "", audience) as verifier:
+        access = AccessService(registry, [], required=True, jwt=JwtPrincipals(verifier))
+        by_token, by_jwt = f"Bearer {secret}", f"Bearer {token}"
+
+        async def bearer() -> object:
+            return bearer_of(by_jwt)
+
+        return {
+            "token_authenticate": await per_call_us(lambda: access.authenticate(by_token), calls),
+            "jwt_authenticate": await per_call_us(lambda: access.authenticate(by_jwt), calls),
+            "jwt_bearer_of": await per_call_us(bearer, calls),
+            "jwt_verify": await per_call_us(lambda: verifier.verify(token), calls),
+        }
 
 
 # --- rounds ------------------------------------------------------------------------------------
@@ -340,14 +407,14 @@ async def prepare(servers: dict[str, Server], stack: contextlib.AsyncExitStack) 
 async def run_all(
     servers: dict[str, Server], plan: Plan, protocols: list[str], args: argparse.Namespace
 ) -> list[Figures]:
-    """Every configuration: protocols, 1 and 8 clients, tools, each on the three servers."""
+    """Every configuration (protocols, clients, tools), each on the three servers."""
     figures: list[Figures] = []
     async with contextlib.AsyncExitStack() as stack:
         await prepare(servers, stack)
         print(HEADER, flush=True)
         for protocol in protocols:
-            for clients in (1, MAX_CLIENTS):
-                for tool in TOOLS:
+            for clients in args.clients:
+                for tool in args.tools:
                     config = Config(protocol, clients, tool)
                     figs = await run_config(servers, config, plan, args.profile, args.quiet_wait)
                     for fig in figs:
@@ -435,6 +502,9 @@ def main() -> None:
     parser.add_argument("--max-seconds", type=float, default=120.0, help="bound per config")
     parser.add_argument("--rounds", type=int, default=3, help="rounds alternating the servers")
     parser.add_argument("--protocols", default=",".join(PROTOCOLS), help="legacy,stateless")
+    parser.add_argument("--tools", default=",".join(TOOLS), help="bzzz_post,bzzz_lookup")
+    parser.add_argument("--clients", default=f"1,{MAX_CLIENTS}", help="client counts: 1,8")
+    parser.add_argument("--floor-calls", type=int, default=3000, help="in-process checks timed")
     parser.add_argument("--profile", action="store_true", help="py-spy the servers")
     parser.add_argument(
         "--quiet-wait",
@@ -444,6 +514,8 @@ def main() -> None:
     )
     parser.add_argument("--output", default=str(RESULTS / "auth_overhead.json"))
     args = parser.parse_args()
+    args.tools = [t for t in args.tools.split(",") if t]
+    args.clients = [min(MAX_CLIENTS, int(c)) for c in args.clients.split(",") if c]
     plan = Plan(args.calls, args.warmup, args.max_seconds, max(1, args.rounds))
     protocols = [p for p in args.protocols.split(",") if p]
     RESULTS.mkdir(parents=True, exist_ok=True)
@@ -451,6 +523,8 @@ def main() -> None:
         tempfile.TemporaryDirectory(prefix="bzzz-auth-bench-") as tmp,
         running_servers(Path(tmp)) as servers,
     ):
+        floor = asyncio.run(check_floor(servers["jwt"], args.floor_calls))
+        print(f"in-process cost of one check (AccessService.authenticate): {floor}", flush=True)
         figures = asyncio.run(run_all(servers, plan, protocols, args))
     entries = verdicts(figures)
     print_verdicts(entries)
@@ -463,6 +537,7 @@ def main() -> None:
         "lookup_address": LOOKUP_ADDRESS,
         "target": TARGET,
         "profiled": args.profile,
+        "check_floor_us": floor,
         "results": [asdict(f) for f in figures],
         "ratios": entries,
     }
