@@ -37,6 +37,7 @@ import asyncio
 import contextlib
 import json
 import secrets
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -458,6 +459,7 @@ def ratio_entry(fig: Figures, base: Figures) -> dict[str, Any]:
         "server": fig.server,
         "rate_vs_off": round(ratio, 3) if ratio is not None else None,
         "rate_vs_off_by_round": by_round,
+        "rate_vs_off_median_round": round(statistics.median(by_round), 3) if by_round else None,
         "target_met": ratio is not None and ratio >= TARGET,
         "p50_ms": fig.p50_ms,
         "p50_off_ms": base.p50_ms,
@@ -487,7 +489,7 @@ def print_verdicts(entries: list[dict[str, Any]]) -> None:
             f"{e['rate_vs_off']}"
         )
         if len(spread) > 1:
-            line += f" (rounds {spread[0]}-{spread[-1]})"
+            line += f" (rounds {spread[0]}-{spread[-1]}, median {e['rate_vs_off_median_round']})"
         line += " met" if e["target_met"] else " MISSED"
         cpu = e["server_cpu_ms_per_call"] - e["server_cpu_ms_per_call_off"]
         line += f"; server CPU/call {cpu:+.3f} ms"
