@@ -455,3 +455,16 @@ async def test_another_process_verifies_the_issuers_tokens(jwt_issuer: JwtIssuer
     assert child.returncode == 0
     assert out.decode().split() == ["grace", "admin", "p9"]
     assert jwt_issuer.count("/jwks") == 1
+
+
+async def test_a_verified_token_is_remembered_until_the_keys_change(
+    jwt_issuer: JwtIssuer, verifier: JwtVerifier
+) -> None:
+    token = jwt_issuer.mint("alice", scopes=["bzzz:write", "bzzz:project:p1"])
+    first = await verifier.verify(token)
+    again = await verifier.verify(token)
+    assert again == first
+    assert jwt_issuer.count("/jwks") == 1
+    # Only the very token is remembered: another one with its signature is checked, and fails.
+    assert await refused(verifier, jwt_issuer.tamper(token, sub="mallory")) == "bad signature"
+    # A rotation drops what was remembered (test_a_rotated_key_… shows the old token refused).

@@ -20,9 +20,10 @@ import asyncio
 import json
 import logging
 import time
+from collections import OrderedDict
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from types import TracebackType
 from typing import Any, Self
 from urllib.parse import urlsplit
@@ -53,6 +54,9 @@ _REASONS: tuple[tuple[type[jwt.PyJWTError], str], ...] = (
     (jwt.InvalidKeyError, "unusable key"),
     (jwt.DecodeError, "malformed token"),
 )
+
+# How many verified tokens are remembered (a bounded map: clients reuse their token).
+VERIFIED_KEPT = 4096
 
 
 class JwtRejected(Unauthenticated):
@@ -243,6 +247,8 @@ class JwtVerifier:
         self._jwks_uri: str | None = None
         self._keys: list[jwt.PyJWK] | None = None
         self._keys_at = 0.0
+        # Tokens already verified: token -> (identity, key-set generation), newest last.
+        self._verified: OrderedDict[str, tuple[JwtIdentity, int]] = OrderedDict()
         self._generation = 0  # counts successful fetches, so waiters see that one happened
         # No fetch before this instant, except the regular one when the cache is empty or old.
         self._quiet_until = float("-inf")
@@ -264,11 +270,30 @@ class JwtVerifier:
             await self._http.aclose()
 
     async def verify(self, token: str) -> JwtIdentity:
-        """The identity a token speaks for; raises ``JwtRejected`` with the reason otherwise."""
+        """The identity a token speaks for; raises ``JwtRejected`` with the reason otherwise.
+
+        A token verified before is answered from memory while it has not expired and the key
+        set it was checked against is still the current, fresh one: parsing and checking a JWT
+        costs ~90 µs, a tenth of a whole tool call (BENCHMARKS.md, "Access checks").
+        """
+        known = self._verified.get(token)
+        if known is not None and self._still_valid(*known):
+            self._verified.move_to_end(token)
+            return known[0]
         alg, kid = _header(token)
         keys = await self._keys_for(alg, kid)
-        claims = self._decode(token, alg, keys)
-        return identity_from_claims(claims)
+        identity = identity_from_claims(self._decode(token, alg, keys))
+        self._verified[token] = (identity, self._generation)
+        if len(self._verified) > VERIFIED_KEPT:
+            self._verified.popitem(last=False)
+        return identity
+
+    def _still_valid(self, identity: JwtIdentity, generation: int) -> bool:
+        if generation != self._generation:
+            return False  # the keys were fetched again (rotated, maybe revoked)
+        if self._monotonic() - self._keys_at >= self._jwks_ttl:
+            return False
+        return datetime.now(UTC) < identity.expires_at + timedelta(seconds=self._leeway)
 
     def _decode(self, token: str, alg: str, keys: list[jwt.PyJWK]) -> dict[str, Any]:
         """The claims, checked with the first key whose signature matches."""
