@@ -294,6 +294,7 @@ class Node:
                 interval=self.settings.bzzz.heartbeat_interval,
                 misses=self.settings.bzzz.heartbeat_misses,
                 trusted=trusted,
+                admits=self.projector.admission.admits if self.settings.bzzz.admission else None,
             ),
             address=self.address,
             describe=self._describe,

@@ -325,3 +325,19 @@ async def test_the_cli_lists_and_admits_while_the_node_runs(
     wrong = await asyncio.to_thread(bzzz, "node", "remove", "nobody-here")
     assert wrong.returncode == 1
     assert "nobody-here is not admitted" in wrong.stderr
+
+
+@pytest.mark.integration
+async def test_an_unadmitted_nodes_heartbeats_stay_off_the_peer_list_until_it_is_admitted(
+    tmp_path: Path, nats_url: str
+) -> None:
+    fast = {"heartbeat_interval": 0.2}
+    async with (
+        Node(_settings(tmp_path / "a", nats_url, **fast)) as first,
+        Node(_settings(tmp_path / "b", nats_url, **fast)) as second,
+    ):
+        await first.peers.wait_for(lambda _: first.peers.rejected["not_admitted"] >= 1, _WAIT)
+        assert second.node_id not in {p.id for p in first.peers.peers()}
+
+        await node_admin.admit(first.settings, second.identity.public_key_b64)
+        await first.peers.wait_for(lambda peers: second.node_id in peers, _WAIT)

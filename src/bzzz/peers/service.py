@@ -125,6 +125,9 @@ class PeerSettings:
     interval: float = 5.0
     misses: int = 3
     trusted: frozenset[str] | None = None
+    # With admission on: whether a node (public key, node id) is admitted; others' beats are
+    # refused like an untrusted node's.
+    admits: Callable[[str, str], bool] | None = None
 
     @property
     def deadline(self) -> timedelta:
@@ -323,12 +326,17 @@ class PeerService:
 
     def _read(self, node_id: str, data: bytes) -> NetworkPeer | None:
         try:
-            return read_heartbeat(
+            peer = read_heartbeat(
                 node_id, data, self._network, self._settings.trusted, self._clock()
             )
         except EnvelopeRejected as exc:
             self._reject(exc.reason, node_id)
-        return None
+            return None
+        admits = self._settings.admits
+        if admits is not None and not admits(peer.public_key, node_id):
+            self._reject("not_admitted", node_id)
+            return None
+        return peer
 
     def _reject(self, reason: str, node_id: str) -> None:
         self.rejected[reason] += 1
