@@ -152,8 +152,8 @@ class Routes:
         """The threads of the caller's agent (bzzz_thread list)."""
         query = query_of(request, AgentQuery)
         params = ThreadInput(action="list", agent_id=query.agent_id)
-        threads = await self.node.conversations.thread(caller_of(request), params)
-        return {"success": True, "threads": threads}
+        listed = await self.node.conversations.thread(caller_of(request), params)
+        return {"success": True, "threads": listed["result"]}
 
     async def get_thread(self, request: Request) -> dict[str, Any]:
         """One thread with its messages, escalations and consensus (bzzz_get)."""
@@ -214,8 +214,8 @@ class Routes:
             reason=body.reason,
             agent_id=body.agent_id,
         )
-        thread_json = await self.node.conversations.thread(caller, params)
-        return {"success": True, "escalation_id": escalation_id, "thread": thread_json}
+        resolved = await self.node.conversations.thread(caller, params)
+        return {"success": True, "escalation_id": escalation_id, "thread": resolved["result"]}
 
     async def costs(self, request: Request) -> dict[str, Any]:
         """Model usage and spend against the limits (the bzzz://costs resource)."""

@@ -81,7 +81,7 @@ def operations(node: Node) -> list[Operation]:
             "success": True,
             "agent_id": agent_id,
             "status": info["status"],
-            "available": info["status"] == "online" and bool(info.get("availability", True)),
+            "available": info["available"],
             "agent": info,
             "current_tasks": content.get("current_tasks"),
             "checked_at": got["retrieved_at"],
@@ -113,7 +113,7 @@ def operations(node: Node) -> list[Operation]:
                     "topic is needed to open a thread (or name thread_id to invite into one)",
                     details={"field": "topic"},
                 )
-            thread = await node.conversations.thread(
+            created = await node.conversations.thread(
                 caller,
                 ThreadInput(
                     action="create",
@@ -122,7 +122,7 @@ def operations(node: Node) -> list[Operation]:
                     agent_id=body.agent_id,
                 ),
             )
-            return {"success": True, "mode": "thread_created", "thread": thread}
+            return {"success": True, "mode": "thread_created", "thread": created["result"]}
         # Only a reader of the thread invites into it: THREAD_NOT_FOUND / PERMISSION_DENIED.
         got = await node.agents.get(
             caller, GetInput(address=f"bzzz://*/threads/{body.thread_id}", max_history=0)
