@@ -7,6 +7,8 @@ from typing import Any
 
 import httpx
 
+from bzzz.node import Node
+
 HANDLE = "X-Bzzz-Agent-Handle"
 
 
@@ -177,3 +179,18 @@ async def test_the_event_stream_resumes_after_its_last_event_id(
     assert [e["id"] for e in events_of(again.text)] == [got[1]["id"]]
     refused(await http.get("/api/v1/events", headers={"Last-Event-ID": "nonsense"}), 400,
             "INVALID_PARAMETERS")  # fmt: skip
+
+
+async def test_a_stream_past_the_subscription_quota_is_429_with_retry_after(
+    node: Node, http: httpx.AsyncClient
+) -> None:
+    # As if started with limits.subscriptions_per_principal = 1 (the fixture node is running).
+    node.subscriptions._per_principal = 1
+    session = {"X-Bzzz-Session": "dashboard"}
+    query = {"types": "task_assignment", "max_events": "1"}
+    assert (await http.get("/api/v1/events", params=query, headers=session)).status_code == 200
+
+    over = await http.get("/api/v1/events", params=query, headers=session)
+
+    refused(over, 429, "RATE_LIMITED")
+    assert int(over.headers["Retry-After"]) > 0
