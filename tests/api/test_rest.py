@@ -6,6 +6,7 @@ import json
 from typing import Any
 
 import httpx
+import pytest
 
 from bzzz.node import Node
 
@@ -194,3 +195,17 @@ async def test_a_stream_past_the_subscription_quota_is_429_with_retry_after(
 
     refused(over, 429, "RATE_LIMITED")
     assert int(over.headers["Retry-After"]) > 0
+
+
+async def test_an_unexpected_failure_is_an_error_response_without_internals(
+    node: Node, http: httpx.AsyncClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def broken() -> list[object]:
+        raise RuntimeError("secret internal detail")
+
+    monkeypatch.setattr(node.peers, "peers", broken)
+
+    answer = await http.get("/api/v1/peers")
+
+    body = refused(answer, 503, "NETWORK_ERROR")
+    assert "secret" not in answer.text and "node logged" in body["error"]

@@ -134,6 +134,11 @@ class Operation:
                 answer = await handler(request)
             except BzzzError as exc:
                 return failure(exc)
+            except Exception:
+                # The route boundary: as an MCP tool does, log the cause and show no internals.
+                logger.exception("%s %s failed", request.method, request.url.path)
+                internal = "internal error; the node logged the details"
+                return failure(BzzzError(internal, code=ErrorCode.NETWORK_ERROR))
             if isinstance(answer, Response):
                 return answer
             return JSONResponse(answer, status_code=status)

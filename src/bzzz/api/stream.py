@@ -9,7 +9,9 @@ Event ids are ``<subscription_id>:<n>``, ``n`` the row id of the event in the no
 ``subscription_events`` table: ordered, and kept in the store, so a client that reconnects with
 ``Last-Event-ID`` gets every event it missed, in order, then the live ones. The first message of
 a new stream (``stream_open``) carries ``<subscription_id>:0``, so even a stream that saw no event
-can be resumed. The projector's listener only wakes the streams; they read the store.
+can be resumed (a resumed stream keeps its subscription's types and address; ``types=`` and
+``address=`` of the reconnecting request are not applied again). The projector's listener only
+wakes the streams; they read the store.
 
 A stream's subscription outlives a dropped connection by :data:`RESUME_SECONDS`, then is removed
 (when any stream opens or closes on the node, and at the latest when the node stops, which ends
