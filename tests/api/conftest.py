@@ -6,6 +6,7 @@ from collections.abc import AsyncIterator
 
 import httpx
 import pytest
+from receiver import http_receiver  # noqa: F401 - the fixture
 
 from bzzz.api.app import build_app
 from bzzz.mcp.server import build_server
