@@ -70,6 +70,7 @@ async def test_bad_task_requests_are_error_responses_and_assign_nothing(
     # Without an agent to send as, nothing is sent.
     refused(await http.post("/agents/worker/tasks", json=good), 400, "INVALID_PARAMETERS")
     refused(await http.get("/agents/nobody/status"), 404, "AGENT_NOT_FOUND")
+    refused(await http.get("/agents/no@body/status"), 400, "INVALID_PARAMETERS")
 
     tasks = await http.get("/api/v1/tasks", headers={HANDLE: worker})
     assert tasks.json()["tasks"] == []

@@ -16,7 +16,6 @@ sender): an authenticated principal's agents, or the one its ``agent_handle`` na
 
 from __future__ import annotations
 
-import re
 from typing import Any, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -30,7 +29,10 @@ from bzzz.schemas import GetInput, Identifier, PostInput, Priority, ThreadInput,
 
 TaskType = Literal["chat_completion", "code_review", "documentation", "architecture_analysis"]
 assert set(get_args(TaskType)) == set(TASK_TYPES)  # one list of task types
-_AGENT_ID = re.compile(r"^[A-Za-z0-9._-]{1,64}$")
+
+
+class _AgentPath(BaseModel):
+    id: Identifier  # the same rules as every agent_id parameter
 
 
 class _Body(BaseModel):
@@ -62,9 +64,7 @@ class CollaborateBody(_Body):
 
 def agent_address(agent_id: str) -> str:
     """The address of one agent, after checking the id is one."""
-    if not _AGENT_ID.match(agent_id):
-        raise InvalidParameters(f"'{agent_id[:64]}' is not an agent id", details={"field": "id"})
-    return f"bzzz://{agent_id}"
+    return f"bzzz://{validate_input(_AgentPath, {'id': agent_id}).id}"
 
 
 def operations(node: Node) -> list[Operation]:
