@@ -17,6 +17,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from bzzz.access.oauth import protected_resource_metadata, www_authenticate
 from bzzz.access.principal import ANONYMOUS, Principal
 from bzzz.access.service import AccessService, serves_loopback_only
+from bzzz.api.routes import api_routes
 from bzzz.api.sessions import SessionQuota
 from bzzz.domain import iso
 from bzzz.errors import BzzzError, PermissionDenied, Unauthenticated
@@ -218,6 +219,7 @@ def build_app(node: Node, server: BzzzMCP, host: str, base_url: str | None = Non
         Route(RESOURCE_METADATA_PATH, resource_metadata),
         # RFC 9728 §3.1 places a resource's metadata before its path: the MCP endpoint's too.
         Route(f"{RESOURCE_METADATA_PATH}/mcp", resource_metadata),
+        *api_routes(node, auth.public_url or base_url),
         Mount("/", app=mcp_app),
     ]
     app = Starlette(routes=routes, lifespan=lifespan)
