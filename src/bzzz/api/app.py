@@ -29,7 +29,9 @@ RESOURCE_METADATA_PATH = "/.well-known/oauth-protected-resource"
 SCOPES_SUPPORTED = ["bzzz:read", "bzzz:write", "bzzz:admin", "bzzz:project:*", "bzzz:role:*"]
 
 # Open to anyone: liveness, and where a client learns how to get a credential.
-OPEN_PATHS = frozenset({"/healthz", RESOURCE_METADATA_PATH, f"{RESOURCE_METADATA_PATH}/mcp"})
+OPEN_PATHS = frozenset(
+    {"/healthz", "/openapi.json", RESOURCE_METADATA_PATH, f"{RESOURCE_METADATA_PATH}/mcp"}
+)
 # Credentials travel in the Authorization header only: a URL ends up in logs and histories.
 _QUERY_CREDENTIALS = frozenset({"access_token", "token", "api_key", "apikey", "key", "auth"})
 
