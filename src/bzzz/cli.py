@@ -12,10 +12,9 @@ import signal
 import socket
 import sys
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
-from bzzz import __version__, cli_tokens
+from bzzz import __version__, cli_metrics, cli_tokens
 from bzzz.config import Settings, load_settings
 from bzzz.errors import BzzzError, ConfigError
 
@@ -76,6 +75,7 @@ def _parser() -> argparse.ArgumentParser:
     costs.add_argument("--node", help="only this node's calls (a node id)")
     costs.add_argument("--json", action="store_true", help="print the CostUsage as JSON")
     cli_tokens.add_parser(sub)
+    cli_metrics.add_parser(sub)
     config = sub.add_parser("config", help="settings")
     config_sub = config.add_subparsers(dest="config_command", required=True)
     config_sub.add_parser("show", help="print the effective settings, secrets masked")
@@ -94,18 +94,10 @@ def _overrides(args: argparse.Namespace) -> dict[str, dict[str, Any]]:
 
 
 def _setup_logging(settings: Settings) -> None:
-    # stdout belongs to the MCP stdio transport: logs go to stderr or the configured file.
-    handler: logging.Handler
-    if settings.logging.file:
-        Path(settings.logging.file).expanduser().parent.mkdir(parents=True, exist_ok=True)
-        handler = logging.FileHandler(Path(settings.logging.file).expanduser())
-    else:
-        handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
-    root = logging.getLogger()
-    root.handlers[:] = [handler]
-    root.setLevel(logging.WARNING)
-    logging.getLogger("bzzz").setLevel(settings.logging.level)
+    # stdout belongs to the MCP stdio transport: logs go to stderr or the (rotating) file.
+    from bzzz.metrics.logs import configure
+
+    configure(settings.logging)
 
 
 class _StdinLines:
@@ -170,6 +162,7 @@ async def _serve_http(settings: Settings) -> None:
     from bzzz.api.app import build_app
     from bzzz.api.protocol import with_header_timeout
     from bzzz.mcp.server import build_server
+    from bzzz.metrics.logs import RequestIds
     from bzzz.node import Node
 
     host, port = settings.node.http_host, settings.node.http_port
@@ -186,7 +179,7 @@ async def _serve_http(settings: Settings) -> None:
         app = build_app(node, server, settings.node.http_host, address.removesuffix("/mcp"))
         limits = settings.limits
         config = uvicorn.Config(
-            app,
+            RequestIds(app),
             host=settings.node.http_host,
             port=settings.node.http_port,
             log_level="warning",
@@ -606,6 +599,7 @@ _COMMANDS: dict[str, Callable[[argparse.Namespace, Settings], int]] = {
     "escalations": _escalations,
     "slurp": _slurp,
     "token": cli_tokens.run,
+    "metrics": cli_metrics.run,
     "config": lambda args, settings: _config_show(settings),
 }
 
