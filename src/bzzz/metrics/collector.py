@@ -189,7 +189,7 @@ def figure_families(f: Figures) -> Iterator[Metric]:
     yield _ratio(
         "bzzz_agent_availability_ratio",
         "Agents online with a free task slot, over all agents",
-        f.agent_availability,
+        _div(f.agents_available, f.agents_total),
     )
     tasks = GaugeMetricFamily("bzzz_tasks", "Tasks, by status", labels=["status"])
     for status, n in sorted(f.tasks.items()):
@@ -198,7 +198,7 @@ def figure_families(f: Figures) -> Iterator[Metric]:
     yield _ratio(
         "bzzz_task_completion_ratio",
         "Completed tasks over finished (completed + failed) tasks",
-        f.task_completion_rate,
+        _div(f.tasks.get("completed", 0), f.finished_tasks),
     )
     yield _response_histogram(f.response_times)
     yield _gauge("bzzz_threads", "Threads on the network", f.threads)

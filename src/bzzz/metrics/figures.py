@@ -65,10 +65,15 @@ class Figures:
         return ratio(self.agents_available, self.agents_total)
 
     @property
+    def finished_tasks(self) -> int:
+        """Completed and failed tasks."""
+        done = self.tasks.get(TaskStatus.COMPLETED.value, 0)
+        return done + self.tasks.get(TaskStatus.FAILED.value, 0)
+
+    @property
     def task_completion_rate(self) -> float | None:
         """Completed tasks over finished (completed + failed) ones."""
-        done = self.tasks.get(TaskStatus.COMPLETED.value, 0)
-        return ratio(done, done + self.tasks.get(TaskStatus.FAILED.value, 0))
+        return ratio(self.tasks.get(TaskStatus.COMPLETED.value, 0), self.finished_tasks)
 
     @property
     def average_response_seconds(self) -> float | None:
@@ -199,7 +204,7 @@ async def _costs(session: AsyncSession, figures: Figures) -> None:
     task_work = CostRow.purpose.in_(TASK_TYPES)
     spent = select(func.sum(CostRow.cost_nanos)).where(task_work)
     figures.task_cost_nanos = int((await session.execute(spent)).scalar_one() or 0)
-    workers = select(distinct(CostRow.agent_id)).where(task_work, CostRow.agent_id.is_not(None))
+    workers = select(CostRow.agent_id).where(task_work, CostRow.agent_id.is_not(None)).distinct()
     finished = select(func.count(TaskRow.id)).where(
         TaskRow.agent_id.in_(workers),
         TaskRow.status.in_((TaskStatus.COMPLETED.value, TaskStatus.FAILED.value)),
