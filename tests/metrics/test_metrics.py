@@ -3,15 +3,18 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import httpx
+import pytest
 from mcp import Client
 from prometheus_client.parser import text_string_to_metric_families
 from prometheus_client.samples import Sample
 
 from bzzz.api.app import build_app
+from bzzz.config import load_settings
 from bzzz.mcp.server import build_server
-from bzzz.metrics import metrics_json
+from bzzz.metrics import metrics_json, metrics_of
 from bzzz.node import Node
 
 from .conftest import Scenario
@@ -159,3 +162,24 @@ async def test_an_empty_network_has_no_rates_yet(node: Node) -> None:
     assert found["bzzz_task_completion_ratio"] == []
     assert found["bzzz_consensus_success_ratio"] == []
     assert value(found, "bzzz_threads") == 0
+
+
+@pytest.mark.integration
+async def test_latency_is_a_measured_round_trip_to_the_jetstream_server(
+    tmp_path: Path, nats_url: str
+) -> None:
+    settings = load_settings(
+        environ={"BZZZ_NATS_URL": nats_url},
+        overrides={"node": {"data_dir": str(tmp_path / "node")}},
+    )
+    async with Node(settings) as node:
+        metrics_of(node).ttl = 0  # every scrape measures again
+        first = await metrics_json(node)
+        found = samples((await scrape(node))[0])
+
+    latency = first["network_latency"]
+    assert latency["samples"] == 1 and latency["live"] is True
+    assert latency["last_seconds"] is not None and latency["last_seconds"] > 0
+    rtt = "bzzz_log_round_trip_seconds"
+    assert value(found, rtt, f"{rtt}_count") == 2
+    assert value(found, rtt, f"{rtt}_sum") > 0
