@@ -15,7 +15,8 @@ from e2e.support import bzzz_executable
 from mcp import Client
 
 from bzzz.api.app import build_app
-from bzzz.config import LoggingSettings
+from bzzz.config import LoggingSettings, load_settings
+from bzzz.errors import ConfigError
 from bzzz.mcp.server import build_server
 from bzzz.metrics.logs import RequestIds, configure, request_id
 from bzzz.node import Node
@@ -144,3 +145,23 @@ def test_the_log_file_rotates_at_its_size(tmp_path: Path, restore_logging: None)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["bzzz.log", "bzzz.log.1", "bzzz.log.2"]
     assert all(p.stat().st_size <= 2_000 for p in tmp_path.iterdir())
     assert "line 199" in log.read_text()
+
+
+@pytest.mark.parametrize(
+    ("variable", "bad"),
+    [
+        ("BZZZ_LOGGING__FORMAT", "xml"),
+        ("BZZZ_LOGGING__MAX_BYTES", "-1"),
+        ("BZZZ_LOGGING__BACKUPS", "many"),
+    ],
+)
+def test_a_bad_logging_setting_is_refused_naming_it(variable: str, bad: str) -> None:
+    with pytest.raises(ConfigError) as caught:
+        load_settings(environ={variable: bad})
+
+    assert variable in caught.value.message
+    assert caught.value.code == "CONFIG_ERROR"
+
+
+def test_the_logging_format_is_read_in_any_case() -> None:
+    assert load_settings(environ={"BZZZ_LOGGING__FORMAT": "JSON"}).logging.format == "json"
