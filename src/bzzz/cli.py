@@ -13,7 +13,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from bzzz import __version__, cli_tokens, logsummary
+from bzzz import __version__, cli_metrics, cli_tokens
 from bzzz import cli_output as out
 from bzzz import cli_start as start
 from bzzz.config import Settings, load_settings, unknown_variables
@@ -83,6 +83,7 @@ def _parser() -> argparse.ArgumentParser:
     costs.add_argument("--node", help="only this node's calls (a node id)")
     _json_flag(costs, '{"daily": CostUsage, "monthly": CostUsage}')
     cli_tokens.add_parser(sub)
+    cli_metrics.add_parser(sub)
     config = sub.add_parser("config", help="settings")
     config_sub = config.add_subparsers(dest="config_command", required=True)
     show = config_sub.add_parser("show", help="print the effective settings, secrets masked")
@@ -106,21 +107,10 @@ def _overrides(args: argparse.Namespace) -> dict[str, dict[str, Any]]:
 
 
 def _setup_logging(settings: Settings) -> None:
-    # stdout belongs to the MCP stdio transport: logs go to stderr or the configured file.
-    handler: logging.Handler
-    if settings.logging.file:
-        Path(settings.logging.file).expanduser().parent.mkdir(parents=True, exist_ok=True)
-        handler = logging.FileHandler(Path(settings.logging.file).expanduser())
-    else:
-        handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
-    # A stream of like warnings (rejected envelopes, untrusted heartbeats, failing webhooks)
-    # is one line, then a count per minute.
-    logsummary.install(handler)
-    root = logging.getLogger()
-    root.handlers[:] = [handler]
-    root.setLevel(logging.WARNING)
-    logging.getLogger("bzzz").setLevel(settings.logging.level)
+    # stdout belongs to the MCP stdio transport: logs go to stderr or the (rotating) file.
+    from bzzz.metrics.logs import configure
+
+    configure(settings.logging)
 
 
 async def _serve_stdio(settings: Settings) -> None:
@@ -157,6 +147,7 @@ async def _serve_http(settings: Settings) -> None:
     from bzzz.api.app import build_app
     from bzzz.api.protocol import with_header_timeout
     from bzzz.mcp.server import build_server
+    from bzzz.metrics.logs import RequestIds
     from bzzz.node import Node
 
     host = settings.node.http_host
@@ -171,7 +162,7 @@ async def _serve_http(settings: Settings) -> None:
             server, _ = build_server(node)
             app = build_app(node, server, host, address.removesuffix("/mcp"))
             config = uvicorn.Config(
-                app,
+                RequestIds(app),
                 host=host,
                 port=port,
                 log_level="warning",
@@ -656,6 +647,7 @@ _COMMANDS: dict[str, Callable[[argparse.Namespace, Settings], int]] = {
     "escalations": _escalations,
     "slurp": _slurp,
     "token": cli_tokens.run,
+    "metrics": cli_metrics.run,
     "config": _config_show,
 }
 

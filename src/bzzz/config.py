@@ -336,11 +336,23 @@ class LoggingSettings(_Section):
 
     level: Literal["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"] = "INFO"
     file: str | None = None
+    format: Literal["text", "json"] = Field(
+        "text", description="json: one JSON object per line, with the request id"
+    )
+    max_bytes: int = Field(
+        10_000_000, ge=0, description="rotate the log file at this size (0: never)"
+    )
+    backups: int = Field(5, ge=0, description="rotated log files kept")
 
     @field_validator("level", mode="before")
     @classmethod
     def _upper(cls, value: object) -> object:
         return value.upper() if isinstance(value, str) else value
+
+    @field_validator("format", mode="before")
+    @classmethod
+    def _lower(cls, value: object) -> object:
+        return value.lower() if isinstance(value, str) else value
 
 
 class WebhookSettings(_Section):

@@ -103,7 +103,7 @@ async def test_a_human_channel_that_is_down_is_retried_until_it_answers(
             clock.advance(20)
             await node.escalations.run_actions()
             [third] = await actions_of(node, thread_id)
-            metrics = _metrics(node)
+            metrics = await _metrics(node)
 
     assert (first["status"], first["attempts"], first["code"]) == ("failed", 1, "ESCALATION_FAILED")
     assert "HTTP 503" in first["error"]

@@ -23,6 +23,8 @@ from bzzz.domain import iso
 from bzzz.errors import BzzzError, PermissionDenied, Unauthenticated
 from bzzz.mcp.server import BzzzMCP
 from bzzz.mcp.sessions import PRINCIPAL_STATE, principal_of
+from bzzz.metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE
+from bzzz.metrics import render_metrics
 from bzzz.node import Node
 
 RESOURCE_METADATA_PATH = "/.well-known/oauth-protected-resource"
@@ -98,39 +100,9 @@ class Authenticate:
         return who or ANONYMOUS
 
 
-def _metrics(node: Node) -> str:
-    status = node.status()
-    projector = status.get("projector") or {}
-    webhooks = status.get("webhooks") or {}
-    lines = [
-        "# TYPE bzzz_up gauge",
-        f"bzzz_up {1 if node.healthy else 0}",
-        "# TYPE bzzz_envelopes_applied_total counter",
-        f"bzzz_envelopes_applied_total {projector.get('applied', 0)}",
-        "# TYPE bzzz_log_applied_sequence gauge",
-        f"bzzz_log_applied_sequence {projector.get('applied_sequence', 0)}",
-        "# TYPE bzzz_envelopes_rejected_total counter",
-    ]
-    for reason, count in sorted((projector.get("rejected") or {}).items()):
-        lines.append(f'bzzz_envelopes_rejected_total{{reason="{reason}"}} {count}')
-    lines += [
-        "# TYPE bzzz_webhook_deliveries_total counter",
-        f'bzzz_webhook_deliveries_total{{outcome="delivered"}} {webhooks.get("delivered", 0)}',
-        f'bzzz_webhook_deliveries_total{{outcome="failed_attempt"}} '
-        f"{webhooks.get('failed_attempts', 0)}",
-        f'bzzz_webhook_deliveries_total{{outcome="dead"}} {webhooks.get("dead", 0)}',
-    ]
-    threads = status.get("threads") or {}
-    lines += [
-        "# TYPE bzzz_thread_escalations_total counter",
-        f"bzzz_thread_escalations_total {threads.get('escalations_fired', 0)}",
-        "# TYPE bzzz_escalation_actions_total counter",
-        f'bzzz_escalation_actions_total{{outcome="done"}} '
-        f"{threads.get('escalation_actions_done', 0)}",
-        f'bzzz_escalation_actions_total{{outcome="failed_attempt"}} '
-        f"{threads.get('escalation_action_failures', 0)}",
-    ]
-    return "\n".join(lines) + "\n"
+async def _metrics(node: Node) -> str:
+    """The /metrics text (bzzz.metrics renders it)."""
+    return await render_metrics(node)
 
 
 def build_app(node: Node, server: BzzzMCP, host: str, base_url: str | None = None) -> Starlette:
@@ -158,7 +130,7 @@ def build_app(node: Node, server: BzzzMCP, host: str, base_url: str | None = Non
         return JSONResponse(body, status_code=200 if node.healthy else 503)
 
     async def metrics(request: Request) -> Response:
-        return PlainTextResponse(_metrics(node), media_type="text/plain; version=0.0.4")
+        return PlainTextResponse(await _metrics(node), media_type=METRICS_CONTENT_TYPE)
 
     async def webhooks(request: Request) -> Response:
         who = principal_of(request)

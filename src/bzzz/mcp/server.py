@@ -42,6 +42,7 @@ from bzzz.mcp.models import (
     ThreadOutput,
 )
 from bzzz.mcp.sessions import SessionRegistry
+from bzzz.metrics import register_metrics
 from bzzz.node import Node
 from bzzz.schemas import (
     AnnounceInput,
@@ -361,6 +362,7 @@ def build_server(node: Node) -> tuple[BzzzMCP, SessionRegistry]:
     _publish_schemas_only(server)
     _register_resources(server, node, sessions, bus)
     _register_costs(server, node)
+    register_metrics(server, node)
     return server, sessions
 
 
