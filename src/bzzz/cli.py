@@ -15,7 +15,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from bzzz import __version__, cli_tokens
+from bzzz import __version__, cli_audit, cli_tokens
 from bzzz.config import Settings, load_settings
 from bzzz.errors import BzzzError, ConfigError
 
@@ -76,6 +76,7 @@ def _parser() -> argparse.ArgumentParser:
     costs.add_argument("--node", help="only this node's calls (a node id)")
     costs.add_argument("--json", action="store_true", help="print the CostUsage as JSON")
     cli_tokens.add_parser(sub)
+    cli_audit.add_parser(sub)
     config = sub.add_parser("config", help="settings")
     config_sub = config.add_subparsers(dest="config_command", required=True)
     config_sub.add_parser("show", help="print the effective settings, secrets masked")
@@ -606,6 +607,7 @@ _COMMANDS: dict[str, Callable[[argparse.Namespace, Settings], int]] = {
     "escalations": _escalations,
     "slurp": _slurp,
     "token": cli_tokens.run,
+    "audit": cli_audit.run,
     "config": lambda args, settings: _config_show(settings),
 }
 
@@ -615,7 +617,7 @@ def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     try:
         settings = load_settings(args.config, overrides=_overrides(args))
-        return _COMMANDS[args.command](args, settings)
+        return cli_audit.recorded(_COMMANDS[args.command], args, settings)
     except BzzzError as exc:
         print(f"bzzz: {exc.message}", file=sys.stderr)
         return EXIT_CONFIG if exc.code == "CONFIG_ERROR" else EXIT_ERROR

@@ -124,6 +124,7 @@ class McpAudit:
 
 async def audit_view(node: Node) -> dict[str, Any]:
     """What ``bzzz://audit`` shows: the newest records, the head, the verification."""
+    await node.audit.flush()
     mine = await reading.records(node.db, reading.Filter(node_id=node.node_id))
     report = verify(mine, await reading.heads(node.db), node.node_id)
     return {
