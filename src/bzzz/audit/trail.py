@@ -14,7 +14,7 @@ from collections.abc import Awaitable, Callable
 from enum import StrEnum
 from typing import Any
 
-from sqlalchemy import select
+from sqlalchemy import insert, select
 from sqlalchemy.orm import Session
 
 from bzzz.audit.records import GENESIS, Action, chain, head_bytes
@@ -29,6 +29,9 @@ logger = logging.getLogger(__name__)
 HEAD_TYPE = "audit.head"
 HEAD_KIND = "audit"
 MAX_BATCH = 500
+# How long the writer lets records gather before a batch: one commit for many calls instead
+# of one per call (each commit contends with the projector for SQLite's one writer).
+LINGER = 0.05
 
 Publish = Callable[[str, str, str, dict[str, Any]], Awaitable[Any]]
 
@@ -55,11 +58,14 @@ def last_link(session: Session, node_id: str) -> tuple[int, str]:
 def append(session: Session, node_id: str, actions: list[Action]) -> tuple[int, str]:
     """Chain ``actions`` after the newest record, in one transaction; the new head."""
     seq, prev = last_link(session, node_id)
+    rows = []
     for action in actions:
         seq += 1
         record = chain(node_id, seq, prev, action)
-        session.add(record.to_row())
+        rows.append(record.to_json())
         prev = record.hash
+    # One executemany, not an ORM object per record: a batch of 500 is one statement.
+    session.execute(insert(AuditRecordRow), rows)
     return seq, prev
 
 
@@ -86,6 +92,7 @@ class AuditTrail:
         clock: Clock | None = None,
         every: int = 100,
         interval: float = 10.0,
+        linger: float = LINGER,
     ) -> None:
         self.db = db
         self.identity = identity
@@ -93,6 +100,7 @@ class AuditTrail:
         self._publish = publish
         self._every = every
         self._interval = interval
+        self._linger = linger
         self._queue: asyncio.Queue[Action] = asyncio.Queue()
         self._due = asyncio.Event()
         self._head: tuple[int, str] | None = None
@@ -131,10 +139,15 @@ class AuditTrail:
 
     async def close(self, *, publish: bool) -> None:
         """Append what is queued; with ``publish``, sign and publish the final head."""
+        running = self.state is TrailState.RUNNING
         self.state = TrailState.CLOSED
         try:
             async with asyncio.timeout(5):
-                await self._write(self._drain([]))
+                if running:
+                    # The writer may hold a batch while it lingers: let it store everything.
+                    await self._queue.join()
+                else:
+                    await self._write(self._drain([]))
                 if publish:
                     await self.publish_head()
         except (BzzzError, TimeoutError):
@@ -147,7 +160,10 @@ class AuditTrail:
 
     async def _write_loop(self) -> None:
         while True:
-            batch = self._drain([await self._queue.get()])
+            first = await self._queue.get()
+            if self._queue.qsize() < MAX_BATCH:
+                await asyncio.sleep(self._linger)
+            batch = self._drain([first])
             try:
                 await self._write(batch)
             except BzzzError:
