@@ -22,7 +22,8 @@ from bzzz.store.models import AuditRecordRow
 from .support import call, chain_of
 
 
-async def test_parallel_calls_form_one_contiguous_valid_chain(node: Node) -> None:
+async def test_parallel_calls_form_one_contiguous_valid_chain(store_node: Node) -> None:
+    node = store_node
     server, _ = build_server(node)
     async with Client(server, mode="legacy") as client:
         await call(client, "bzzz_announce", {"agent_id": "writer-1", "role": "architect"})
