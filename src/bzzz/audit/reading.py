@@ -52,10 +52,3 @@ async def heads(db: Database) -> list[AuditHeadRow]:
     async with db.session() as session:
         query = select(AuditHeadRow).order_by(AuditHeadRow.node_id, AuditHeadRow.seq)
         return list((await session.scalars(query)).all())
-
-
-async def chain_nodes(db: Database) -> list[str]:
-    """The nodes with a chain in this database."""
-    async with db.session() as session:
-        query = select(AuditRecordRow.node_id).distinct().order_by(AuditRecordRow.node_id)
-        return [str(n) for n in (await session.scalars(query)).all()]

@@ -179,10 +179,6 @@ class Record:
         values: dict[str, Any] = {name: data.get(name) for name in cls.__slots__}
         return cls(**values)
 
-    def to_row(self) -> AuditRecordRow:
-        """The row that stores it."""
-        return AuditRecordRow(**asdict(self))
-
 
 def chain(node_id: str, seq: int, prev_hash: str, action: Action) -> Record:
     """The record ``action`` becomes at ``seq`` after ``prev_hash``."""
