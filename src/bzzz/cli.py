@@ -13,7 +13,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from bzzz import __version__, cli_metrics, cli_tokens
+from bzzz import __version__, cli_audit, cli_metrics, cli_tokens
 from bzzz import cli_output as out
 from bzzz import cli_start as start
 from bzzz.config import Settings, load_settings, unknown_variables
@@ -84,6 +84,7 @@ def _parser() -> argparse.ArgumentParser:
     _json_flag(costs, '{"daily": CostUsage, "monthly": CostUsage}')
     cli_tokens.add_parser(sub)
     cli_metrics.add_parser(sub)
+    cli_audit.add_parser(sub)
     config = sub.add_parser("config", help="settings")
     config_sub = config.add_subparsers(dest="config_command", required=True)
     show = config_sub.add_parser("show", help="print the effective settings, secrets masked")
@@ -648,6 +649,7 @@ _COMMANDS: dict[str, Callable[[argparse.Namespace, Settings], int]] = {
     "slurp": _slurp,
     "token": cli_tokens.run,
     "metrics": cli_metrics.run,
+    "audit": cli_audit.run,
     "config": _config_show,
 }
 
@@ -663,7 +665,7 @@ def main(argv: list[str] | None = None) -> int:
         settings = load_settings(args.config, overrides=_overrides(args))
         for warning in unknown_variables():
             print(f"bzzz: warning: {warning}", file=sys.stderr)
-        return _COMMANDS[args.command](args, settings)
+        return cli_audit.recorded(_COMMANDS[args.command], args, settings)
     except BzzzError as exc:
         print(f"bzzz: {exc.message}", file=sys.stderr)
         return EXIT_CONFIG if exc.code == "CONFIG_ERROR" else EXIT_ERROR

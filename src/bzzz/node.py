@@ -22,6 +22,7 @@ from bzzz.access.service import (
 )
 from bzzz.access.tokens import TokenRegistry
 from bzzz.agents.service import AgentService
+from bzzz.audit.trail import AuditTrail
 from bzzz.clock import Clock, SystemClock
 from bzzz.config import Settings
 from bzzz.conversations.actions import EscalationActions
@@ -137,6 +138,7 @@ class Node:
     db: Database
     projector: Projector
     log: EventLog
+    audit: AuditTrail
     agents: AgentService
     conversations: ConversationService
     subscriptions: SubscriptionService
@@ -243,6 +245,7 @@ class Node:
             admitted=Admission(trusted or (), enforce=self.settings.bzzz.admission),
         )
         self.log = EventLog(self.identity, self.network, self.projector, self.clock)
+        self.audit = AuditTrail(self.db, self.identity, self.log.emit, clock=self.clock)
         self._build_access()
         limits_cfg = self.settings.limits
         self.agents = AgentService(
@@ -365,6 +368,7 @@ class Node:
         self.llm = LLMService(self.settings, self.db, self.log)
         if isinstance(self.llm.client, OpenAIModelClient):
             self.llm.client.redact = self.settings.privacy.redact_models
+        self.llm.audit = self.audit
         if self.llm.enabled:
             self.conversations.summarizer = ModelSummarizer(self.llm)
             self.conversations.classifier = ModelStanceClassifier(self.llm)
@@ -490,6 +494,7 @@ class Node:
     async def _run_background(self) -> None:
         self._spawn("projector", self.projector.run())
         self._spawn("webhooks", self.webhooks.run())
+        self._spawn("audit", self.audit.run())
 
     def _spawn(self, name: str, coro: Coroutine[Any, Any, None]) -> None:
         task = asyncio.create_task(coro, name=f"bzzz-{name}")
@@ -585,6 +590,9 @@ class Node:
             # Already stopped with a goodbye on a clean stop; after a crash or a failed start
             # its tasks must not outlive the bus and the store.
             await self.hosted.abort()
+        if hasattr(self, "audit"):
+            # What is queued is stored; a clean stop also signs the final head on the log.
+            await self.audit.close(publish=self.state is NodeState.STOPPING)
         await self._stop_tasks()
         if hasattr(self, "projector"):
             # An origin may hold a transaction open for its publish's answer (at most 50 ms).

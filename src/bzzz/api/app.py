@@ -19,6 +19,7 @@ from bzzz.access.principal import ANONYMOUS, Principal
 from bzzz.access.service import AccessService, serves_loopback_only
 from bzzz.api.routes import api_routes
 from bzzz.api.sessions import SessionQuota
+from bzzz.audit.http import AuditHTTP
 from bzzz.domain import iso
 from bzzz.errors import BzzzError, PermissionDenied, Unauthenticated
 from bzzz.mcp.server import BzzzMCP
@@ -218,6 +219,7 @@ def build_app(node: Node, server: BzzzMCP, host: str, base_url: str | None = Non
         metadata_url=f"{base}{RESOURCE_METADATA_PATH}",
         metrics_public=metrics_public,
     )
+    app.add_middleware(AuditHTTP, trail=node.audit, clock=node.clock)
     # Outermost: a request with a foreign Host or Origin reaches no route (as /mcp refuses it).
     app.add_middleware(HostCheck, security=security)
     return app

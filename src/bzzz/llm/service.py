@@ -6,6 +6,8 @@ import json
 import logging
 from typing import Any
 
+from bzzz.audit.model import audited_model_call
+from bzzz.audit.trail import AuditTrail
 from bzzz.config import Settings
 from bzzz.errors import OpenAIError
 from bzzz.eventlog import EventLog
@@ -30,6 +32,9 @@ NO_KEY = "no OpenAI API key configured (set BZZZ_OPENAI_API_KEY or [openai] api_
 
 class LLMService:
     """Completions under the cost budget; ``enabled`` is False without an API key."""
+
+    # Where each model call is recorded, sent or refused (bzzz.audit); the node sets it.
+    audit: AuditTrail | None = None
 
     def __init__(
         self,
@@ -79,6 +84,7 @@ class LLMService:
             reasoning_effort=options.reasoning_effort,
         )
 
+    @audited_model_call
     async def complete(
         self,
         options: CompletionOptions,

@@ -29,6 +29,7 @@ from pydantic import Field, ValidationError
 from bzzz import domain
 from bzzz.access.principal import Scope
 from bzzz.agents.service import visible_projects
+from bzzz.audit.mcp import McpAudit, register_audit
 from bzzz.errors import BzzzError, ErrorCode, InvalidParameters
 from bzzz.eventlog import Caller
 from bzzz.events.service import subscription_uri
@@ -97,7 +98,24 @@ def _validation_error(exc: ValidationError) -> InvalidParameters:
 class BzzzMCP(MCPServer[Any]):
     """MCPServer whose every failure is the reference's structured ErrorResponse."""
 
+    # Records every tool call and resource read (bzzz.audit); set by build_server.
+    audit: McpAudit | None = None
+
     async def call_tool(
+        self, name: str, arguments: dict[str, Any], context: Context[Any, Any] | None = None
+    ) -> Any:
+        """Run a tool, on the audit trail."""
+        if self.audit is None:
+            return await self._run_tool(name, arguments, context)
+        return await self.audit.tool(self._run_tool, name, arguments, context)
+
+    async def read_resource(self, uri: Any, context: Context[Any, Any] | None = None) -> Any:
+        """Read a resource, on the audit trail."""
+        if self.audit is None:
+            return await super().read_resource(uri, context)
+        return await self.audit.resource(super().read_resource, uri, context)
+
+    async def _run_tool(
         self, name: str, arguments: dict[str, Any], context: Context[Any, Any] | None = None
     ) -> Any:
         """Run a tool; translate every failure into an ErrorResponse without internals."""
@@ -363,6 +381,7 @@ def build_server(node: Node) -> tuple[BzzzMCP, SessionRegistry]:
     _register_resources(server, node, sessions, bus)
     _register_costs(server, node)
     register_metrics(server, node)
+    register_audit(server, node, sessions)
     return server, sessions
 
 

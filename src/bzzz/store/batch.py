@@ -32,6 +32,7 @@ from sqlalchemy.exc import DBAPIError, SQLAlchemyError
 from sqlalchemy.orm import Session
 
 from bzzz import domain
+from bzzz.audit.projection import AUDIT_APPLIERS
 from bzzz.network.envelope import Envelope
 from bzzz.store.access_projection import ACCESS_APPLIERS
 from bzzz.store.llm_projection import LLM_APPLIERS
@@ -65,7 +66,14 @@ from bzzz.store.thread_projection import APPLIERS
 
 logger = logging.getLogger(__name__)
 
-_APPLIERS = APPLIERS | LLM_APPLIERS | NODE_APPLIERS | SUBSCRIPTION_APPLIERS | ACCESS_APPLIERS
+_APPLIERS = (
+    APPLIERS
+    | LLM_APPLIERS
+    | NODE_APPLIERS
+    | SUBSCRIPTION_APPLIERS
+    | ACCESS_APPLIERS
+    | AUDIT_APPLIERS
+)
 
 _TRACK = "bzzz_projection"
 _TOUCHED = "bzzz_touched_agents"

@@ -295,6 +295,21 @@ class Database:
             # change started after the commit.
             self._writes += 1
 
+    async def write_apart(self, work: Callable[[Session], T]) -> T:
+        """Run ``work`` in one transaction on a connection of the pool, not the log's writer.
+
+        For a node's own records beside the log (the audit trail): the projector keeps a
+        transaction open on the writer's connection across awaits (``transaction_here``), and
+        another write there would run inside it. On SQLite this write takes the database's
+        write lock like any other connection (the projector then applies through its consumer).
+        """
+        try:
+            async with self._sessions() as session, session.begin():
+                return await session.run_sync(work)
+        except SQLAlchemyError as exc:
+            logger.exception("database error")
+            raise StoreError("the node's database failed; nothing was changed") from exc
+
     async def _write_in_thread(self, work: Callable[[Session], T]) -> T:
         assert self._writer is not None
         loop = asyncio.get_running_loop()

@@ -360,3 +360,43 @@ class KnowledgeRow(Base):
     text: Mapped[str] = mapped_column(Text)
     created_at: Mapped[datetime] = mapped_column(TZ)
     __table_args__ = (Index("ix_llm_knowledge_project", "project", "created_at"),)
+
+
+class AuditRecordRow(Base):
+    """One agent action on this node's audit trail, hash-chained to the one before it.
+
+    Append-only: ``hash`` is the SHA-256 of the record's canonical form (``prev_hash``
+    included), so an edited, removed or reordered record breaks the chain (bzzz.audit).
+    """
+
+    __tablename__ = "audit_records"
+    node_id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    seq: Mapped[int] = mapped_column(BigInteger, primary_key=True, autoincrement=False)
+    prev_hash: Mapped[str] = mapped_column(String(64))
+    hash: Mapped[str] = mapped_column(String(64))
+    # The record's time as its canonical form holds it (ISO 8601, UTC, microseconds).
+    at: Mapped[str] = mapped_column(String(32))
+    principal: Mapped[str] = mapped_column(String(256))
+    agent: Mapped[str | None] = mapped_column(String(128))
+    session: Mapped[str] = mapped_column(String(128))
+    action: Mapped[str] = mapped_column(String(128))
+    target: Mapped[str | None] = mapped_column(String(512))
+    outcome: Mapped[str] = mapped_column(String(64))
+    digest: Mapped[str] = mapped_column(String(64))
+    __table_args__ = (
+        Index("ix_audit_records_principal", "principal", "at"),
+        Index("ix_audit_records_agent", "agent", "at"),
+    )
+
+
+class AuditHeadRow(Base):
+    """A node's signed audit chain head, as the network's log delivered it."""
+
+    __tablename__ = "audit_heads"
+    node_id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    seq: Mapped[int] = mapped_column(BigInteger, primary_key=True, autoincrement=False)
+    hash: Mapped[str] = mapped_column(String(64))
+    public_key: Mapped[str] = mapped_column(String(64))
+    signature: Mapped[str] = mapped_column(String(128))
+    envelope_id: Mapped[str] = mapped_column(String(26))
+    signed_at: Mapped[datetime] = mapped_column(TZ)
