@@ -19,6 +19,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import IO, Any
 
+from bzzz import cli_output as out
 from bzzz.access.principal import LOCAL
 from bzzz.access.tokens import parse_duration
 from bzzz.audit import reading
@@ -175,7 +176,12 @@ async def _verify(args: argparse.Namespace, settings: Settings) -> int:
         chains[record.node_id].append(record)
     if local is not None:
         chains.setdefault(local, [])
-    reports = {node: _verify_node(node, chains[node], heads) for node in sorted(chains)}
+    reports: dict[str, Report] = {}
+    # A bar on a terminal (nothing when piped): a long trail takes a while to hash again.
+    with out.progress("verifying the audit trail", total=len(records)) as update:
+        for node in sorted(chains):
+            reports[node] = _verify_node(node, chains[node], heads)
+            update(sum(len(chains[n]) for n in reports))
     others = [h for h in heads if h.node_id not in chains]
     if others:
         reports["other nodes' heads"] = verify([], others, "")
