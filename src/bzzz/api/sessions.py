@@ -130,7 +130,3 @@ class SessionQuota:
                 del self._sessions[session_id]
                 live.pop(session_id, None)
                 await transport.terminate()
-
-    def open_sessions(self) -> int:
-        """Sessions counted now."""
-        return len(self._sessions)

@@ -88,10 +88,6 @@ class SessionRegistry:
         conn.exit_stack.push_async_callback(self._ended, key)
         return key
 
-    def session_count(self) -> int:
-        """Legacy sessions open now."""
-        return len(self.connections)
-
     async def _ended(self, key: str) -> None:
         self.connections.pop(key, None)
         self.resource_subscriptions.pop(key, None)
