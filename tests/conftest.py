@@ -11,6 +11,7 @@ import asyncpg
 import pytest
 
 from bzzz.config import Settings, load_settings
+from bzzz.network import sealing
 from bzzz.network.embedded import EmbeddedNats
 from bzzz.network.memory import InMemoryBus
 from bzzz.node import Node
@@ -20,6 +21,16 @@ PG_PORT = int(os.environ.get("BZZZ_TEST_PG_PORT", "5432"))
 PG_USER = os.environ.get("BZZZ_TEST_PG_USER", "postgres")
 PG_ADMIN_DB = os.environ.get("BZZZ_TEST_PG_DB", "test")
 IN_CI = bool(os.environ.get("CI"))
+# The network key the nodes of a test share, as an operator gives every node of a network the
+# same one (BZZZ_NETWORK_KEY). A test of a wrong key configures its own.
+TEST_NETWORK_KEY = bytes(range(32))
+TEST_NETWORK_KEY_B64 = sealing.encode_secret(TEST_NETWORK_KEY)
+
+
+@pytest.fixture(autouse=True)
+def _shared_network_key(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A node that generates its network key generates the test network's one."""
+    monkeypatch.setattr(sealing, "first_secret", lambda: TEST_NETWORK_KEY)
 
 
 async def _pg_admin() -> asyncpg.Connection:

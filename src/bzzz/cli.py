@@ -447,7 +447,7 @@ async def _read(settings: Settings, query: Any) -> list[Any]:
     from bzzz.store.repository import Repository
 
     _require_node(settings)
-    db = Database(settings.database_url())
+    db = Database(settings.database_url(), settings.keyring(create=False))
     try:
         with out.progress("opening the store (migrations)"):
             await db.open()
@@ -567,7 +567,7 @@ async def _usage(settings: Settings, node_id: str | None) -> list[dict[str, Any]
 
     _require_node(settings)
     day, month = periods(utcnow())
-    db = Database(settings.database_url())
+    db = Database(settings.database_url(), settings.keyring(create=False))
     try:
         with out.progress("opening the store (migrations)"):
             await db.open()

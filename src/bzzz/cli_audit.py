@@ -100,7 +100,7 @@ def _since(text: str | None) -> str | None:
 
 
 async def _open(settings: Settings) -> Database:
-    db = Database(settings.database_url())
+    db = Database(settings.database_url(), settings.keyring(create=False))
     await db.open()
     return db
 

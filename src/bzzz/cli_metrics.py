@@ -51,7 +51,7 @@ def figures_json(figures: Figures) -> dict[str, Any]:
 async def _figures(settings: Settings) -> Figures:
     from bzzz.store.database import Database
 
-    db = Database(settings.database_url())
+    db = Database(settings.database_url(), settings.keyring(create=False))
     try:
         await db.open()
         async with db.session() as session:

@@ -15,7 +15,7 @@ import re
 import tomllib
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import (
     BaseModel,
@@ -28,6 +28,9 @@ from pydantic import (
 )
 
 from bzzz.errors import ConfigError
+
+if TYPE_CHECKING:
+    from bzzz.network.sealing import Keyring
 
 ENV_PREFIX = "BZZZ_"
 
@@ -56,9 +59,13 @@ ENV_ALIASES: dict[str, tuple[str, str]] = {
     "BZZZ_MAX_AGENTS": ("agents", "max_agents"),
     "BZZZ_LOG_LEVEL": ("logging", "level"),
     "BZZZ_LOG_FILE": ("logging", "file"),
+    "BZZZ_NETWORK_KEY": ("encryption", "key"),
+    "BZZZ_NETWORK_KEY_FILE": ("encryption", "key_file"),
 }
 
-SECRET_KEYS = frozenset({"api_key", "auth_tokens", "secret", "human_channel_secret", "token"})
+SECRET_KEYS = frozenset(
+    {"api_key", "auth_tokens", "secret", "human_channel_secret", "token", "key"}
+)
 # Settings holding URLs whose credentials (user info, a password parameter) must not be shown.
 URL_KEYS = frozenset(
     {"database_url", "nats_url", "node_url", "base_url", "url", "human_channel_url"}
@@ -424,6 +431,29 @@ class PrivacySettings(_Section):
     )
 
 
+class EncryptionSettings(_Section):
+    """Content sealed at rest: on the network's log and in the store (network/sealing.py)."""
+
+    enabled: bool = Field(
+        True, description="seal content on the log and in the store (off: written in clear)"
+    )
+    key: SecretStr | None = Field(
+        None, description="the network data key(s): base64, comma separated, oldest first"
+    )
+    key_file: Path | None = Field(
+        None, description="a keyring file shared by the network's nodes (default: in data_dir)"
+    )
+    jetstream_cipher: Literal["chachapoly", "aes", "none"] = Field(
+        "chachapoly", description="the embedded nats-server's own store encryption"
+    )
+
+    def env_keys(self) -> list[str]:
+        """The configured keys, oldest first."""
+        if self.key is None:
+            return []
+        return [part for part in self.key.get_secret_value().split(",") if part.strip()]
+
+
 class NodeSettings(_Section):
     """This process: data directory, database, HTTP."""
 
@@ -466,6 +496,26 @@ class Settings(_Section):
     auth: AuthSettings = Field(default_factory=AuthSettings)
     limits: LimitsSettings = Field(default_factory=LimitsSettings)
     privacy: PrivacySettings = Field(default_factory=PrivacySettings)
+    encryption: EncryptionSettings = Field(default_factory=EncryptionSettings)
+
+    def keyring(self, *, create: bool = True) -> Keyring | None:
+        """The network keyring; generated in the data directory if none is given and ``create``.
+
+        None with encryption off, or when there is no key and ``create`` is false (a CLI
+        command reading a store that was never sealed).
+        """
+        from bzzz.network.sealing import load_keyring
+
+        enc = self.encryption
+        if not enc.enabled:
+            return None
+        ring = load_keyring(
+            self.node.data_dir.expanduser(),
+            env_keys=enc.env_keys(),
+            key_file=enc.key_file,
+            create=create,
+        )
+        return ring if ring.keys() else None
 
     def database_url(self) -> str:
         """The database URL in force: the configured one or SQLite in the data directory."""

@@ -10,6 +10,7 @@ from bzzz.access.principal import ANONYMOUS, LOCAL, Principal
 from bzzz.clock import Clock, SystemClock
 from bzzz.network.envelope import seal
 from bzzz.network.identity import NodeIdentity
+from bzzz.network.sealing import Keyring
 from bzzz.projector import Projector
 from bzzz.store.projection import Outcome
 
@@ -37,8 +38,11 @@ class EventLog:
         network: str,
         projector: Projector,
         clock: Clock | None = None,
+        keyring: Keyring | None = None,
     ) -> None:
         self.identity = identity
+        # Content payloads are sealed under the network key before they leave the process.
+        self.keyring = keyring
         self.network = network
         self.projector = projector
         # Envelopes are stamped by the node's clock, so time-based rules see one time line.
@@ -73,6 +77,7 @@ class EventLog:
             payload,
             now=now or self.clock.now(),
             envelope_id=envelope_id,
+            keyring=self.keyring,
         )
         return await self.projector.submit(envelope)
 

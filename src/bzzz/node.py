@@ -47,6 +47,7 @@ from bzzz.network.embedded import EmbeddedNats
 from bzzz.network.identity import NodeIdentity
 from bzzz.network.jetstream import JetStreamBus
 from bzzz.network.nats_auth import NatsAuth
+from bzzz.network.sealing import Keyring
 from bzzz.peers.reclaim import Reclaimer
 from bzzz.peers.service import PeerService, PeerSettings
 from bzzz.projector import Projector
@@ -76,16 +77,17 @@ def _claim_slot(data_dir: Path) -> tuple[Path, IO[bytes], int]:
     identity, database and durable consumer, so each holds a slot. Slot 0 is the directory.
     """
     slots = data_dir / "slots"
-    slots.mkdir(parents=True, exist_ok=True)
+    slots.mkdir(mode=0o700, parents=True, exist_ok=True)
+    slots.chmod(0o700)
     for n in range(MAX_SLOTS):
-        handle = (slots / f"{n}.lock").open("ab")
+        handle = os.fdopen(os.open(slots / f"{n}.lock", os.O_WRONLY | os.O_CREAT, 0o600), "ab")
         try:
             fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             handle.close()
             continue
         node_dir = data_dir if n == 0 else slots / str(n)
-        node_dir.mkdir(parents=True, exist_ok=True)
+        node_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
         return node_dir, handle, n
     raise NetworkError(f"more than {MAX_SLOTS} bzzz processes share {data_dir}")
 
@@ -151,6 +153,8 @@ class Node:
     llm: LLMService
     hosted: HostedRuntime
     node_dir: Path
+    # The network's data keys (None with encryption off): content is sealed under them.
+    keyring: Keyring | None
 
     @property
     def node_id(self) -> str:
@@ -218,15 +222,18 @@ class Node:
 
     async def _build(self) -> None:
         data_dir = self.settings.node.data_dir.expanduser()
-        data_dir.mkdir(parents=True, exist_ok=True)
+        # Private to the node's user: the store, keys, NATS credentials and logs live here.
+        data_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+        data_dir.chmod(0o700)
         self.node_dir, self._slot_lock, self.slot = _claim_slot(data_dir)
         self.identity = NodeIdentity.load_or_create(self.node_dir)
         node_secret = _load_secret(self.node_dir / "webhook.secret")
+        self.keyring = self.settings.keyring()
         self.bus = self._bus_override or await self._make_bus(data_dir)
         url = self.settings.database_url()
         if self.slot and not self.settings.node.database_url:
             url = f"sqlite+aiosqlite:///{self.node_dir / 'bzzz.db'}"
-        self.db = Database(url)
+        self.db = Database(url, self.keyring)
         await self.db.open()
         await self.bus.start()
         limits = ProjectionLimits(
@@ -243,8 +250,11 @@ class Node:
             # With admission the static list is part of the admitted set, not a filter of its own.
             trusted=None if self.settings.bzzz.admission else trusted,
             admitted=Admission(trusted or (), enforce=self.settings.bzzz.admission),
+            keyring=self.keyring,
         )
-        self.log = EventLog(self.identity, self.network, self.projector, self.clock)
+        self.log = EventLog(
+            self.identity, self.network, self.projector, self.clock, keyring=self.keyring
+        )
         self.audit = AuditTrail(self.db, self.identity, self.log.emit, clock=self.clock)
         self._build_access()
         limits_cfg = self.settings.limits
@@ -418,7 +428,9 @@ class Node:
         log: EventLog | None = self.log if admitted.open else None
         sponsor = self._directory_identity()
         if sponsor is not None and admitted.is_member(sponsor.public_key_b64, sponsor.node_id):
-            log = EventLog(sponsor, self.network, self.projector, self.clock)
+            log = EventLog(
+                sponsor, self.network, self.projector, self.clock, keyring=self.keyring
+            )
         outcome = await self._admit_self(log) if log is not None else None
         if outcome is None or not outcome.get("ok"):
             logger.error(
@@ -463,6 +475,7 @@ class Node:
                 data_dir,
                 max_file_store=self.settings.bzzz.max_file_store,
                 max_memory_store=self.settings.bzzz.max_memory_store,
+                cipher=self.settings.encryption.jetstream_cipher,
             )
             urls = [await self._embedded.start()]
             auth = self._embedded.auth

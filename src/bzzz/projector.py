@@ -18,7 +18,21 @@ from bzzz.errors import NetworkError
 from bzzz.network import admission
 from bzzz.network.admission import Admission
 from bzzz.network.base import Bus, BusMessage, Stored
-from bzzz.network.envelope import Envelope, EnvelopeRejected, open_envelope
+from bzzz.network.envelope import (
+    Envelope,
+    EnvelopeRejected,
+    open_envelope,
+    sealed_key_id,
+    unseal,
+)
+from bzzz.network.sealing import (
+    KEY_ADDED,
+    Keyring,
+    KeyMissing,
+    SealError,
+    key_from_payload,
+    missing_key_message,
+)
 from bzzz.store.batch import BatchContext, BatchResult, apply_batch
 from bzzz.store.database import Database, StoreError, WriterBusy
 from bzzz.store.directory import AgentDirectory
@@ -70,8 +84,13 @@ class Projector:
         apply_timeout: float = 15.0,
         trusted: frozenset[str] | None = None,
         admitted: Admission | None = None,
+        keyring: Keyring | None = None,
     ) -> None:
         self._db = db
+        # Opens sealed payloads; learns rotated keys from the log (keys.added), in log order.
+        self.keyring = keyring
+        # Set when the log holds content this node cannot open: the projector stops there.
+        self.fatal: KeyMissing | None = None
         self._bus = bus
         self._network = network
         self._node_id = node_id
@@ -175,14 +194,18 @@ class Projector:
             await self._write(opened, messages)
 
     async def wait_for_sequence(self, seq: int, within: float) -> None:
-        """Wait until the log is applied up to ``seq`` (start-up catch-up, tests)."""
-        async with asyncio.timeout(within), self._progress:
-            await self._progress.wait_for(lambda: self._applied_seq >= seq)
+        """Wait until the log is applied up to ``seq`` (start-up catch-up, tests).
+
+        Raises KeyMissing at once if the log holds content this node cannot open.
+        """
+        await self.wait_until(lambda: self._applied_seq >= seq, within)
 
     async def wait_until(self, predicate: Callable[[], bool], within: float) -> None:
         """Wait until ``predicate`` holds after some batch applied (tests, start-up)."""
         async with asyncio.timeout(within), self._progress:
-            await self._progress.wait_for(predicate)
+            await self._progress.wait_for(lambda: self.fatal is not None or predicate())
+        if self.fatal is not None:
+            raise self.fatal
 
     async def submit(self, envelope: Envelope) -> Outcome:
         """Publish an envelope and return its outcome once this node has applied it."""
@@ -260,7 +283,7 @@ class Projector:
         envelope = self._own(data)
         if envelope is None:
             return
-        opened = [(envelope, expected)]
+        opened = await self._unsealed([(envelope, expected)])
         ctx = self._context()
         try:
             with self._db.transaction_here() as session:
@@ -290,7 +313,7 @@ class Projector:
             if envelope is None:
                 return
             try:
-                await self._apply([(envelope, seq)], seq)
+                await self._apply(await self._unsealed([(envelope, seq)]), seq)
             except StoreError:
                 # Stored in the log all the same: the consumer applies it in its turn.
                 logger.warning("could not apply envelope %s at once; the log will", envelope.id)
@@ -303,7 +326,9 @@ class Projector:
         exactly once, whereas applying ahead may roll back.
         """
         try:
-            envelope = open_envelope(data, self._network, self._trusted, sealed_here=True)
+            envelope = open_envelope(
+                data, self._network, self._trusted, sealed_here=True, keyring=self.keyring
+            )
         except EnvelopeRejected:
             return None  # the consumer rejects it and answers the origin
         if envelope.type in admission.TYPES or self.admission.check(envelope):
@@ -339,7 +364,13 @@ class Projector:
         try:
             # Bytes this node signed and is waiting for are authentic as they are.
             sealed_here = msg.data in self._sealed
-            return open_envelope(msg.data, self._network, self._trusted, sealed_here=sealed_here)
+            return open_envelope(
+                msg.data,
+                self._network,
+                self._trusted,
+                sealed_here=sealed_here,
+                keyring=self.keyring,
+            )
         except EnvelopeRejected as exc:
             return exc
 
@@ -402,10 +433,51 @@ class Projector:
             # What this node applied as soon as the network stored it is in the store already.
             opened = [(env, seq) for env, seq in opened if seq > self._applied_seq]
             opened, decided = self._admit(opened)
+            opened = await self._unsealed(opened)
             if opened:
                 await self._apply(opened, last_seq, decided)
             else:
                 await self._advance(last_seq)
+
+    async def _unsealed(self, opened: list[tuple[Envelope, int]]) -> list[tuple[Envelope, int]]:
+        """Open what the verify stage could not, learning rotated keys in log order.
+
+        A key the log adds (``keys.added``) opens the envelopes after it, in this batch and
+        later ones. Content under a key this node never learns stops the projector
+        (``fatal``): applying the log without it would leave this node's store apart from
+        every other node's.
+        """
+        result = []
+        for env, seq in opened:
+            if env.sealed:
+                try:
+                    if self.keyring is None:
+                        raise SealError("unknown_key", sealed_key_id(env))
+                    env = unseal(env, self.keyring)
+                except SealError as exc:
+                    await self._stop_on_missing_key(exc, seq)
+            if env.type == KEY_ADDED:
+                self._learn(env)
+            result.append((env, seq))
+        return result
+
+    async def _stop_on_missing_key(self, exc: SealError, seq: int) -> None:
+        message = missing_key_message(exc.key_id, self.keyring)
+        logger.error("%s (log sequence %d)", message, seq)
+        self.fatal = KeyMissing(message, details={"key_id": exc.key_id, "seq": seq})
+        async with self._progress:
+            self._progress.notify_all()
+        raise self.fatal
+
+    def _learn(self, env: Envelope) -> None:
+        if self.keyring is None:
+            return
+        try:
+            key = key_from_payload(env.payload)
+        except (KeyError, TypeError, ValueError):
+            logger.warning("envelope %s carries no usable key; ignored", env.id)
+            return
+        self.keyring.add(key)
 
     def _context(self, decided: dict[str, Outcome] | None = None) -> BatchContext:
         return BatchContext(

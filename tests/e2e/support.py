@@ -28,6 +28,8 @@ from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
 from mcp.client.streamable_http import streamable_http_client
 
+from bzzz.network.sealing import encode_secret
+
 START_TIMEOUT = 20.0
 STOP_TIMEOUT = 10.0
 CALL_TIMEOUT = 15.0
@@ -115,12 +117,20 @@ async def eventually(
         pytest.fail(f"condition not reached within {within} s; last result: {last!r}")
 
 
+# The network key of the tests' nodes (tests/conftest.py gives in-process nodes the same one).
+TEST_NETWORK_KEY_B64 = encode_secret(bytes(range(32)))
+
+
 def node_env(base: dict[str, str], data_dir: Path, **extra: str) -> dict[str, str]:
-    """The environment of a spawned node: no inherited BZZZ_*, fast webhook retries."""
+    """The environment of a spawned node: no inherited BZZZ_*, fast webhook retries.
+
+    The nodes of a test share one network key, as an operator gives every node of a network.
+    """
     env = dict(base)
     env.update(
         {
             "BZZZ_DATA_DIR": str(data_dir),
+            "BZZZ_NETWORK_KEY": TEST_NETWORK_KEY_B64,
             "BZZZ_LOG_LEVEL": "INFO",
             "BZZZ_WEBHOOKS__INITIAL_BACKOFF": "0.2",
             "BZZZ_WEBHOOKS__MAX_BACKOFF": "0.5",

@@ -56,6 +56,13 @@ async def _stored(db: Database, table: str) -> dict[str, list[tuple[str, Any]]]:
     return await db.write(read)
 
 
+def _compiled(statement: Any, keys: tuple[str, ...]) -> Any:
+    """The driver-path compilation of ``statement`` for ``keys`` (on any dialect)."""
+    found = [c for (st, ks, _), c in _COMPILED.items() if (st, ks) == (statement, keys)]
+    assert found, "never compiled"
+    return found[0]
+
+
 @pytest.fixture
 async def db(tmp_path: Path) -> AsyncIterator[Database]:
     async with sqlite_store(tmp_path / "store.db") as database:
@@ -72,7 +79,7 @@ async def test_driver_rows_are_stored_as_core_stores_them(db: Database) -> None:
 
     await db.write(write)
     # The row really went the driver's way, not Core's.
-    assert _COMPILED[(statement, tuple(_message("raw-1")))] is not None
+    assert _compiled(statement, tuple(_message("raw-1"))) is not None
     stored = await _stored(db, "messages")
     raw, core = stored["raw-1"], stored["core-1"]
     assert raw[1:] == core[1:]  # storage class and text of every column but the id
@@ -112,7 +119,7 @@ async def test_activity_updates_are_stored_as_core_stores_them(db: Database) -> 
         connection.execute(_TOUCH_AGENT, {"agent_id": "a2", "at": later})
 
     await db.write(write)
-    assert _COMPILED[(_TOUCH_AGENT, ("agent_id", "at"))] is not None
+    assert _compiled(_TOUCH_AGENT, ("agent_id", "at")) is not None
     stored = await _stored(db, "agents")
     assert stored["a1"][1:] == stored["a2"][1:]
     assert ("text", "2026-11-30 19:32:03.000004") in stored["a1"]  # in UTC

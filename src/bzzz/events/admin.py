@@ -27,7 +27,7 @@ T = TypeVar("T")
 
 
 async def _in_store(settings: Settings, work: Callable[[Any], Awaitable[T]]) -> T:
-    db = Database(settings.database_url())
+    db = Database(settings.database_url(), settings.keyring(create=False))
     try:
         await db.open()
         async with db.session() as session:
@@ -75,6 +75,7 @@ async def delete_subscription(settings: Settings, subscription_id: str) -> int:
         "subscription.removed",
         f"bzzz.{network}.sub.{subscription_id}",
         removal_payload(subscription_id, None, "removed with bzzz subscriptions delete"),
+        keyring=settings.keyring(create=False),
     )
     async with joined_bus(settings) as bus:
         stored = await bus.store(envelope.subject, envelope.to_bytes(), envelope.id)

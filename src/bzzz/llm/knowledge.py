@@ -2,10 +2,11 @@
 
 The decisions and insights of a consensus (its SLURP event) and the summaries of episodes are
 the project's knowledge (``llm_knowledge``, written through the log). A prompt gets the entries
-most relevant to its text: PostgreSQL ranks them with its own full-text search; on SQLite the
-node keeps an FTS5 index of its own in memory (BM25), filled from the table as entries arrive —
-a persistent FTS5 table would bring virtual and shadow tables into a schema the migrations must
-match exactly. Every read names one project: nothing of project X reaches a prompt for Y.
+most relevant to its text. The text is sealed in the store (SQLite and PostgreSQL alike), so no
+database index can hold its words: the node ranks in its own memory, with an FTS5 index (BM25)
+in an in-memory SQLite database filled from the table's opened rows as entries arrive, one
+project at a time as prompts ask for it. Nothing of that index reaches a disk. Every read names
+one project: nothing of project X reaches a prompt for Y.
 """
 
 from __future__ import annotations
@@ -93,7 +94,7 @@ class KnowledgeBase:
     def __init__(self, db: Database, log: EventLog) -> None:
         self._db = db
         self._log = log
-        self._local = None if db.engine.dialect.name == "postgresql" else _LocalIndex()
+        self._local = _LocalIndex()
         self.recorded = 0
 
     async def record(self, project: str, source: str, entries: list[tuple[str, str]]) -> bool:
@@ -122,14 +123,10 @@ class KnowledgeBase:
         words = query_words(text)
         if limit <= 0 or not words:
             return []
-        if self._local is None:
-            async with self._db.session() as session:
-                return await LLMRepository(session).search_knowledge(project, words, limit)
         await self._sync(project)
         return self._local.search(project, words, limit)
 
     async def _sync(self, project: str) -> None:
-        assert self._local is not None
         while True:
             async with self._db.session() as session:
                 fresh = await LLMRepository(session).knowledge_after(
@@ -141,5 +138,4 @@ class KnowledgeBase:
 
     def close(self) -> None:
         """Release the local index."""
-        if self._local is not None:
-            self._local.close()
+        self._local.close()

@@ -4,8 +4,10 @@ The first process on a data directory takes ``nats/server.lock`` and runs a priv
 with JetStream stored under ``nats/jetstream``; later processes on the same directory find the
 lock taken and join that server through the URL it published in ``nats/server.url``.
 
-The server takes clients only with the user and password kept in ``nats/auth.json`` (mode 0600,
-generated once); every local process on the directory reads them there, so nothing else on the
+The server encrypts its JetStream store itself (``jetstream { cipher, key }``) under a key kept
+in ``nats/store.key`` (mode 0600, generated once), and everything it writes is private to this
+user (umask 077). The server takes clients only with the user and password kept in
+``nats/auth.json`` (mode 0600, generated once); every local process on the directory reads them there, so nothing else on the
 machine reads or writes the log. The server's port is kept in ``nats/port``. When the owner
 exits, a joined process takes the lock over and starts the server again on the same port and
 store, so the NATS clients of every remaining process reconnect by themselves and no local
@@ -21,6 +23,7 @@ import fcntl
 import json
 import logging
 import os
+import secrets
 import shutil
 import signal
 import subprocess
@@ -46,6 +49,7 @@ _STOP_TIMEOUT = 5.0
 _LOG_TAIL_LINES = 20
 _PR_SET_PDEATHSIG = 1
 AUTH_FILE = "auth.json"
+STORE_KEY_FILE = "store.key"
 
 
 def nats_server_binary() -> Path:
@@ -86,7 +90,7 @@ def _pdeathsig_preexec() -> Callable[[], None] | None:
     return preexec
 
 
-def _write_atomic(path: Path, text: str, mode: int = 0o644) -> None:
+def _write_atomic(path: Path, text: str, mode: int = 0o600) -> None:
     """Replace path's content at once, so a reader never sees a half-written file."""
     tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
@@ -175,8 +179,11 @@ class EmbeddedNats:
         max_file_store: int = 1 << 30,
         max_memory_store: int = 64 << 20,
         start_timeout: float = 10.0,
+        cipher: str = "chachapoly",
     ) -> None:
         self._dir = Path(data_dir) / "nats"
+        # The server's own encryption of its JetStream store ("none": off), under store.key.
+        self._cipher = cipher
         self._max_file_store = max_file_store
         self._max_memory_store = max_memory_store
         self._start_timeout = start_timeout
@@ -218,6 +225,11 @@ class EmbeddedNats:
     def auth_path(self) -> Path:
         """The user and password every client of the server needs (mode 0600)."""
         return self._dir / AUTH_FILE
+
+    @property
+    def store_key_path(self) -> Path:
+        """The key nats-server encrypts its JetStream store with (mode 0600)."""
+        return self._dir / STORE_KEY_FILE
 
     @property
     def port_path(self) -> Path:
@@ -302,7 +314,7 @@ class EmbeddedNats:
         """Take the server lock without blocking; False if another process holds it."""
         # O_CLOEXEC (Python's default too): the server must not inherit the lock, or it would
         # outlive a killed owner and keep every later process joining a dead URL.
-        fd = os.open(self.lock_path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        fd = os.open(self.lock_path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
@@ -341,12 +353,33 @@ class EmbeddedNats:
                 "jetstream {",
                 f"  store_dir: {_quote(self._dir)}",
                 "  sync_interval: always",
+                *self._cipher_lines(),
                 f"  max_memory_store: {self._max_memory_store}",
                 f"  max_file_store: {self._max_file_store}",
                 "}",
                 "",
             ]
         )
+
+    def _cipher_lines(self) -> list[str]:
+        """The JetStream store's encryption: its cipher and the data directory's key."""
+        if self._cipher == "none":
+            return []
+        return [f"  cipher: {self._cipher}", f"  key: {_quote(self._store_key())}"]
+
+    def _store_key(self) -> str:
+        """The store key, generated once (hex of 32 random bytes; nats-server hashes it)."""
+        key = _read_text(self.store_key_path)
+        if key:
+            return key
+        key = secrets.token_hex(32)
+        try:
+            fd = os.open(self.store_key_path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        except FileExistsError:
+            return _read_text(self.store_key_path) or key
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(key + "\n")
+        return key
 
     def _wanted_port(self) -> int:
         """The port of earlier owners (joined clients reconnect there), else -1 (any free)."""
@@ -373,7 +406,8 @@ class EmbeddedNats:
         binary = nats_server_binary()
         self._prepare_owner_files()
         # Our stdout may be an MCP stdio channel: the server's output must go to the log only.
-        with self.log_path.open("ab") as log:
+        log_fd = os.open(self.log_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+        with os.fdopen(log_fd, "ab") as log:
             self._proc = await asyncio.create_subprocess_exec(
                 str(binary),
                 "-c",
@@ -385,6 +419,8 @@ class EmbeddedNats:
                 # Own session: a Ctrl-C to our terminal's process group must not stop the server
                 # before we shut it down in order; parent death is covered by PDEATHSIG.
                 start_new_session=True,
+                # Its store, log and ports files are private to this user, like the rest.
+                umask=0o077,
             )
         url = await self._wait_ready(self._proc)
         _write_atomic(self.url_path, url + "\n")

@@ -1,4 +1,11 @@
-"""Envelopes: every state change travels the event log as one signed envelope."""
+"""Envelopes: every state change travels the event log as one signed envelope.
+
+With a keyring, an envelope's payload is sealed before it is signed (``$sealed``: an AEAD box
+naming its key, bound to the envelope's id and type; see ``network/sealing.py``), so every
+receiver verifies the signature without the key and only the network's nodes read the
+content. The payloads of agents, nodes, tokens and audit heads stay clear (addresses, ids,
+roles, capabilities, statuses, hashes): federation and admission read them as they are.
+"""
 
 from __future__ import annotations
 
@@ -10,6 +17,20 @@ from pydantic import BaseModel, ConfigDict, StringConstraints, ValidationError
 from ulid import ULID
 
 from bzzz.network.identity import NodeIdentity, origin_of, verify_signature
+from bzzz.network.sealing import Keyring, SealError, box_key_id
+
+SEALED = "$sealed"
+# Types whose payload stays clear: no content, only addresses, ids, roles, statuses, hashes.
+_CLEAR_PREFIXES = ("agent.", "node.", "token.", "audit.head")
+
+
+def seals_payload(type_: str) -> bool:
+    """Whether envelopes of ``type_`` carry content (their payload is sealed)."""
+    return not type_.startswith(_CLEAR_PREFIXES)
+
+
+def _aad(envelope_id: str, type_: str) -> bytes:
+    return f"{envelope_id}|{type_}".encode()
 
 
 class Envelope(BaseModel):
@@ -38,6 +59,11 @@ class Envelope(BaseModel):
         return self.model_dump_json().encode()
 
     @property
+    def sealed(self) -> bool:
+        """Whether the payload is still a sealed box (this node could not open it yet)."""
+        return SEALED in self.payload and len(self.payload) == 1
+
+    @property
     def timestamp(self) -> datetime:
         """The envelope's time as an aware datetime."""
         return datetime.fromisoformat(self.ts)
@@ -57,10 +83,17 @@ def seal(
     *,
     now: datetime | None = None,
     envelope_id: str | None = None,
+    keyring: Keyring | None = None,
 ) -> Envelope:
-    """Build and sign an envelope originating at this node (a fresh ULID unless given)."""
+    """Build and sign an envelope originating at this node (a fresh ULID unless given).
+
+    With ``keyring`` a content payload is sealed under its current key, then signed.
+    """
+    envelope_id = envelope_id or str(ULID())
+    if keyring is not None and seals_payload(type_):
+        payload = {SEALED: keyring.seal_json(payload, _aad(envelope_id, type_))}
     body: dict[str, Any] = {
-        "id": envelope_id or str(ULID()),
+        "id": envelope_id,
         "network": network,
         "origin": identity.node_id,
         "origin_key": identity.public_key_b64,
@@ -88,12 +121,15 @@ def open_envelope(
     trusted: frozenset[str] | None = None,
     *,
     sealed_here: bool = False,
+    keyring: Keyring | None = None,
 ) -> Envelope:
     """Parse and verify wire bytes; raise EnvelopeRejected when they are not a valid envelope.
 
     ``trusted`` (public keys or node ids), when given, is the network's allow-list: an origin
     outside it is refused even with a valid signature. ``sealed_here`` says the bytes are exactly
-    those this process signed and published: their signature needs no second check.
+    those this process signed and published: their signature needs no second check. A sealed
+    payload is opened with ``keyring``; one under a key it lacks comes back still sealed
+    (``envelope.sealed``: a key added later in the log may open it, see ``unseal``).
     """
     try:
         fields = json.loads(data)
@@ -117,4 +153,27 @@ def open_envelope(
         raise EnvelopeRejected("bad_signature")
     if trusted is not None and not ({envelope.origin_key, envelope.origin} & trusted):
         raise EnvelopeRejected("untrusted")
+    if keyring is not None and envelope.sealed:
+        try:
+            return unseal(envelope, keyring)
+        except SealError as exc:
+            if exc.reason != "unknown_key":
+                raise EnvelopeRejected(exc.reason) from exc
     return envelope
+
+
+def sealed_key_id(envelope: Envelope) -> str | None:
+    """The key id a sealed envelope's box names."""
+    box = envelope.payload.get(SEALED)
+    return box_key_id(box) if isinstance(box, str) else None
+
+
+def unseal(envelope: Envelope, keyring: Keyring) -> Envelope:
+    """The envelope with its payload opened; SealError when the keyring cannot open it."""
+    box = envelope.payload[SEALED]
+    if not isinstance(box, str):
+        raise SealError("bad_seal")
+    plain = keyring.open_json(box, _aad(envelope.id, envelope.type))
+    if not isinstance(plain, dict):
+        raise SealError("bad_seal")
+    return envelope.model_copy(update={"payload": plain})

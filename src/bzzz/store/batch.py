@@ -227,11 +227,12 @@ class _Compiled:
 
 # (statement, parameter names) -> compiled form; None where the plain path must run (a column
 # default computed in Python, a parameter the rows do not name).
-_COMPILED: dict[tuple[Executable, tuple[str, ...]], _Compiled | None] = {}
+# Keyed by dialect too: a sealed column's processor seals with its engine's keyring.
+_COMPILED: dict[tuple[Executable, tuple[str, ...], Dialect], _Compiled | None] = {}
 
 
 def _compile(statement: Executable, keys: tuple[str, ...], dialect: Dialect) -> _Compiled | None:
-    cache_key = (statement, keys)
+    cache_key = (statement, keys, dialect)
     if cache_key in _COMPILED:
         return _COMPILED[cache_key]
     compiled = statement.compile(dialect=dialect, column_keys=list(keys))  # type: ignore[attr-defined]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
 import sqlite3
 import threading
 from collections.abc import AsyncIterator, Callable, Iterator
@@ -29,6 +30,8 @@ from sqlalchemy.ext.asyncio import (
 from sqlalchemy.orm import Session
 
 from bzzz.errors import BzzzError, ErrorCode
+from bzzz.network.sealing import Keyring
+from bzzz.store.models import attach_keyring
 
 logger = logging.getLogger(__name__)
 
@@ -203,17 +206,28 @@ class _Checkpointer:
         self._engine.dispose()
 
 
+def _private_file(path: Path) -> None:
+    """Create the database file 0600 before SQLite does (its -wal and -shm take its mode)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+    os.close(fd)
+    path.chmod(0o600)
+
+
 class Database:
     """Owns the engine; hands out sessions; runs migrations at open."""
 
-    def __init__(self, url: str) -> None:
+    def __init__(self, url: str, keyring: Keyring | None = None) -> None:
         self.url = url
+        self.keyring = keyring
         self.is_sqlite = url.startswith("sqlite")
         self.migrations = MigrationProgress()
         kwargs: dict[str, Any] = {}
         if not self.is_sqlite:
             kwargs.update(pool_size=10, max_overflow=10, pool_pre_ping=True)
         self.engine: AsyncEngine = create_async_engine(url, **kwargs)
+        # Content columns seal with this database's keyring (store/models.py).
+        attach_keyring(self.engine.sync_engine.dialect, keyring)
         if self.is_sqlite:
             event.listen(self.engine.sync_engine, "connect", _sqlite_pragmas)
         self._sessions = async_sessionmaker(self.engine, expire_on_commit=False)
@@ -230,6 +244,7 @@ class Database:
         if self.is_sqlite:
             sync_url = url.replace("+aiosqlite", "")
             self._sync_engine = create_engine(sync_url, pool_size=1)
+            attach_keyring(self._sync_engine.dialect, keyring)
             event.listen(self._sync_engine, "connect", _writer_pragmas)
             self._begin = _Writer()
             event.listen(self._sync_engine, "begin", self._begin.begin)
@@ -247,7 +262,7 @@ class Database:
         if self.is_sqlite:
             path = self.url.split("///", 1)[-1]
             if path and path != ":memory:":
-                Path(path).parent.mkdir(parents=True, exist_ok=True)
+                _private_file(Path(path))
         try:
             async with self.engine.begin() as conn:
                 await conn.run_sync(_upgrade, self.migrations)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 
-from sqlalchemy import func, select, text
+from sqlalchemy import func, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from bzzz.store.models import CostRow, KnowledgeRow, MemoryRow, MessageRow
@@ -52,15 +52,6 @@ class Knowledge:
 
 def _knowledge(row: KnowledgeRow) -> Knowledge:
     return Knowledge(row.id, row.project, row.kind, row.source, row.text, row.created_at)
-
-
-# PostgreSQL ranks with its own full-text search (the GIN index of revision 0005).
-_PG_SEARCH = text(
-    "SELECT id FROM llm_knowledge WHERE project = :project "
-    "AND to_tsvector('english', text) @@ to_tsquery('english', :query) "
-    "ORDER BY ts_rank(to_tsvector('english', text), to_tsquery('english', :query)) DESC, "
-    "created_at DESC LIMIT :limit"
-)
 
 
 def _memory(row: MemoryRow) -> Memory:
@@ -178,24 +169,3 @@ class LLMRepository:
             query.order_by(KnowledgeRow.created_at, KnowledgeRow.id).limit(limit)
         )
         return [_knowledge(r) for r in rows]
-
-    async def search_knowledge(self, project: str, words: list[str], limit: int) -> list[Knowledge]:
-        """PostgreSQL: the project's entries matching any of ``words``, most relevant first."""
-        if not words:
-            return []
-        query = " | ".join(words)
-        ids = list(
-            await self.session.scalars(
-                _PG_SEARCH, {"project": project, "query": query, "limit": limit}
-            )
-        )
-        if not ids:
-            return []
-        rows = {
-            r.id: r
-            for r in await self.session.scalars(
-                select(KnowledgeRow).where(KnowledgeRow.id.in_(ids))
-            )
-        }
-        # The query already filters by project; this guard keeps the rule if a query changes.
-        return [_knowledge(rows[i]) for i in ids if i in rows and rows[i].project == project]

@@ -1,4 +1,11 @@
-"""ORM rows: the node's projection of the event log (plus its own webhook and SLURP queues)."""
+"""ORM rows: the node's projection of the event log (plus its own webhook and SLURP queues).
+
+Content columns are ``SealedJSON`` / ``SealedText``: what is written is an AEAD box under the
+node's network key (``network/sealing.py``), bound to its table and column; what is read is
+opened again. The keyring hangs on the engine's dialect (``attach_keyring``), not on the
+process, so nodes with different keys share a test process. Ids, addresses, roles,
+capabilities, statuses and times stay clear: every index and lookup works on them as before.
+"""
 
 from __future__ import annotations
 
@@ -8,6 +15,80 @@ from typing import Any
 from sqlalchemy import JSON, BigInteger, DateTime, Dialect, Float, Index, Integer, String, Text
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 from sqlalchemy.types import TypeDecorator
+
+from bzzz.network.sealing import Keyring, SealError, is_sealed
+
+KEYRING_ATTR = "bzzz_keyring"
+
+
+def attach_keyring(dialect: Dialect, keyring: Keyring | None) -> None:
+    """Seal this engine's content columns with ``keyring`` (None: written in clear)."""
+    setattr(dialect, KEYRING_ATTR, keyring)
+
+
+def _keyring(dialect: Dialect) -> Keyring | None:
+    ring: Keyring | None = getattr(dialect, KEYRING_ATTR, None)
+    return ring
+
+
+def _open_ring(dialect: Dialect) -> Keyring:
+    ring = _keyring(dialect)
+    if ring is None:
+        raise SealError("unknown_key")
+    return ring
+
+
+class SealedJSON(TypeDecorator[Any]):
+    """A JSON content column, stored as a sealed box (a JSON string) when the engine has keys.
+
+    Rows written in clear (before encryption, or with it off) read back as they are.
+    """
+
+    impl = JSON
+    cache_ok = True
+
+    def __init__(self, column: str) -> None:
+        super().__init__()
+        self.column = column
+        self._aad = column.encode()
+
+    def process_bind_param(self, value: Any, dialect: Dialect) -> Any:
+        """Seal on the way in."""
+        ring = _keyring(dialect)
+        if value is None or ring is None:
+            return value
+        return ring.seal_json(value, self._aad)
+
+    def process_result_value(self, value: Any, dialect: Dialect) -> Any:
+        """Open on the way out."""
+        if not is_sealed(value):
+            return value
+        return _open_ring(dialect).open_json(value, self._aad)
+
+
+class SealedText(TypeDecorator[str]):
+    """A text content column, stored as a sealed box when the engine has keys."""
+
+    impl = Text
+    cache_ok = True
+
+    def __init__(self, column: str) -> None:
+        super().__init__()
+        self.column = column
+        self._aad = column.encode()
+
+    def process_bind_param(self, value: str | None, dialect: Dialect) -> str | None:
+        """Seal on the way in."""
+        ring = _keyring(dialect)
+        if value is None or ring is None:
+            return value
+        return ring.seal(value.encode(), self._aad)
+
+    def process_result_value(self, value: str | None, dialect: Dialect) -> str | None:
+        """Open on the way out."""
+        if value is None or not is_sealed(value):
+            return value
+        return _open_ring(dialect).open(value, self._aad).decode()
 
 
 class Base(DeclarativeBase):
@@ -85,15 +166,15 @@ class TaskRow(Base):
     agent_id: Mapped[str] = mapped_column(String(128), index=True)
     assigner: Mapped[str] = mapped_column(String(128))
     type: Mapped[str] = mapped_column(String(64))
-    description: Mapped[str] = mapped_column(Text, default="")
+    description: Mapped[str] = mapped_column(SealedText("tasks.description"), default="")
     status: Mapped[str] = mapped_column(String(16))
     priority: Mapped[str] = mapped_column(String(8))
-    data: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+    data: Mapped[dict[str, Any]] = mapped_column(SealedJSON("tasks.data"), default=dict)
     thread_id: Mapped[str | None] = mapped_column(String(64))
     message_id: Mapped[str] = mapped_column(String(64))
-    progress: Mapped[dict[str, Any] | None] = mapped_column(JSON)
-    result: Mapped[Any] = mapped_column(JSON, nullable=True)
-    error: Mapped[str | None] = mapped_column(Text)
+    progress: Mapped[dict[str, Any] | None] = mapped_column(SealedJSON("tasks.progress"))
+    result: Mapped[Any] = mapped_column(SealedJSON("tasks.result"), nullable=True)
+    error: Mapped[str | None] = mapped_column(SealedText("tasks.error"))
     start_time: Mapped[datetime] = mapped_column(TZ)
     end_time: Mapped[datetime | None] = mapped_column(TZ)
 
@@ -106,7 +187,7 @@ class MessageRow(Base):
     sender: Mapped[str] = mapped_column(String(128), index=True)
     target_address: Mapped[str] = mapped_column(String(1024))
     message_type: Mapped[str] = mapped_column(String(64))
-    content: Mapped[dict[str, Any]] = mapped_column(JSON)
+    content: Mapped[dict[str, Any]] = mapped_column(SealedJSON("messages.content"))
     priority: Mapped[str] = mapped_column(String(8))
     thread_id: Mapped[str | None] = mapped_column(String(64), index=True)
     reply_to: Mapped[str | None] = mapped_column(String(64))
@@ -131,7 +212,7 @@ class ActivityRow(Base):
     id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
     agent_id: Mapped[str] = mapped_column(String(128))
     kind: Mapped[str] = mapped_column(String(64))
-    summary: Mapped[str] = mapped_column(Text)
+    summary: Mapped[str] = mapped_column(SealedText("activity.summary"))
     ref: Mapped[str | None] = mapped_column(String(64))
     at: Mapped[datetime] = mapped_column(TZ)
     __table_args__ = (Index("ix_activity_agent_id", "agent_id", "id"),)
@@ -142,19 +223,30 @@ class ThreadRow(Base):
 
     __tablename__ = "threads"
     id: Mapped[str] = mapped_column(String(64), primary_key=True)
-    topic: Mapped[str] = mapped_column(String(512))
+    # Text since revision 0009: a sealed topic is longer than the 512 characters it holds.
+    topic: Mapped[str] = mapped_column(SealedText("threads.topic"))
     creator: Mapped[str] = mapped_column(String(128))
     status: Mapped[str] = mapped_column(String(16), index=True)
     created_at: Mapped[datetime] = mapped_column(TZ)
     last_activity: Mapped[datetime] = mapped_column(TZ)
     message_count: Mapped[int] = mapped_column(Integer, default=0)
-    summary: Mapped[str | None] = mapped_column(Text)
-    metadata_: Mapped[dict[str, Any]] = mapped_column("metadata", JSON, default=dict)
-    escalation_history: Mapped[list[Any]] = mapped_column(JSON, default=list)
+    summary: Mapped[str | None] = mapped_column(SealedText("threads.summary"))
+    metadata_: Mapped[dict[str, Any]] = mapped_column(
+        "metadata", SealedJSON("threads.metadata"), default=dict
+    )
+    escalation_history: Mapped[list[Any]] = mapped_column(
+        SealedJSON("threads.escalation_history"), default=list
+    )
     # Added by revision 0003 (nullable: rows of older revisions have none).
-    shared_context: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
-    decision_log: Mapped[list[Any] | None] = mapped_column(JSON, nullable=True)
-    consensus: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
+    shared_context: Mapped[dict[str, Any] | None] = mapped_column(
+        SealedJSON("threads.shared_context"), nullable=True
+    )
+    decision_log: Mapped[list[Any] | None] = mapped_column(
+        SealedJSON("threads.decision_log"), nullable=True
+    )
+    consensus: Mapped[dict[str, Any] | None] = mapped_column(
+        SealedJSON("threads.consensus"), nullable=True
+    )
     last_progress_at: Mapped[datetime | None] = mapped_column(TZ, nullable=True)
     # When the thread's escalations were last resolved: rule windows start again from here.
     epoch_at: Mapped[datetime | None] = mapped_column(TZ, nullable=True)
@@ -199,7 +291,7 @@ class EventRow(Base):
     subscription_id: Mapped[str] = mapped_column(String(64))
     event_id: Mapped[str] = mapped_column(String(64))
     event_type: Mapped[str] = mapped_column(String(64))
-    payload: Mapped[dict[str, Any]] = mapped_column(JSON)
+    payload: Mapped[dict[str, Any]] = mapped_column(SealedJSON("subscription_events.payload"))
     created_at: Mapped[datetime] = mapped_column(TZ)
     __table_args__ = (Index("ix_subscription_events_sub", "subscription_id", "id"),)
 
@@ -212,7 +304,7 @@ class DeliveryRow(Base):
     subscription_id: Mapped[str] = mapped_column(String(64))
     event_id: Mapped[str] = mapped_column(String(64))
     url: Mapped[str] = mapped_column(String(2048))
-    body: Mapped[str] = mapped_column(Text)
+    body: Mapped[str] = mapped_column(SealedText("webhook_deliveries.body"))
     status: Mapped[str] = mapped_column(String(16))
     attempts: Mapped[int] = mapped_column(Integer, default=0)
     next_attempt_at: Mapped[datetime] = mapped_column(TZ)
@@ -245,12 +337,12 @@ class EscalationRow(Base):
     thread_id: Mapped[str] = mapped_column(String(64))
     rule: Mapped[str] = mapped_column(String(128))
     priority: Mapped[int] = mapped_column(Integer, default=0)
-    reason: Mapped[str] = mapped_column(Text)
+    reason: Mapped[str] = mapped_column(SealedText("escalations.reason"))
     triggered_at: Mapped[datetime] = mapped_column(TZ)
     origin: Mapped[str] = mapped_column(String(64))
-    actions: Mapped[list[Any]] = mapped_column(JSON, default=list)
+    actions: Mapped[list[Any]] = mapped_column(SealedJSON("escalations.actions"), default=list)
     resolved: Mapped[bool] = mapped_column(default=False)
-    resolution: Mapped[str | None] = mapped_column(Text)
+    resolution: Mapped[str | None] = mapped_column(SealedText("escalations.resolution"))
     resolved_at: Mapped[datetime | None] = mapped_column(TZ)
     __table_args__ = (
         Index("ix_escalations_thread", "thread_id", "resolved"),
@@ -265,7 +357,7 @@ class SlurpEventRow(Base):
     id: Mapped[str] = mapped_column(String(64), primary_key=True)
     thread_id: Mapped[str] = mapped_column(String(64), unique=True)
     origin: Mapped[str] = mapped_column(String(64))
-    event: Mapped[dict[str, Any]] = mapped_column(JSON)
+    event: Mapped[dict[str, Any]] = mapped_column(SealedJSON("slurp_events.event"))
     created_at: Mapped[datetime] = mapped_column(TZ)
 
 
@@ -317,9 +409,10 @@ class MemoryRow(Base):
     project: Mapped[str] = mapped_column(String(128))
     kind: Mapped[str] = mapped_column(String(16))
     thread_id: Mapped[str | None] = mapped_column(String(64))
-    topic: Mapped[str] = mapped_column(String(512))
+    # Text since revision 0009 (sealed, like the summary).
+    topic: Mapped[str] = mapped_column(SealedText("llm_memories.topic"))
     participants: Mapped[list[str]] = mapped_column(JSON, default=list)
-    summary: Mapped[str] = mapped_column(Text)
+    summary: Mapped[str] = mapped_column(SealedText("llm_memories.summary"))
     outcome: Mapped[str] = mapped_column(String(64))
     created_at: Mapped[datetime] = mapped_column(TZ)
     __table_args__ = (
@@ -348,7 +441,8 @@ class AccessTokenRow(Base):
 class KnowledgeRow(Base):
     """A project's knowledge: decisions and insights of consensus, summaries of episodes.
 
-    Read back only for the same project, ranked by full-text relevance (see llm/knowledge.py).
+    Read back only for the same project, ranked by full-text relevance in the node's memory
+    (see llm/knowledge.py): the text is sealed, so no database index can hold its words.
     """
 
     __tablename__ = "llm_knowledge"
@@ -357,7 +451,7 @@ class KnowledgeRow(Base):
     project: Mapped[str] = mapped_column(String(128))
     kind: Mapped[str] = mapped_column(String(16))
     source: Mapped[str] = mapped_column(String(64))
-    text: Mapped[str] = mapped_column(Text)
+    text: Mapped[str] = mapped_column(SealedText("llm_knowledge.text"))
     created_at: Mapped[datetime] = mapped_column(TZ)
     __table_args__ = (Index("ix_llm_knowledge_project", "project", "created_at"),)
 

@@ -12,7 +12,7 @@ from sqlalchemy.orm import Session
 
 from bzzz import domain
 from bzzz.domain import AgentStatus
-from bzzz.network import admission
+from bzzz.network import admission, sealing
 from bzzz.network.envelope import Envelope
 from bzzz.store import projection
 from bzzz.store.models import AgentRow, AppliedEnvelope
@@ -124,6 +124,15 @@ async def admission_outcomes(session: AsyncSession) -> list[tuple[str, dict[str,
     return [(str(envelope_id), dict(outcome)) for envelope_id, outcome in rows]
 
 
+def apply_key_added(session: Session, env: Envelope, limits: ProjectionLimits) -> Applied:
+    """A rotated network key: the projector already added it to the keyring, in log order.
+
+    Nothing of the key reaches the store; the outcome names its id only.
+    """
+    key = sealing.key_from_payload(env.payload)
+    return Applied({"ok": True, "key_id": key.id})
+
+
 NODE_APPLIERS: dict[str, Applier] = {
     kind: projection._strict_json(fn)
     for kind, fn in {
@@ -131,5 +140,6 @@ NODE_APPLIERS: dict[str, Applier] = {
         "node.lost": apply_node_lost,
         admission.ADMITTED: apply_admission,
         admission.REMOVED: apply_admission,
+        sealing.KEY_ADDED: apply_key_added,
     }.items()
 }
