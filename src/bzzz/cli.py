@@ -7,13 +7,14 @@ import asyncio
 import contextlib
 import json
 import logging
+import os
 import signal
 import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from bzzz import __version__, cli_audit, cli_metrics, cli_tokens
+from bzzz import __version__, cli_audit, cli_keys, cli_metrics, cli_tokens
 from bzzz import cli_output as out
 from bzzz import cli_start as start
 from bzzz.config import Settings, load_settings, unknown_variables
@@ -85,6 +86,7 @@ def _parser() -> argparse.ArgumentParser:
     cli_tokens.add_parser(sub)
     cli_metrics.add_parser(sub)
     cli_audit.add_parser(sub)
+    cli_keys.add_parser(sub)
     config = sub.add_parser("config", help="settings")
     config_sub = config.add_subparsers(dest="config_command", required=True)
     show = config_sub.add_parser("show", help="print the effective settings, secrets masked")
@@ -650,6 +652,7 @@ _COMMANDS: dict[str, Callable[[argparse.Namespace, Settings], int]] = {
     "token": cli_tokens.run,
     "metrics": cli_metrics.run,
     "audit": cli_audit.run,
+    "keys": cli_keys.run,
     "config": _config_show,
 }
 
@@ -661,6 +664,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.command is None:
         parser.print_help()
         return 0
+    # Whatever the node or a command writes (store, keys, logs) is private to this user.
+    os.umask(os.umask(0o077) | 0o077)
     try:
         settings = load_settings(args.config, overrides=_overrides(args))
         for warning in unknown_variables():

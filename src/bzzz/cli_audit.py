@@ -41,6 +41,7 @@ _CHANGES = {
     "node": "node_command",
     "subscriptions": "subscriptions_command",
     "webhooks": "webhooks_command",
+    "keys": "keys_command",
 }
 _CHANGE_ACTIONS = frozenset(
     {
@@ -50,6 +51,7 @@ _CHANGE_ACTIONS = frozenset(
         "node remove",
         "subscriptions delete",
         "webhooks redrive",
+        "keys rotate",
     }
 )
 _TARGETS = ("id", "node", "name")

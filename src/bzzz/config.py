@@ -515,7 +515,7 @@ class Settings(_Section):
             key_file=enc.key_file,
             create=create,
         )
-        return ring if ring.keys() else None
+        return ring if ring.all_keys() else None
 
     def database_url(self) -> str:
         """The database URL in force: the configured one or SQLite in the data directory."""

@@ -14,6 +14,7 @@ from types import TracebackType
 from typing import IO, Any
 
 from bzzz.access.limits import PostLimiter
+from bzzz.access.network_keys import NetworkKeys
 from bzzz.access.service import (
     AccessService,
     TokenVerifier,
@@ -47,7 +48,7 @@ from bzzz.network.embedded import EmbeddedNats
 from bzzz.network.identity import NodeIdentity
 from bzzz.network.jetstream import JetStreamBus
 from bzzz.network.nats_auth import NatsAuth
-from bzzz.network.sealing import Keyring
+from bzzz.network.sealing import KeyMissing, Keyring
 from bzzz.peers.reclaim import Reclaimer
 from bzzz.peers.service import PeerService, PeerSettings
 from bzzz.projector import Projector
@@ -155,6 +156,7 @@ class Node:
     node_dir: Path
     # The network's data keys (None with encryption off): content is sealed under them.
     keyring: Keyring | None
+    keys: NetworkKeys
 
     @property
     def node_id(self) -> str:
@@ -256,6 +258,7 @@ class Node:
             self.identity, self.network, self.projector, self.clock, keyring=self.keyring
         )
         self.audit = AuditTrail(self.db, self.identity, self.log.emit, clock=self.clock)
+        self.keys = NetworkKeys(self.keyring, self.log)
         self._build_access()
         limits_cfg = self.settings.limits
         self.agents = AgentService(
@@ -428,9 +431,7 @@ class Node:
         log: EventLog | None = self.log if admitted.open else None
         sponsor = self._directory_identity()
         if sponsor is not None and admitted.is_member(sponsor.public_key_b64, sponsor.node_id):
-            log = EventLog(
-                sponsor, self.network, self.projector, self.clock, keyring=self.keyring
-            )
+            log = EventLog(sponsor, self.network, self.projector, self.clock, keyring=self.keyring)
         outcome = await self._admit_self(log) if log is not None else None
         if outcome is None or not outcome.get("ok"):
             logger.error(
@@ -521,6 +522,8 @@ class Node:
         if exc is not None:
             # A dead projector means a stale node: record it so /healthz and the CLI see it.
             self.failure = exc
+            if isinstance(exc, KeyMissing):
+                return  # said once, in one line, where it was found (the projector)
             logger.error("background task %s failed", task.get_name(), exc_info=exc)
 
     async def _catch_up(self) -> None:

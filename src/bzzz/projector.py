@@ -27,8 +27,8 @@ from bzzz.network.envelope import (
 )
 from bzzz.network.sealing import (
     KEY_ADDED,
-    Keyring,
     KeyMissing,
+    Keyring,
     SealError,
     key_from_payload,
     missing_key_message,
@@ -184,9 +184,14 @@ class Projector:
             if fresh:
                 await verified.put((await self._verify(fresh), messages))
 
-        async with asyncio.TaskGroup() as group:
-            group.create_task(self._write_verified(verified), name="bzzz-projector-write")
-            await self._bus.consume(self.durable, verify, self._applied_seq + 1)
+        try:
+            async with asyncio.TaskGroup() as group:
+                group.create_task(self._write_verified(verified), name="bzzz-projector-write")
+                await self._bus.consume(self.durable, verify, self._applied_seq + 1)
+        except ExceptionGroup:
+            if self.fatal is not None:
+                raise self.fatal from None
+            raise
 
     async def _write_verified(self, verified: asyncio.Queue[_Verified]) -> None:
         while True:

@@ -22,9 +22,10 @@ from bzzz.errors import BzzzError, InvalidParameters
 from bzzz.eventlog import Caller
 from bzzz.mcp.server import build_server
 from bzzz.network.admission import Admission
-from bzzz.network.envelope import Envelope, seal
+from bzzz.network.envelope import Envelope, seal, unseal
 from bzzz.network.identity import NodeIdentity
 from bzzz.network.jetstream import stream_name
+from bzzz.network.sealing import Keyring
 from bzzz.node import Node
 from bzzz.schemas import AnnounceInput, PostInput
 from bzzz.store.repository import Repository
@@ -62,20 +63,27 @@ async def _rejected(node: Node, count: int) -> None:
     await node.projector.wait_until(lambda: node.projector.rejected["not_admitted"] >= count, _WAIT)
 
 
-def _forge(template: Envelope, identity: NodeIdentity, text: str) -> Envelope:
-    """Another node's post, re-signed by ``identity`` with other content and a new id."""
+def _forge(
+    template: Envelope, identity: NodeIdentity, text: str, keyring: Keyring | None
+) -> Envelope:
+    """Another node's post, re-signed by ``identity`` with other content and a new id.
+
+    The forger holds the network key as well as the NATS login: admission alone stops it.
+    """
     payload = dict(template.payload)
     payload["message_id"] = f"{payload['message_id'][:-4]}{os.urandom(2).hex()}"
     payload["content"] = {"text": text}
-    return seal(identity, template.network, template.type, template.subject, payload)
+    return seal(
+        identity, template.network, template.type, template.subject, payload, keyring=keyring
+    )
 
 
-async def _last_post(js: Any, network: str) -> Envelope:
+async def _last_post(js: Any, network: str, keyring: Keyring | None) -> Envelope:
     info = await js.stream_info(stream_name(network))
     for seq in range(info.state.last_seq, 0, -1):
         envelope = Envelope.model_validate_json((await js.get_msg(stream_name(network), seq)).data)
         if envelope.type == "message.posted":
-            return envelope
+            return unseal(envelope, keyring) if keyring is not None else envelope
     raise AssertionError("no post in the log")
 
 
@@ -166,8 +174,8 @@ async def test_an_envelope_from_an_unadmitted_key_is_dropped_counted_and_never_d
     nc = await nats.connect(first.embedded.client_url)
     try:
         js = nc.jetstream()
-        template = await _last_post(js, first.network)
-        forged = _forge(template, stranger, "forged")
+        template = await _last_post(js, first.network, first.keyring)
+        forged = _forge(template, stranger, "forged", first.keyring)
         ack = await js.publish(
             forged.subject, forged.to_bytes(), headers={"Nats-Msg-Id": forged.id}
         )
@@ -177,7 +185,7 @@ async def test_an_envelope_from_an_unadmitted_key_is_dropped_counted_and_never_d
 
         # The same post from the same key once admitted: delivered (so the drop above was it).
         await node_admin.admit(first.settings, stranger.public_key_b64)
-        admitted = _forge(template, stranger, "admitted")
+        admitted = _forge(template, stranger, "admitted", first.keyring)
         ack = await js.publish(
             admitted.subject, admitted.to_bytes(), headers={"Nats-Msg-Id": admitted.id}
         )

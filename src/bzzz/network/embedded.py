@@ -7,11 +7,11 @@ lock taken and join that server through the URL it published in ``nats/server.ur
 The server encrypts its JetStream store itself (``jetstream { cipher, key }``) under a key kept
 in ``nats/store.key`` (mode 0600, generated once), and everything it writes is private to this
 user (umask 077). The server takes clients only with the user and password kept in
-``nats/auth.json`` (mode 0600, generated once); every local process on the directory reads them there, so nothing else on the
-machine reads or writes the log. The server's port is kept in ``nats/port``. When the owner
-exits, a joined process takes the lock over and starts the server again on the same port and
-store, so the NATS clients of every remaining process reconnect by themselves and no local
-session loses its network.
+``nats/auth.json`` (mode 0600, generated once); every local process on the directory reads them
+there, so nothing else on the machine reads or writes the log. The server's port is kept in
+``nats/port``. When the owner exits, a joined process takes the lock over and starts the server
+again on the same port and store, so the NATS clients of every remaining process reconnect by
+themselves and no local session loses its network.
 """
 
 from __future__ import annotations
@@ -331,7 +331,8 @@ class EmbeddedNats:
         """Clear what a crashed owner left and write the server configuration."""
         # A stale URL would send joiners to a dead (or someone else's) port while we start.
         self.url_path.unlink(missing_ok=True)
-        self._ports_dir.mkdir(exist_ok=True)
+        self._ports_dir.mkdir(mode=0o700, exist_ok=True)
+        self._ports_dir.chmod(0o700)
         for stale in self._ports_dir.glob("*.ports"):
             stale.unlink(missing_ok=True)
         _write_atomic(self.config_path, self._config_text(), mode=0o600)

@@ -207,7 +207,7 @@ class Keyring:
             raise ConfigError("the keyring holds no key")
         return self._current
 
-    def keys(self) -> list[NetworkKey]:
+    def all_keys(self) -> list[NetworkKey]:
         """Every key, oldest first."""
         return sorted(self._keys.values(), key=lambda k: k.created_at)
 
@@ -311,7 +311,7 @@ def key_from_payload(payload: dict[str, Any]) -> NetworkKey:
 
 def missing_key_message(kid: str | None, keyring: Keyring | None) -> str:
     """The one line a node says when the log's content is sealed under a key it lacks."""
-    held = ", ".join(k.id for k in keyring.keys()) if keyring is not None else "none"
+    held = ", ".join(k.id for k in keyring.all_keys()) if keyring is not None else "none"
     return (
         f"this node cannot open the network's content: it is sealed under network key {kid}, "
         f"which this node does not hold (it holds: {held}); give it the network's key with "
@@ -336,7 +336,7 @@ def load_keyring(
     keyring = Keyring([*configured, *read_keyring_file(path)], path=path)
     with contextlib.suppress(OSError):
         keyring._mtime = path.stat().st_mtime
-    if not keyring.keys() and create:
+    if not keyring.all_keys() and create:
         keyring.add(NetworkKey.of(first_secret(), datetime.now(UTC)))
         logger.info("generated network key %s in %s", keyring.current.id, path)
     return keyring
