@@ -50,6 +50,7 @@ from bzzz.network.embedded import EmbeddedNats
 from bzzz.network.envelope import Envelope, seal
 from bzzz.network.identity import NodeIdentity
 from bzzz.network.jetstream import JetStreamBus, stream_name
+from bzzz.network.sealing import encode_secret, new_secret
 from bzzz.node import Node
 from bzzz.schemas import AnnounceInput, PostInput
 
@@ -61,12 +62,17 @@ RESULTS = Path(__file__).resolve().parent / "results"
 IN_FLIGHT = 256
 
 
+# The nodes of the bench share one network key, as an operator gives every node of a network.
+NETWORK_KEY = encode_secret(new_secret())
+
+
 def _settings(data_dir: Path, urls: Sequence[str], **bzzz: Any) -> Any:
     return load_settings(
         environ={},
         overrides={
             "node": {"data_dir": str(data_dir)},
             "bzzz": {"nats_url": list(urls), "heartbeat_interval": 2.0, **bzzz},
+            "encryption": {"key": NETWORK_KEY},
         },
     )
 

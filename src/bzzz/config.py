@@ -454,6 +454,14 @@ class EncryptionSettings(_Section):
         return [part for part in self.key.get_secret_value().split(",") if part.strip()]
 
 
+class AuditSettings(_Section):
+    """The audit trail (bzzz.audit)."""
+
+    enabled: bool = Field(
+        True, description="record every agent action (off only to measure what it costs)"
+    )
+
+
 class NodeSettings(_Section):
     """This process: data directory, database, HTTP."""
 
@@ -497,6 +505,7 @@ class Settings(_Section):
     limits: LimitsSettings = Field(default_factory=LimitsSettings)
     privacy: PrivacySettings = Field(default_factory=PrivacySettings)
     encryption: EncryptionSettings = Field(default_factory=EncryptionSettings)
+    audit: AuditSettings = Field(default_factory=AuditSettings)
 
     def keyring(self, *, create: bool = True) -> Keyring | None:
         """The network keyring; generated in the data directory if none is given and ``create``.

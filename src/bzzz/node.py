@@ -258,6 +258,7 @@ class Node:
             self.identity, self.network, self.projector, self.clock, keyring=self.keyring
         )
         self.audit = AuditTrail(self.db, self.identity, self.log.emit, clock=self.clock)
+        self.audit.enabled = self.settings.audit.enabled
         self.keys = NetworkKeys(self.keyring, self.log)
         self._build_access()
         limits_cfg = self.settings.limits

@@ -108,6 +108,8 @@ class AuditTrail:
         self._unsigned = 0
         self.state = TrailState.NEW
         self.dropped = 0
+        # Off (audit.enabled = false) records nothing: a benchmark's baseline, not a deployment.
+        self.enabled = True
 
     @property
     def node_id(self) -> str:
@@ -116,6 +118,8 @@ class AuditTrail:
 
     def record(self, action: Action) -> None:
         """Queue one action for the chain (returns at once)."""
+        if not self.enabled:
+            return
         if self.state is TrailState.CLOSED:
             logger.warning("audit record after close: %s", action.action)
         self._queue.put_nowait(action)

@@ -69,19 +69,26 @@ def nats_server_binary() -> Path:
     return Path(found)
 
 
-def _pdeathsig_preexec() -> Callable[[], None] | None:
-    """A preexec_fn that has the kernel SIGKILL the child when its parent dies (Linux only)."""
+def _private() -> None:
+    # What the server writes (store, log, ports file) is this user's alone. A preexec_fn,
+    # not Popen's umask argument: uvloop's subprocess_exec does not take that one.
+    os.umask(0o077)
+
+
+def _pdeathsig_preexec() -> Callable[[], None]:
+    """A preexec_fn: umask 077, and the kernel SIGKILLs the child when its parent dies (Linux)."""
     if not sys.platform.startswith("linux"):
-        return None
+        return _private
     try:
         # Loaded here, before fork: loading a library in the forked child is not async-safe.
         libc = ctypes.CDLL(None, use_errno=True)
         prctl = libc.prctl
     except (OSError, AttributeError):
-        return None
+        return _private
     parent = os.getpid()
 
     def preexec() -> None:
+        _private()
         prctl(_PR_SET_PDEATHSIG, int(signal.SIGKILL))
         # The parent may have died between fork and prctl; then no signal would ever come.
         if os.getppid() != parent:
@@ -420,8 +427,6 @@ class EmbeddedNats:
                 # Own session: a Ctrl-C to our terminal's process group must not stop the server
                 # before we shut it down in order; parent death is covered by PDEATHSIG.
                 start_new_session=True,
-                # Its store, log and ports files are private to this user, like the rest.
-                umask=0o077,
             )
         url = await self._wait_ready(self._proc)
         _write_atomic(self.url_path, url + "\n")
