@@ -132,7 +132,10 @@ def required_variables() -> set[str]:
 
 def placeholders() -> dict[str, str]:
     """A made-up value (letters and digits, as the example asks) for each required variable."""
-    return {name: f"x{name.lower().replace('_', '')}0" for name in sorted(required_variables())}
+    values = {name: f"x{name.lower().replace('_', '')}0" for name in sorted(required_variables())}
+    # The network key must be a key: 32 bytes of base64 (this one has no padding or symbols).
+    values["BZZZ_NETWORK_KEY"] = "AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8"
+    return values
 
 
 def compose(env: Mapping[str, str] | None = None) -> dict[str, Any]:
@@ -435,7 +438,12 @@ def test_both_nodes_have_their_own_database_created_by_the_init_script() -> None
 
 def test_no_secret_is_committed_each_comes_from_the_env_file() -> None:
     required = required_variables()
-    assert required == {"NATS_PASSWORD", "POSTGRES_PASSWORD", "BZZZ_ADMIN_TOKENS"}
+    assert required == {
+        "NATS_PASSWORD",
+        "POSTGRES_PASSWORD",
+        "BZZZ_ADMIN_TOKENS",
+        "BZZZ_NETWORK_KEY",
+    }
     for name in required:
         without = {k: v for k, v in placeholders().items() if k != name}
         with pytest.raises(KeyError, match=name):
