@@ -630,6 +630,16 @@ class Node:
             self._slot_lock.close()
             self._slot_lock = None
 
+    def _encryption_status(self) -> dict[str, Any]:
+        ring = getattr(self, "keyring", None)
+        fatal = self.projector.fatal if hasattr(self, "projector") else None
+        return {
+            "sealed": ring is not None,
+            "key_id": ring.current.id if ring is not None else None,
+            "keys": len(ring.all_keys()) if ring is not None else 0,
+            "missing_key": fatal.details.get("key_id") if fatal is not None else None,
+        }
+
     def status(self) -> dict[str, Any]:
         """A snapshot for /healthz and `bzzz status`."""
         return {
@@ -638,6 +648,8 @@ class Node:
             "state": str(self.state),
             "healthy": self.healthy if hasattr(self, "bus") else False,
             "slot": self.slot,
+            # The id of the key new content is sealed with (an id names a key, never shows it).
+            "encryption": self._encryption_status(),
             "projector": self.projector.stats() if hasattr(self, "projector") else None,
             "hosted_agents": self.hosted.status() if hasattr(self, "hosted") else None,
             "webhooks": {
