@@ -1,14 +1,16 @@
 """The cost of encryption at rest and the audit trail: post/get rates and catch-up, on vs off.
 
-1. rates — two `bzzz serve` processes in one run, each with its embedded nats-server and
+1. rates — three `bzzz serve` processes in one run, each with its embedded nats-server and
    SQLite in a fresh data directory: **sealed** (the defaults: content sealed on the log and in
-   the store, the JetStream store encrypted by nats-server, the audit trail on) and **clear**
-   (``BZZZ_ENCRYPTION__ENABLED=false``, ``BZZZ_ENCRYPTION__JETSTREAM_CIPHER=none``,
+   the store, the JetStream store encrypted by nats-server, the audit trail on),
+   **sealed-noaudit** (the same without the audit trail, to tell the two costs apart) and
+   **clear** (``BZZZ_ENCRYPTION__ENABLED=false``, ``BZZZ_ENCRYPTION__JETSTREAM_CIPHER=none``,
    ``BZZZ_AUDIT__ENABLED=false``). One official MCP client (streamable HTTP, legacy handshake)
    per server announces an agent, then each round times ``--calls`` ``bzzz_post`` calls (a
    message to itself) and ``--calls`` ``bzzz_get`` calls (its inbox, 10 entries) on one
-   server, then the other, alternating which goes first, so the machine's drift hits both
-   alike. The ratio is sealed / clear over all rounds; its spread over rounds is printed.
+   server, then the next, each round starting from another, so the machine's drift hits them
+   alike. The ratio is this / clear over all rounds; its spread over rounds is printed, and so
+   is the CPU the server and its nats-server spent per call (steadier on a busy machine).
 2. catch-up — ``--catchup`` signed ``message.posted`` envelopes are published to a fresh
    embedded nats-server, once sealed under a network key (with the server's own store cipher)
    and once in clear (without it); a brand-new node with the key (or with encryption off)
@@ -23,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import os
 import statistics
@@ -35,7 +38,7 @@ from typing import Any
 import nats
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from benchutil import code_version, machine, percentile, wait_for_quiet
+from benchutil import code_version, cpu_seconds, machine, percentile, wait_for_quiet
 from bzzz.config import load_settings
 from bzzz.network.embedded import EmbeddedNats
 from bzzz.network.envelope import seal
@@ -48,6 +51,8 @@ from mcp_throughput import ServerProcess, announce_own, bzzz_command, call, mcp_
 RESULTS = Path(__file__).resolve().parent / "results"
 CONFIGS: dict[str, dict[str, str]] = {
     "sealed": {},
+    # Sealing alone, to tell its cost from the audit trail's.
+    "sealed-noaudit": {"BZZZ_AUDIT__ENABLED": "false"},
     "clear": {
         "BZZZ_ENCRYPTION__ENABLED": "false",
         "BZZZ_ENCRYPTION__JETSTREAM_CIPHER": "none",
@@ -67,9 +72,17 @@ def _env(data_dir: Path, extra: dict[str, str]) -> dict[str, str]:
     return env | extra
 
 
-async def _timed(session: Any, tool: str, arguments: dict[str, Any], calls: int) -> dict[str, Any]:
+async def _timed(
+    session: Any,
+    tool: str,
+    arguments: dict[str, Any],
+    calls: int,
+    server: ServerProcess | None = None,
+) -> dict[str, Any]:
     latencies = []
     errors = 0
+    pids = [server.proc.pid, *server.extra_pids()] if server is not None else []
+    cpu0 = cpu_seconds(pids)
     started = time.perf_counter()
     for _ in range(calls):
         t0 = time.perf_counter()
@@ -77,11 +90,14 @@ async def _timed(session: Any, tool: str, arguments: dict[str, Any], calls: int)
             errors += 1
         latencies.append((time.perf_counter() - t0) * 1000)
     elapsed = time.perf_counter() - started
+    # CPU of the server and its nats-server per call: steadier than the rate on a busy machine.
+    cpu = cpu_seconds(pids) - cpu0
     latencies.sort()
     return {
         "calls": calls,
         "errors": errors,
         "per_s": calls / elapsed,
+        "server_cpu_ms_per_call": 1000 * cpu / calls,
         "p50_ms": percentile(latencies, 50),
         "p99_ms": percentile(latencies, 99),
     }
@@ -112,21 +128,23 @@ async def _rounds(servers: dict[str, ServerProcess], calls: int, rounds: int) ->
     per_round: dict[str, list[dict[str, Any]]] = {
         f"{name}:{tool}": [] for name in servers for tool in ("bzzz_post", "bzzz_get")
     }
-    async with (
-        mcp_session(servers["sealed"].url) as sealed,
-        mcp_session(servers["clear"].url) as clear,
-    ):
-        sessions = {"sealed": sealed, "clear": clear}
+    async with contextlib.AsyncExitStack() as stack:
+        sessions = {
+            name: await stack.enter_async_context(mcp_session(server.url))
+            for name, server in servers.items()
+        }
         for session in sessions.values():
             await announce_own(session, "bench-agent")
             await _timed(session, "bzzz_post", post, min(200, calls))  # warm-up
             await _timed(session, "bzzz_get", get, min(200, calls))
         for n in range(rounds):
             busy = wait_for_quiet(20.0)
-            order = list(sessions) if n % 2 == 0 else list(reversed(sessions))
+            # Each round starts from another server, so none always runs first.
+            names = list(sessions)
+            order = names[n % len(names) :] + names[: n % len(names)]
             for name in order:
                 for tool, arguments in (("bzzz_post", post), ("bzzz_get", get)):
-                    figure = await _timed(sessions[name], tool, arguments, calls)
+                    figure = await _timed(sessions[name], tool, arguments, calls, servers[name])
                     figure["machine_busy_pct_before"] = busy
                     per_round[f"{name}:{tool}"].append(figure)
                     print(f"round {n + 1} {name:6} {tool:9} {figure['per_s']:8.1f}/s", flush=True)
@@ -136,19 +154,32 @@ async def _rounds(servers: dict[str, ServerProcess], calls: int, rounds: int) ->
 def _summary(per_round: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
     summary: dict[str, Any] = {"rounds": per_round}
     for tool in ("bzzz_post", "bzzz_get"):
-        sealed = [r["per_s"] for r in per_round[f"sealed:{tool}"]]
-        clear = [r["per_s"] for r in per_round[f"clear:{tool}"]]
-        ratios = [s / c for s, c in zip(sealed, clear, strict=True)]
-        summary[tool] = {
-            "sealed_per_s": statistics.mean(sealed),
-            "clear_per_s": statistics.mean(clear),
-            "ratio": statistics.mean(sealed) / statistics.mean(clear),
-            "ratio_min": min(ratios),
-            "ratio_max": max(ratios),
-            "sealed_p50_ms": statistics.median(r["p50_ms"] for r in per_round[f"sealed:{tool}"]),
-            "clear_p50_ms": statistics.median(r["p50_ms"] for r in per_round[f"clear:{tool}"]),
-        }
+        clear = per_round[f"clear:{tool}"]
+        for name in CONFIGS:
+            if name != "clear":
+                summary[f"{name}:{tool}"] = _against(per_round[f"{name}:{tool}"], clear)
     return summary
+
+
+def _against(runs: list[dict[str, Any]], clear: list[dict[str, Any]]) -> dict[str, Any]:
+    """One configuration against the clear one: rates, their ratio per round, CPU per call."""
+    rates, baseline = [r["per_s"] for r in runs], [r["per_s"] for r in clear]
+    ratios = [a / b for a, b in zip(rates, baseline, strict=True)]
+    cpu = statistics.median(r["server_cpu_ms_per_call"] for r in runs)
+    clear_cpu = statistics.median(r["server_cpu_ms_per_call"] for r in clear)
+    return {
+        "per_s": statistics.mean(rates),
+        "clear_per_s": statistics.mean(baseline),
+        "ratio": statistics.mean(rates) / statistics.mean(baseline),
+        "ratio_median": statistics.median(ratios),
+        "ratio_min": min(ratios),
+        "ratio_max": max(ratios),
+        "p50_ms": statistics.median(r["p50_ms"] for r in runs),
+        "clear_p50_ms": statistics.median(r["p50_ms"] for r in clear),
+        "cpu_ms": cpu,
+        "clear_cpu_ms": clear_cpu,
+        "cpu_ratio": clear_cpu / cpu,
+    }
 
 
 # --- 2. catch-up ---------------------------------------------------------------------------------
@@ -210,9 +241,12 @@ async def catch_up(work: Path, count: int, sealed: bool) -> dict[str, Any]:
             },
         )
         wait_for_quiet(20.0)
+        nats_pids = [server.server_pid] if server.server_pid is not None else []
+        nats0, node0 = cpu_seconds(nats_pids), time.process_time()
         started = time.perf_counter()
         async with Node(settings, catch_up_timeout=3600) as node:
             elapsed = time.perf_counter() - started
+            node_cpu, nats_cpu = time.process_time() - node0, cpu_seconds(nats_pids) - nats0
             applied = node.projector.applied_sequence
             rejected = dict(node.projector.rejected)
     result = {
@@ -221,9 +255,17 @@ async def catch_up(work: Path, count: int, sealed: bool) -> dict[str, Any]:
         "rejected": rejected,
         "node_start_and_catch_up_s": elapsed,
         "node_per_s": applied / elapsed,
+        # CPU per envelope: the node (all its threads) and the nats-server delivering the log.
+        "node_cpu_us_per_envelope": 1e6 * node_cpu / applied,
+        "nats_cpu_us_per_envelope": 1e6 * nats_cpu / applied,
         "sealing_us_per_envelope": 1e6 * sealing / count,
     }
-    print(f"catch-up {name:6} {result['node_per_s']:8.0f} env/s ({elapsed:.1f} s)", flush=True)
+    print(
+        f"catch-up {name:6} {result['node_per_s']:8.0f} env/s ({elapsed:.1f} s); CPU per envelope"
+        f" node {result['node_cpu_us_per_envelope']:.0f} us, nats-server"
+        f" {result['nats_cpu_us_per_envelope']:.0f} us",
+        flush=True,
+    )
     return result
 
 
@@ -258,12 +300,16 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
 def _print(results: dict[str, Any]) -> None:
     rates_ = results.get("rates")
     if rates_:
-        for tool in ("bzzz_post", "bzzz_get"):
-            r = rates_[tool]
+        for key, r in rates_.items():
+            if key == "rounds":
+                continue
             print(
-                f"{tool:9} sealed+audit {r['sealed_per_s']:7.1f}/s  clear {r['clear_per_s']:7.1f}/s"
-                f"  ratio {r['ratio']:.3f} ({r['ratio_min']:.3f}-{r['ratio_max']:.3f})"
-                f"  p50 {r['sealed_p50_ms']:.2f} / {r['clear_p50_ms']:.2f} ms"
+                f"{key:24} {r['per_s']:7.1f}/s vs clear {r['clear_per_s']:7.1f}/s"
+                f"  ratio {r['ratio']:.3f} (median {r['ratio_median']:.3f},"
+                f" {r['ratio_min']:.3f}-{r['ratio_max']:.3f})"
+                f"  p50 {r['p50_ms']:.2f} / {r['clear_p50_ms']:.2f} ms"
+                f"  server CPU {r['cpu_ms']:.2f} / {r['clear_cpu_ms']:.2f} ms/call"
+                f" (clear/this {r['cpu_ratio']:.3f})"
             )
     catch = results.get("catch_up")
     if catch:
