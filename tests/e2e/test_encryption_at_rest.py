@@ -419,3 +419,30 @@ def test_keys_list_shows_ids_and_ages_never_a_key(
     assert len(shown["keys"]) == 1 and shown["keys"][0]["current"] is True
     assert set(shown["keys"][0]) == {"id", "created_at", "age_seconds", "current"}
     assert secret not in json.dumps(shown)
+
+
+def test_keys_rotate_from_the_command_line_adds_a_key_new_writes_use(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from bzzz import cli
+
+    data_dir = tmp_path / "data"
+    assert cli.main(["--data-dir", str(data_dir), "keys", "rotate", "--json"]) == 0
+    rotated = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert rotated["current"] is True
+    assert cli.main(["--data-dir", str(data_dir), "keys", "list", "--json"]) == 0
+    keys = json.loads(capsys.readouterr().out)["keys"]
+    assert [k["id"] for k in keys][-1] == rotated["id"] and len(keys) == 2
+    assert [k["current"] for k in keys] == [False, True]
+
+    async def audited() -> list[str]:
+        async with Node(node_settings(data_dir)) as node:
+            assert node.keyring is not None and node.keyring.current.id == rotated["id"]
+            async with node.db.session() as session:
+                from sqlalchemy import select
+
+                from bzzz.store.models import AuditRecordRow
+
+                return list(await session.scalars(select(AuditRecordRow.action)))
+
+    assert "cli:keys rotate" in asyncio.run(audited())
