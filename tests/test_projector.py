@@ -291,7 +291,7 @@ async def test_only_the_exact_bytes_a_node_sealed_skip_its_signature_check(
     own = announcement(node.identity, "mine", session_id="s1")
     tampered = own.model_copy(update={"payload": {**own.payload, "role": "admin"}})
     # The node waits for its own envelope; a tampered copy with the same id comes first.
-    node.projector._sealed.add(own.to_bytes())  # the state submit() keeps
+    node.projector._sealed[own.to_bytes()] = own  # the state submit() keeps
     await publish(node, memory_bus, tampered, own)
     assert node.projector.rejected["bad_signature"] == 1
     agent = node.projector.directory.get("mine")

@@ -22,6 +22,7 @@ from bzzz.network.envelope import (
     Envelope,
     EnvelopeRejected,
     open_envelope,
+    open_own,
     sealed_key_id,
     unseal,
 )
@@ -100,7 +101,8 @@ class Projector:
         # The network's admitted nodes as of the applied sequence (kept in log order).
         self.admission = admitted or Admission()
         # The exact bytes of envelopes this node published and still waits for.
-        self._sealed: set[bytes] = set()
+        # (Sealed here: opening them again would only decrypt what this node just sealed.)
+        self._sealed: dict[bytes, Envelope] = {}
         self._waiting: dict[str, asyncio.Future[Outcome]] = {}
         self._subscriptions: SubscriptionIndex | None = None
         self._listeners: list[EventListener] = []
@@ -217,7 +219,7 @@ class Projector:
         future: asyncio.Future[Outcome] = asyncio.get_running_loop().create_future()
         self._waiting[envelope.id] = future
         data = envelope.to_bytes()
-        self._sealed.add(data)
+        self._sealed[data] = envelope
         try:
             # A lone origin applies its envelope itself; concurrent ones leave theirs to the
             # consumer, which applies many in one transaction.
@@ -237,7 +239,7 @@ class Projector:
             ) from exc
         finally:
             self._waiting.pop(envelope.id, None)
-            self._sealed.discard(data)
+            self._sealed.pop(data, None)
 
     async def _shielded(self, work: Coroutine[Any, Any, None]) -> None:
         # Once begun, a transaction must also be settled (directory, progress, listeners),
@@ -331,7 +333,7 @@ class Projector:
         exactly once, whereas applying ahead may roll back.
         """
         try:
-            envelope = open_envelope(
+            envelope = open_own(self._sealed.get(data), self._trusted) or open_envelope(
                 data, self._network, self._trusted, sealed_here=True, keyring=self.keyring
             )
         except EnvelopeRejected:
@@ -368,12 +370,12 @@ class Projector:
         # Runs on worker threads too: touches nothing shared.
         try:
             # Bytes this node signed and is waiting for are authentic as they are.
-            sealed_here = msg.data in self._sealed
-            return open_envelope(
+            own = self._sealed.get(msg.data)
+            return open_own(own, self._trusted) or open_envelope(
                 msg.data,
                 self._network,
                 self._trusted,
-                sealed_here=sealed_here,
+                sealed_here=own is not None,
                 keyring=self.keyring,
             )
         except EnvelopeRejected as exc:

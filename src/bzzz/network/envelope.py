@@ -13,7 +13,7 @@ import json
 from datetime import UTC, datetime
 from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, StringConstraints, ValidationError
+from pydantic import BaseModel, ConfigDict, PrivateAttr, StringConstraints, ValidationError
 from ulid import ULID
 
 from bzzz.network.identity import NodeIdentity, origin_of, verify_signature
@@ -49,6 +49,8 @@ class Envelope(BaseModel):
     payload: dict[str, Any]
     ts: str
     sig: str = ""
+    # The payload before it was sealed, as the log's readers will open it (sealed here only).
+    _plain: dict[str, Any] | None = PrivateAttr(default=None)
 
     def signing_bytes(self) -> bytes:
         """The canonical bytes the signature covers (everything but the signature)."""
@@ -57,6 +59,13 @@ class Envelope(BaseModel):
     def to_bytes(self) -> bytes:
         """The wire form."""
         return self.model_dump_json().encode()
+
+    def opened(self) -> Envelope | None:
+        """This node's sealed envelope with its payload open (no second decryption); None
+        when it was not sealed here (read its bytes as any reader does)."""
+        if self._plain is None:
+            return None
+        return self.model_copy(update={"payload": self._plain})
 
     @property
     def sealed(self) -> bool:
@@ -90,8 +99,11 @@ def seal(
     With ``keyring`` a content payload is sealed under its current key, then signed.
     """
     envelope_id = envelope_id or str(ULID())
+    plain: dict[str, Any] | None = None
     if keyring is not None and seals_payload(type_):
-        payload = {SEALED: keyring.seal_json(payload, _aad(envelope_id, type_))}
+        text = json.dumps(payload, separators=(",", ":"))
+        plain = json.loads(text)  # what every reader opens: JSON's types, not the caller's
+        payload = {SEALED: keyring.seal(text.encode(), _aad(envelope_id, type_))}
     body: dict[str, Any] = {
         "id": envelope_id,
         "network": network,
@@ -104,7 +116,22 @@ def seal(
     }
     # Signed from the fields as given and validated once with the signature: validation keeps
     # str fields and the payload's values as they are, so signing_bytes() gives these bytes.
-    return Envelope.model_validate(body | {"sig": identity.sign(canonical_bytes(body))})
+    envelope = Envelope.model_validate(body | {"sig": identity.sign(canonical_bytes(body))})
+    envelope._plain = plain
+    return envelope
+
+
+def open_own(envelope: Envelope | None, trusted: frozenset[str] | None) -> Envelope | None:
+    """A payload this process sealed, as ``open_envelope`` would open its bytes; None when the
+    envelope was not sealed here with a key (then its bytes are read as any reader does)."""
+    opened = envelope.opened() if envelope is not None else None
+    if (
+        opened is not None
+        and trusted is not None
+        and not ({opened.origin_key, opened.origin} & trusted)
+    ):
+        raise EnvelopeRejected("untrusted")
+    return opened
 
 
 class EnvelopeRejected(Exception):
