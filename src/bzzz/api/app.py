@@ -11,7 +11,7 @@ from mcp.server.transport_security import TransportSecurityMiddleware, Transport
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response
-from starlette.routing import Mount, Route
+from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from bzzz.access.oauth import protected_resource_metadata, www_authenticate
@@ -187,7 +187,13 @@ def build_app(node: Node, server: BzzzMCP, host: str, base_url: str | None = Non
         metadata = protected_resource_metadata(f"{base}/mcp", auth.issuer, SCOPES_SUPPORTED)
         return JSONResponse(metadata | {"resource_name": "BZZZ node"})
 
+    # The MCP endpoint first: every tool call is matched against the routes in order (it was
+    # ~100 function calls a call behind the REST routes). Without the SDK's own auth its app
+    # holds that one route and no middleware, which taking its routes would drop.
+    if mcp_app.user_middleware:
+        raise RuntimeError("the MCP app carries middleware; mount it instead of its routes")
     routes: list[Any] = [
+        *mcp_app.routes,
         Route("/healthz", healthz),
         Route("/metrics", metrics),
         Route("/webhooks", webhooks),
@@ -195,7 +201,6 @@ def build_app(node: Node, server: BzzzMCP, host: str, base_url: str | None = Non
         # RFC 9728 §3.1 places a resource's metadata before its path: the MCP endpoint's too.
         Route(f"{RESOURCE_METADATA_PATH}/mcp", resource_metadata),
         *api_routes(node, auth.public_url or base_url),
-        Mount("/", app=mcp_app),
     ]
     app = Starlette(routes=routes, lifespan=lifespan)
 
