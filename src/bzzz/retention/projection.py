@@ -203,6 +203,20 @@ def _forget_decisions(session: Session, agent_id: str) -> int:
     return blanked
 
 
+def _given_alone(session: Session, agent_id: str) -> list[tuple[str, datetime]]:
+    """Task assignments others addressed to this agent alone (a wider one is theirs too)."""
+    given = select(TaskRow.message_id).where(
+        TaskRow.agent_id == agent_id, TaskRow.assigner != agent_id
+    )
+    rows = session.execute(
+        select(MessageRow.id, MessageRow.posted_at, MessageRow.recipients).where(
+            MessageRow.id.in_(given),
+            MessageRow.id.not_in(select(MessageTombstoneRow.id)),
+        )
+    )
+    return [(str(r[0]), r[1]) for r in rows if list(r[2] or []) == [agent_id]]
+
+
 def apply_forget(session: Session, env: Envelope, limits: ProjectionLimits) -> Applied:
     """Erase one agent's content: its messages' content (tombstones), its tasks' data, its
     memories and the knowledge they gave, its decision texts. The agent itself stays."""
@@ -211,7 +225,9 @@ def apply_forget(session: Session, env: Envelope, limits: ProjectionLimits) -> A
     agent_id = _text(p["agent_id"], NAME_LENGTH, "agent_id")
     sent = _unburied(session, MessageRow.sender == agent_id)
     counts = {
-        "messages": _bury(session, sent, "erasure", env.timestamp),
+        "messages": _bury(
+            session, sent + _given_alone(session, agent_id), "erasure", env.timestamp
+        ),
         "tasks": _forget_tasks(session, agent_id),
         "memories": _forget_memories(session, agent_id),
         "decisions": _forget_decisions(session, agent_id),
