@@ -259,3 +259,27 @@ async def test_a_run_with_nothing_set_removes_nothing(tmp_path: Path, nats_url: 
         assert result["store"] == {"messages": 0, "events": 0, "memory": 0}
         assert result["stream"]["removed"] == 0
         assert NEW.encode() in b"".join(await _raw_stream(nats_url))
+
+
+async def test_the_hourly_job_applies_the_settings_without_a_call(
+    tmp_path: Path, nats_url: str
+) -> None:
+    clock = ManualClock(utcnow() - timedelta(days=3))
+    url = f"sqlite+aiosqlite:///{tmp_path / 'a' / 'bzzz.db'}"
+    settings = node_settings(tmp_path, "a", nats_url, url, messages_days=1.0)
+    settings.retention.interval = 0.2
+    async with Node(settings, clock=clock) as a:
+        await a.agents.announce(ALICE, AnnounceInput(agent_id="alice", role="architect"))
+        await a.conversations.post(
+            ALICE,
+            PostInput(target_address="bzzz://alice", message_type="note", content={"text": OLD}),
+        )
+        clock.advance(3 * 86_400)
+
+        async def buried() -> bool:
+            return bool((await _rows(a))["tombstones"])
+
+        async with asyncio.timeout(15):
+            while not await buried():
+                await asyncio.sleep(0.1)
+        assert OLD not in _text((await _rows(a))["messages"])
