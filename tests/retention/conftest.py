@@ -8,9 +8,9 @@ from pathlib import Path
 
 import asyncpg
 import pytest
+from conftest import IN_CI, PG_HOST, PG_PORT, PG_USER, _pg_admin
 
 from bzzz.config import Settings, load_settings
-from conftest import IN_CI, PG_HOST, PG_PORT, PG_USER, _pg_admin
 
 StoreFactory = Callable[[str], Awaitable[str]]
 

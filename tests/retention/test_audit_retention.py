@@ -1,8 +1,10 @@
-"""Audit retention prunes a node's old records and keeps `verify` meaningful with a signed anchor."""
+"""Audit retention prunes old records and keeps `verify` meaningful with a signed anchor."""
 
 from __future__ import annotations
 
 from datetime import timedelta
+
+from audit.support import sql
 
 from bzzz.access.principal import LOCAL
 from bzzz.audit import reading
@@ -10,8 +12,6 @@ from bzzz.audit.records import Action, stamp
 from bzzz.audit.verify import Report, verify
 from bzzz.config import RetentionSettings
 from bzzz.node import Node
-
-from audit.support import sql
 
 
 def _record(node: Node, name: str, days_ago: float) -> None:

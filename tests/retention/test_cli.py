@@ -7,7 +7,6 @@ import subprocess
 from pathlib import Path
 
 import pytest
-
 from e2e.support import bzzz_executable, kill_orphans
 
 pytestmark = pytest.mark.integration

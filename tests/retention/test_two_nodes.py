@@ -276,10 +276,14 @@ async def test_the_hourly_job_applies_the_settings_without_a_call(
         )
         clock.advance(3 * 86_400)
 
-        async def buried() -> bool:
-            return bool((await _rows(a))["tombstones"])
+        applied = asyncio.Event()
 
+        def watch(outcomes: dict[str, Any]) -> None:
+            if any(o.get("retention") == "applied" for o in outcomes.values()):
+                applied.set()
+
+        a.projector.add_outcome_listener(watch)
         async with asyncio.timeout(15):
-            while not await buried():
-                await asyncio.sleep(0.1)
+            await applied.wait()
+        assert (await _rows(a))["tombstones"]
         assert OLD not in _text((await _rows(a))["messages"])
