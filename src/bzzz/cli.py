@@ -13,7 +13,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from bzzz import __version__, cli_audit, cli_metrics, cli_tokens
+from bzzz import __version__, cli_audit, cli_metrics, cli_retention, cli_tokens
 from bzzz import cli_output as out
 from bzzz import cli_start as start
 from bzzz.config import Settings, load_settings, unknown_variables
@@ -85,6 +85,7 @@ def _parser() -> argparse.ArgumentParser:
     cli_tokens.add_parser(sub)
     cli_metrics.add_parser(sub)
     cli_audit.add_parser(sub)
+    cli_retention.add_parser(sub)
     config = sub.add_parser("config", help="settings")
     config_sub = config.add_subparsers(dest="config_command", required=True)
     show = config_sub.add_parser("show", help="print the effective settings, secrets masked")
@@ -650,6 +651,8 @@ _COMMANDS: dict[str, Callable[[argparse.Namespace, Settings], int]] = {
     "token": cli_tokens.run,
     "metrics": cli_metrics.run,
     "audit": cli_audit.run,
+    "retention": cli_retention.run,
+    "forget": cli_retention.forget,
     "config": _config_show,
 }
 

@@ -424,6 +424,39 @@ class PrivacySettings(_Section):
     )
 
 
+class RetentionSettings(_Section):
+    """How long content is kept, in days (fractions allowed); 0 keeps it forever (the default).
+
+    Each node's hourly job (and ``bzzz retention run``) publishes its cut-offs on the log, and
+    every node applies them in log order: set the same values on every node of a network.
+    """
+
+    messages_days: float = Field(
+        0, ge=0, le=36_500, description="message content (a tombstone keeps id and time)"
+    )
+    events_days: float = Field(
+        0, ge=0, le=36_500, description="subscription events, webhook deliveries, activity"
+    )
+    memory_days: float = Field(0, ge=0, le=36_500, description="hosted agents' memories")
+    audit_days: float = Field(
+        0, ge=0, le=36_500, description="this node's audit records (a signed anchor stays)"
+    )
+    interval: float = Field(3600.0, gt=0, description="seconds between the node's retention runs")
+
+    @field_validator("messages_days", "events_days", "memory_days", "audit_days", mode="before")
+    @classmethod
+    def _days(cls, value: object) -> object:
+        if isinstance(value, bool):
+            raise ValueError("must be a number of days (0 keeps forever), not true/false")
+        if isinstance(value, str) and value.strip().lower() in ("nan", "inf", "+inf", "infinity"):
+            raise ValueError("must be a finite number of days (0 keeps forever)")
+        return value
+
+    def any(self) -> bool:
+        """Whether any content ages out at all."""
+        return any((self.messages_days, self.events_days, self.memory_days, self.audit_days))
+
+
 class NodeSettings(_Section):
     """This process: data directory, database, HTTP."""
 
@@ -466,6 +499,7 @@ class Settings(_Section):
     auth: AuthSettings = Field(default_factory=AuthSettings)
     limits: LimitsSettings = Field(default_factory=LimitsSettings)
     privacy: PrivacySettings = Field(default_factory=PrivacySettings)
+    retention: RetentionSettings = Field(default_factory=RetentionSettings)
 
     def database_url(self) -> str:
         """The database URL in force: the configured one or SQLite in the data directory."""

@@ -50,6 +50,7 @@ from bzzz.network.nats_auth import NatsAuth
 from bzzz.peers.reclaim import Reclaimer
 from bzzz.peers.service import PeerService, PeerSettings
 from bzzz.projector import Projector
+from bzzz.retention.service import RetentionService
 from bzzz.store.database import Database
 from bzzz.store.projection import ProjectionLimits
 
@@ -150,6 +151,7 @@ class Node:
     monitor: ThreadMonitor
     llm: LLMService
     hosted: HostedRuntime
+    retention: RetentionService
     node_dir: Path
 
     @property
@@ -214,6 +216,7 @@ class Node:
         await self.peers.beat()
         self._spawn("peers", self.peers.run())
         self._spawn("leases", self.agents.run_leases())
+        self._spawn("retention", self.retention.run_periodically())
         await self.hosted.start()
 
     async def _build(self) -> None:
@@ -307,6 +310,10 @@ class Node:
         self.projector.add_outcome_listener(self._reclaimer.on_outcomes)
         self._build_thread_services()
         self._build_llm()
+        self.retention = RetentionService(
+            self.db, self.bus, self.log, self.settings.retention, clock=self.clock
+        )
+        self.projector.add_outcome_listener(self.retention.on_outcomes)
 
     def _build_access(self) -> None:
         """Tokens (network state), admin tokens and the OAuth issuer: who may call."""
@@ -570,6 +577,8 @@ class Node:
             # A round of deliveries ends within the HTTP timeout; past that, cancel.
             if rounds:
                 await asyncio.wait(rounds, timeout=self.settings.webhooks.timeout + 1)
+        if hasattr(self, "retention"):
+            await self.retention.close()
         for task in self._tasks:
             task.cancel()
         for task in self._tasks:

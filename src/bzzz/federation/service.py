@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from bzzz.errors import InvalidParameters
-from bzzz.network.base import BatchHandler, Bus, PeerHandler, Stored
+from bzzz.network.base import BatchHandler, Bus, BusMessage, PeerHandler, Stored
 from bzzz.network.envelope import seal
 from bzzz.network.identity import NodeIdentity
 from bzzz.projector import Projector
@@ -68,6 +68,24 @@ class FollowedLog:
     async def last_sequence(self) -> int:
         """Unknown to a follower: it waits for nothing at start."""
         return 0
+
+    async def read_kind(
+        self, kind: str, key: str | None = None, *, before_seq: int | None = None
+    ) -> list[BusMessage]:
+        """Nothing: a follower reads only what it follows (its gaps are the unfollowed kinds)."""
+        return []
+
+    async def get(self, seq: int) -> BusMessage | None:
+        """Not read through a follower."""
+        return None
+
+    async def purge(self, kind: str, key: str | None = None, *, before_seq: int) -> None:
+        """A follower never removes anything."""
+        raise RuntimeError("a followed network is read-only")
+
+    async def delete(self, seq: int) -> None:
+        """A follower never removes anything."""
+        raise RuntimeError("a followed network is read-only")
 
     async def put_peer(self, node_id: str, data: bytes) -> None:
         """Followers do not beat on other networks' boards."""

@@ -68,6 +68,28 @@ class Bus(Protocol):
         """The sequence of the newest stored envelope (0 when empty)."""
         ...
 
+    # Reading back and removing stored envelopes (retention and erasure, admission's CLI).
+
+    async def read_kind(
+        self, kind: str, key: str | None = None, *, before_seq: int | None = None
+    ) -> list[BusMessage]:
+        """Stored envelopes of ``bzzz.<network>.<kind>.<key>`` (every key when None), in log
+        order, only those below ``before_seq`` when given."""
+        ...
+
+    async def get(self, seq: int) -> BusMessage | None:
+        """The envelope stored at ``seq``; None when there is none (purged, deleted, beyond)."""
+        ...
+
+    async def purge(self, kind: str, key: str | None = None, *, before_seq: int) -> None:
+        """Remove every stored envelope of ``bzzz.<network>.<kind>.<key>`` (every key when
+        None) below ``before_seq``; the others keep their sequences."""
+        ...
+
+    async def delete(self, seq: int) -> None:
+        """Remove the one envelope stored at ``seq`` (nothing when it is gone already)."""
+        ...
+
     # The peer board: each node's newest heartbeat, kept apart from the log (it is not history).
 
     async def put_peer(self, node_id: str, data: bytes) -> None:

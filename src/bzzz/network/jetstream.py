@@ -352,12 +352,17 @@ class JetStreamBus:
         info = await self._jetstream().stream_info(self.stream)
         return int(info.state.last_seq)
 
-    async def read_kind(self, kind: str) -> list[BusMessage]:
-        """Every stored envelope of subjects ``bzzz.<network>.<kind>.>``, in log order (the CLI
-        derives the admitted nodes from these alone)."""
+    def _filter(self, kind: str, key: str | None) -> str:
+        return f"bzzz.{self._network}.{kind}.{key if key is not None else '>'}"
+
+    async def read_kind(
+        self, kind: str, key: str | None = None, *, before_seq: int | None = None
+    ) -> list[BusMessage]:
+        """Every stored envelope of subjects ``bzzz.<network>.<kind>.<key or >>``, in log order,
+        below ``before_seq`` when given (the CLI derives the admitted nodes from these alone)."""
         js = self._jetstream()
         sub = await js.pull_subscribe(
-            f"bzzz.{self._network}.{kind}.>",
+            self._filter(kind, key),
             stream=self.stream,
             config=ConsumerConfig(
                 deliver_policy=DeliverPolicy.ALL,
@@ -372,10 +377,46 @@ class JetStreamBus:
                 batch = min(256, pending - len(found))
                 msgs = await sub.fetch(batch, timeout=self._publish_timeout)
                 found.extend(self._to_bus(msg) for msg in msgs)
+                if before_seq is not None and found and found[-1].seq >= before_seq:
+                    break
+            if before_seq is not None:
+                found = [msg for msg in found if msg.seq < before_seq]
             return found
         finally:
             with contextlib.suppress(ConnectionClosedError, NatsTimeoutError, BadSubscriptionError):
                 await sub.unsubscribe()
+
+    async def get(self, seq: int) -> BusMessage | None:
+        """The envelope at ``seq`` (a direct stream read), None when it is not there."""
+        try:
+            raw = await self._jetstream().get_msg(self.stream, seq)
+        except NotFoundError:
+            return None
+        except (*_RETRYABLE, NatsError) as exc:
+            raise NetworkError(f"the network did not return entry {seq} ({exc!r})") from exc
+        if raw.data is None or raw.subject is None:
+            return None
+        return BusMessage(subject=raw.subject, data=raw.data, seq=int(raw.seq or seq))
+
+    async def purge(self, kind: str, key: str | None = None, *, before_seq: int) -> None:
+        """JetStream purge of the subject filter up to (not including) ``before_seq``."""
+        if before_seq <= 1:
+            return  # seq 0 (or none) would purge the whole subject: nothing lies below 1
+        try:
+            await self._jetstream().purge_stream(
+                self.stream, seq=before_seq, subject=self._filter(kind, key)
+            )
+        except (*_RETRYABLE, NatsError) as exc:
+            raise NetworkError(f"the network did not purge {kind} ({exc!r})") from exc
+
+    async def delete(self, seq: int) -> None:
+        """Remove one stored envelope (JetStream's message delete, which erases it)."""
+        try:
+            await self._jetstream().delete_msg(self.stream, seq)
+        except NotFoundError:
+            return
+        except (*_RETRYABLE, NatsError) as exc:
+            raise NetworkError(f"the network did not delete entry {seq} ({exc!r})") from exc
 
     # --- the peer board ----------------------------------------------------------------------
 
