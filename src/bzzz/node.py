@@ -52,6 +52,7 @@ from bzzz.peers.service import PeerService, PeerSettings
 from bzzz.projector import Projector
 from bzzz.store.database import Database
 from bzzz.store.projection import ProjectionLimits
+from bzzz.whoosh.registrar import WhooshRegistrar, registrar_for
 
 logger = logging.getLogger(__name__)
 
@@ -150,6 +151,7 @@ class Node:
     monitor: ThreadMonitor
     llm: LLMService
     hosted: HostedRuntime
+    whoosh: WhooshRegistrar | None = None
     node_dir: Path
 
     @property
@@ -215,6 +217,10 @@ class Node:
         self._spawn("peers", self.peers.run())
         self._spawn("leases", self.agents.run_leases())
         await self.hosted.start()
+        # WHOOSH hears of the hosted agents in the background: an absent WHOOSH delays no start.
+        self.whoosh = registrar_for(self)
+        if self.whoosh is not None:
+            self.whoosh.start()
 
     async def _build(self) -> None:
         data_dir = self.settings.node.data_dir.expanduser()
@@ -543,6 +549,13 @@ class Node:
         self.state = NodeState.STOPPED
 
     async def _stop_hosted(self) -> None:
+        if self.whoosh is not None:
+            # Deregistered first, so WHOOSH sends no task to an agent about to leave.
+            try:
+                async with asyncio.timeout(self.settings.whoosh.timeout + 1):
+                    await self.whoosh.stop()
+            except TimeoutError:
+                logger.warning("hosted agents were not all deregistered from WHOOSH in time")
         try:
             async with asyncio.timeout(10):
                 await self.hosted.stop()
@@ -586,6 +599,8 @@ class Node:
     async def _teardown(self) -> None:
         if hasattr(self, "_reclaimer"):
             await self._reclaimer.close()
+        if self.whoosh is not None:
+            await self.whoosh.abort()
         if hasattr(self, "hosted"):
             # Already stopped with a goodbye on a clean stop; after a crash or a failed start
             # its tasks must not outlive the bus and the store.
@@ -623,6 +638,7 @@ class Node:
             "slot": self.slot,
             "projector": self.projector.stats() if hasattr(self, "projector") else None,
             "hosted_agents": self.hosted.status() if hasattr(self, "hosted") else None,
+            "whoosh": self.whoosh.status() if self.whoosh is not None else None,
             "webhooks": {
                 "delivered": self.webhooks.delivered,
                 "failed_attempts": self.webhooks.failed_attempts,
