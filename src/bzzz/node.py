@@ -596,15 +596,18 @@ class Node:
                 logger.debug("background task ended with an error", exc_info=task.exception())
         self._tasks.clear()
 
-    async def _teardown(self) -> None:
-        if hasattr(self, "_reclaimer"):
-            await self._reclaimer.close()
+    async def _abort_hosted(self) -> None:
+        # Already stopped with a goodbye on a clean stop; after a crash or a failed start
+        # their tasks must not outlive the bus and the store.
         if self.whoosh is not None:
             await self.whoosh.abort()
         if hasattr(self, "hosted"):
-            # Already stopped with a goodbye on a clean stop; after a crash or a failed start
-            # its tasks must not outlive the bus and the store.
             await self.hosted.abort()
+
+    async def _teardown(self) -> None:
+        if hasattr(self, "_reclaimer"):
+            await self._reclaimer.close()
+        await self._abort_hosted()
         if hasattr(self, "audit"):
             # What is queued is stored; a clean stop also signs the final head on the log.
             await self.audit.close(publish=self.state is NodeState.STOPPING)

@@ -202,7 +202,7 @@ async def test_the_registered_endpoints_answer_on_the_node(
     await whoosh.start()
     async with Node(whoosh_settings, bus=memory_bus) as node:
         async with asyncio.timeout(WITHIN):
-            [post, *_] = await whoosh.wait_for("POST", 2)
+            await whoosh.wait_for("POST", 2)
         endpoints = next(s.body for s in whoosh.of("POST") if s.body["agent_id"] == "arch-1")[
             "endpoints"
         ]
