@@ -28,7 +28,7 @@ import json
 import sys
 import tempfile
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -36,13 +36,14 @@ import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import profile_summary
-from benchutil import CpuWindow, code_version, cpu_seconds, machine, percentile, wait_for_quiet
+from benchutil import CpuWindow, code_version, machine, percentile, wait_for_quiet
 from mcp_throughput import HOST, ServerProcess, bzzz_command, bzzz_env
 
 RESULTS = Path(__file__).resolve().parent / "results"
 ROLES = ("developer", "reviewer", "architect", "tester")
 MARK = "dashboard-bench "
-IN_FLIGHT = 32
+MARK_BYTES = MARK.encode()
+IN_FLIGHT = 16  # connections posting at once
 
 
 @dataclass(slots=True)
@@ -79,64 +80,141 @@ async def announce(http: httpx.AsyncClient, count: int) -> str:
     return await one("dispatcher", "orchestrator")
 
 
-def _post_number(data: str) -> int | None:
+class Connection:
+    """One keep-alive HTTP/1.1 connection, raw: httpx's pool costs CPU per queued request, and
+    on two cores the client's CPU is the node's."""
+
+    def __init__(self, port: int) -> None:
+        self.port = port
+        self.reader: asyncio.StreamReader | None = None
+        self.writer: asyncio.StreamWriter | None = None
+
+    async def open(self) -> None:
+        """Connect."""
+        self.reader, self.writer = await asyncio.open_connection(HOST, self.port)
+
+    async def close(self) -> None:
+        """Disconnect."""
+        if self.writer is not None:
+            self.writer.close()
+            with contextlib.suppress(OSError):
+                await self.writer.wait_closed()
+
+    def send(self, method: str, path: str, body: bytes = b"") -> None:
+        """Write one request."""
+        assert self.writer is not None
+        head = (
+            f"{method} {path} HTTP/1.1\r\nHost: {HOST}:{self.port}\r\n"
+            f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n"
+        )
+        self.writer.write(head.encode() + body)
+
+    async def head(self) -> tuple[int, dict[str, str]]:
+        """The status and headers of the next answer."""
+        assert self.reader is not None
+        status = int((await self.reader.readline()).split()[1])
+        headers: dict[str, str] = {}
+        while (line := await self.reader.readline()) not in (b"\r\n", b""):
+            name, _, value = line.decode("latin-1").partition(":")
+            headers[name.strip().lower()] = value.strip()
+        return status, headers
+
+    async def request(self, method: str, path: str, body: bytes = b"") -> tuple[int, bytes]:
+        """One request and its whole answer (Content-Length bodies)."""
+        assert self.reader is not None
+        self.send(method, path, body)
+        status, headers = await self.head()
+        return status, await self.reader.readexactly(int(headers.get("content-length", "0")))
+
+    async def chunks(self) -> Any:
+        """The chunks of a chunked body, until it ends."""
+        assert self.reader is not None
+        while size := int((await self.reader.readline()).strip() or b"0", 16):
+            yield await self.reader.readexactly(size)
+            await self.reader.readline()
+
+
+def _post_number(event: bytes) -> int | None:
     """The post a task_assignment event is about (its description carries the number)."""
-    text = data[data.find(MARK) :] if MARK in data else ""
-    digits = text[len(MARK) :].split('"', 1)[0].split("\\", 1)[0]
+    at = event.find(MARK_BYTES)
+    if at < 0:
+        return None
+    digits = event[at + len(MARK_BYTES) : at + len(MARK_BYTES) + 12].split(b'"', 1)[0]
     return int(digits) if digits.isdigit() else None
 
 
-async def read_stream(http: httpx.AsyncClient, stream: Stream) -> None:
+async def read_stream(port: int, stream: Stream) -> None:
     """Read one SSE stream until cancelled, timing every event of a benchmark post."""
-    async with http.stream("GET", "/api/v1/events") as answer:
-        if answer.status_code != 200:
-            raise RuntimeError(f"stream {stream.index}: HTTP {answer.status_code}")
-        event = ""
-        async for line in answer.aiter_lines():
-            if line.startswith("event: "):
-                event = line[7:]
-            elif line.startswith("data: "):
-                now = time.perf_counter()
-                if event == "stream_open":
+    conn = Connection(port)
+    await conn.open()
+    try:
+        conn.send("GET", "/api/v1/events")
+        status, _ = await conn.head()
+        if status != 200:
+            raise RuntimeError(f"stream {stream.index}: HTTP {status}")
+        pending = b""
+        async for chunk in conn.chunks():
+            now = time.perf_counter()
+            *events, pending = (pending + chunk).split(b"\n\n")
+            for event in events:
+                if b"\nevent: task_assignment\n" in event:
+                    n = _post_number(event)
+                    if n is not None:
+                        stream.arrivals.setdefault(n, now)
+                        continue
+                if b"\nevent: stream_open\n" in event:
                     stream.opened.set()
-                elif event == "task_assignment" and (n := _post_number(line)) is not None:
-                    stream.arrivals.setdefault(n, now)
-                else:
+                elif event.startswith(b"id: "):
                     stream.other_events += 1
+    finally:
+        await conn.close()
 
 
 async def post_all(
-    http: httpx.AsyncClient, handle: str, agents: int, rate: float, seconds: float, run: Run
+    port: int, handle: str, agents: int, rate: float, seconds: float, run: Run
 ) -> float:
-    """Post ``rate`` tasks/s for ``seconds``, open loop; return when the last one was due."""
+    """Post ``rate`` tasks/s for ``seconds``, open loop; return when the first one was due.
+
+    A post's clock starts when it is due: one that waits here for a free connection (the node
+    answering slower than posts come) counts that wait.
+    """
     count = int(rate * seconds)
-    tasks: list[asyncio.Task[None]] = []
-    # httpx's pool spends CPU quadratic in the requests queued on it: at most IN_FLIGHT wait
-    # there, the rest here. A post's clock starts when it is due, so queueing here counts.
-    gate = asyncio.Semaphore(IN_FLIGHT)
+    due: asyncio.Queue[int | None] = asyncio.Queue()
 
-    async def one(n: int) -> None:
-        body = {"type": "documentation", "description": f"{MARK}{n}", "agent_handle": handle}
-        run.sent[n] = time.perf_counter()
+    async def worker() -> None:
+        conn = Connection(port)
+        await conn.open()
         try:
-            async with gate:
-                answer = await http.post(f"/agents/agent-{n % agents:04d}/tasks", json=body)
-        except httpx.HTTPError as exc:
-            run.failed.append(f"{n}: {exc!r}")
-            return
-        if answer.status_code != 201:
-            run.failed.append(f"{n}: HTTP {answer.status_code} {answer.text[:200]}")
-            return
-        run.answered[n] = time.perf_counter()
+            while (n := await due.get()) is not None:
+                body = {"type": "documentation", "description": f"{MARK}{n}",
+                        "agent_handle": handle}  # fmt: skip
+                path = f"/agents/agent-{n % agents:04d}/tasks"
+                try:
+                    status, answer = await conn.request("POST", path, json.dumps(body).encode())
+                except (OSError, asyncio.IncompleteReadError) as exc:
+                    run.failed.append(f"{n}: {exc!r}")
+                    await conn.close()
+                    await conn.open()
+                    continue
+                if status != 201:
+                    run.failed.append(f"{n}: HTTP {status} {answer[:200]!r}")
+                    continue
+                run.answered[n] = time.perf_counter()
+        finally:
+            await conn.close()
 
+    workers = [asyncio.create_task(worker()) for _ in range(IN_FLIGHT)]
     start = time.perf_counter()
     for n in range(count):
-        due = start + n / rate
-        delay = due - time.perf_counter()
+        at = start + n / rate
+        delay = at - time.perf_counter()
         if delay > 0:
             await asyncio.sleep(delay)
-        tasks.append(asyncio.create_task(one(n)))
-    await asyncio.gather(*tasks)
+        run.sent[n] = at
+        due.put_nowait(n)
+    for _ in workers:
+        due.put_nowait(None)
+    await asyncio.gather(*workers)
     return start
 
 
@@ -156,6 +234,13 @@ def summarize(streams: list[Stream], run: Run, start: float, args: argparse.Name
         (at - run.sent[n]) * 1000 for s in streams for n, at in s.arrivals.items() if n in run.sent
     )
     posts = sorted((run.answered[n] - run.sent[n]) * 1000 for n in run.answered)
+    # From the post's answer on: the stream's own part of the delay (< 0: event came first).
+    after_answer = sorted(
+        (at - run.answered[n]) * 1000
+        for s in streams
+        for n, at in s.arrivals.items()
+        if n in run.answered
+    )
     delivered = sum(len(s.arrivals) for s in streams)
     expected = len(run.answered) * len(streams)
     last = max((at for s in streams for at in s.arrivals.values()), default=start)
@@ -179,6 +264,8 @@ def summarize(streams: list[Stream], run: Run, start: float, args: argparse.Name
         "delay_p50_ms": round(percentile(delays, 50), 2),
         "delay_p99_ms": round(percentile(delays, 99), 2),
         "delay_max_ms": round(delays[-1], 2) if delays else None,
+        "after_answer_p50_ms": round(percentile(after_answer, 50), 2),
+        "after_answer_p99_ms": round(percentile(after_answer, 99), 2),
         "other_events": sum(s.other_events for s in streams),
         "first_failures": run.failed[:5],
     }
@@ -187,31 +274,27 @@ def summarize(streams: list[Stream], run: Run, start: float, args: argparse.Name
 async def measure(server: ServerProcess, args: argparse.Namespace) -> dict[str, Any]:
     """Announce, open the streams, post, drain; the figures with CPU."""
     base = f"http://{HOST}:{server.port}"
-    limits = httpx.Limits(max_connections=IN_FLIGHT, max_keepalive_connections=IN_FLIGHT)
-    async with (
-        httpx.AsyncClient(base_url=base, timeout=60.0, limits=limits) as http,
-        httpx.AsyncClient(base_url=base, timeout=None, limits=httpx.Limits()) as streaming,
-    ):
+    async with httpx.AsyncClient(base_url=base, timeout=60.0) as http:
         handle = await announce(http, args.agents)
-        streams = [Stream(i) for i in range(args.streams)]
-        readers = [asyncio.create_task(read_stream(streaming, s)) for s in streams]
-        try:
-            async with asyncio.timeout(30):
-                await asyncio.gather(*(s.opened.wait() for s in streams))
-            run = Run()
-            RESULTS.mkdir(parents=True, exist_ok=True)
-            folded = RESULTS / "profile_dashboard_stream.folded"
-            with profile_summary.recording(server.proc.pid, folded, enabled=args.profile):
-                window = CpuWindow([server.proc.pid, *server.extra_pids()])
-                client_before = time.process_time()
-                start = await post_all(http, handle, args.agents, args.rate, args.seconds, run)
-                await drain(streams, run, args.drain)
-                cpu = window.stop()
-                client_cpu = time.process_time() - client_before
-        finally:
-            for reader in readers:
-                reader.cancel()
-            await asyncio.gather(*readers, return_exceptions=True)
+    streams = [Stream(i) for i in range(args.streams)]
+    readers = [asyncio.create_task(read_stream(server.port, s)) for s in streams]
+    try:
+        async with asyncio.timeout(30):
+            await asyncio.gather(*(s.opened.wait() for s in streams))
+        run = Run()
+        RESULTS.mkdir(parents=True, exist_ok=True)
+        folded = RESULTS / "profile_dashboard_stream.folded"
+        with profile_summary.recording(server.proc.pid, folded, enabled=args.profile):
+            window = CpuWindow([server.proc.pid, *server.extra_pids()])
+            client_before = time.process_time()
+            start = await post_all(server.port, handle, args.agents, args.rate, args.seconds, run)
+            await drain(streams, run, args.drain)
+            cpu = window.stop()
+            client_cpu = time.process_time() - client_before
+    finally:
+        for reader in readers:
+            reader.cancel()
+        await asyncio.gather(*readers, return_exceptions=True)
     figures = summarize(streams, run, start, args)
     wall = args.seconds + args.drain
     figures["node_cpu_s"] = round(cpu["ours"], 2)
@@ -235,7 +318,8 @@ def show(f: dict[str, Any]) -> None:
     )
     print(
         f"post -> event delay: p50 {f['delay_p50_ms']} ms, p99 {f['delay_p99_ms']} ms, "
-        f"max {f['delay_max_ms']} ms"
+        f"max {f['delay_max_ms']} ms; from the post's answer: p50 {f['after_answer_p50_ms']} ms, "
+        f"p99 {f['after_answer_p99_ms']} ms"
     )
     print(
         f"CPU: node + nats-server {f['node_cpu_s']} s, client {f['client_cpu_s']} s, "
