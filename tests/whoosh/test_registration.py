@@ -10,7 +10,8 @@ import httpx
 import pytest
 
 from bzzz.api.app import build_app
-from bzzz.config import Settings
+from bzzz.config import Settings, load_settings
+from bzzz.errors import ConfigError
 from bzzz.llm.pricing import shipped_prices
 from bzzz.mcp.server import build_server
 from bzzz.network.memory import InMemoryBus
@@ -232,3 +233,29 @@ async def test_the_registered_endpoints_answer_on_the_node(
             assert "arch-1" in str(invited.json()["thread"])
             tasks = await http.get("/api/v1/tasks", params={"agent_id": "arch-1"})
             assert [t["description"] for t in tasks.json()["tasks"]] == ["the cache"]
+
+
+async def test_without_a_public_url_nothing_is_registered_and_the_log_says_why(
+    whoosh_settings: Settings,
+    whoosh: FakeWhoosh,
+    memory_bus: InMemoryBus,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    whoosh_settings.auth.public_url = None  # and the node serves no HTTP (address "local")
+    await whoosh.start()
+    async with Node(whoosh_settings, bus=memory_bus) as node:
+        assert node.whoosh is None
+        assert node.status()["whoosh"] is None
+    assert any("no public URL" in r.message for r in caplog.records if r.levelno == logging.ERROR)
+    assert whoosh.seen == []
+
+
+def test_the_whoosh_settings_refuse_a_url_that_is_not_http_and_mask_the_token() -> None:
+    with pytest.raises(ConfigError, match=r"whoosh\.url \(BZZZ_WHOOSH_URL\)"):
+        load_settings(environ={"BZZZ_WHOOSH_URL": "whoosh.internal:8080"})
+    settings = load_settings(
+        environ={"BZZZ_WHOOSH_URL": "https://whoosh.example/api/", "BZZZ_WHOOSH_TOKEN": TOKEN}
+    )
+    assert settings.whoosh.url == "https://whoosh.example/api"
+    assert settings.masked()["whoosh"]["token"] == "***"
+    assert TOKEN not in repr(settings)

@@ -285,7 +285,10 @@ def registrar_for(node: Node) -> WhooshRegistrar | None:
     """The registrar of the node's hosted agents, or None (no whoosh.url, no agents, no URL)."""
     settings = node.settings.whoosh
     hosted = node.hosted.hosted
-    if settings.url is None or not hosted:
+    if settings.url is None:
+        return None
+    if not hosted:
+        logger.info("whoosh.url is set but this node hosts no agent: nothing to register")
         return None
     public_url = public_url_of(node)
     if public_url is None:
