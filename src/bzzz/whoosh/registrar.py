@@ -265,10 +265,8 @@ class WhooshRegistrar:
 
     def status(self) -> dict[str, Any]:
         """Each agent's standing with WHOOSH (for the node's status)."""
-        return {
-            "url": self._settings.url,
-            "agents": [agent.to_json() for agent in self.agents.values()],
-        }
+        # Not the URL: it may carry credentials, and /healthz shows this to anyone it answers.
+        return {"agents": [agent.to_json() for agent in self.agents.values()]}
 
 
 def public_url_of(node: Node) -> str | None:
