@@ -56,6 +56,8 @@ ENV_ALIASES: dict[str, tuple[str, str]] = {
     "BZZZ_MAX_AGENTS": ("agents", "max_agents"),
     "BZZZ_LOG_LEVEL": ("logging", "level"),
     "BZZZ_LOG_FILE": ("logging", "file"),
+    "BZZZ_WHOOSH_URL": ("whoosh", "url"),
+    "BZZZ_WHOOSH_TOKEN": ("whoosh", "token"),
 }
 
 SECRET_KEYS = frozenset({"api_key", "auth_tokens", "secret", "human_channel_secret", "token"})
@@ -305,6 +307,32 @@ class SlurpSettings(_Section):
     max_backoff: float = Field(600.0, gt=0)
 
 
+class WhooshSettings(_Section):
+    """WHOOSH, the orchestrator hosted agents register with (design §4.2); off without a URL."""
+
+    url: str | None = Field(
+        None, description="WHOOSH's base URL: agents are registered at {url}/agents"
+    )
+    token: SecretStr | None = Field(None, description="sent to WHOOSH as a bearer token")
+    timeout: float = Field(10.0, gt=0, description="seconds per request to WHOOSH")
+    health_interval: float = Field(
+        30.0, gt=0, description="seconds between health reports (health_check.interval)"
+    )
+    health_timeout: float = Field(
+        10.0, gt=0, description="WHOOSH's timeout for our status endpoint (health_check.timeout)"
+    )
+    health_retries: int = Field(3, ge=0, description="health_check.retries told to WHOOSH")
+    initial_backoff: float = Field(1.0, gt=0, description="first retry delay while WHOOSH is down")
+    max_backoff: float = Field(60.0, gt=0)
+
+    @field_validator("url")
+    @classmethod
+    def _check_url(cls, value: str | None) -> str | None:
+        if value is not None and not value.startswith(("http://", "https://")):
+            raise ValueError(f"{value!r} is not an http:// or https:// URL")
+        return value.rstrip("/") if value is not None else None
+
+
 class AgentsSettings(_Section):
     """Agents on this network."""
 
@@ -496,6 +524,7 @@ class Settings(_Section):
     webhooks: WebhookSettings = Field(default_factory=WebhookSettings)
     escalation: EscalationSettings = Field(default_factory=EscalationSettings)
     slurp: SlurpSettings = Field(default_factory=SlurpSettings)
+    whoosh: WhooshSettings = Field(default_factory=WhooshSettings)
     auth: AuthSettings = Field(default_factory=AuthSettings)
     limits: LimitsSettings = Field(default_factory=LimitsSettings)
     privacy: PrivacySettings = Field(default_factory=PrivacySettings)

@@ -53,6 +53,7 @@ from bzzz.projector import Projector
 from bzzz.retention.service import RetentionService
 from bzzz.store.database import Database
 from bzzz.store.projection import ProjectionLimits
+from bzzz.whoosh.registrar import WhooshRegistrar, registrar_for
 
 logger = logging.getLogger(__name__)
 
@@ -152,6 +153,7 @@ class Node:
     llm: LLMService
     hosted: HostedRuntime
     retention: RetentionService
+    whoosh: WhooshRegistrar | None = None
     node_dir: Path
 
     @property
@@ -218,6 +220,10 @@ class Node:
         self._spawn("leases", self.agents.run_leases())
         self._spawn("retention", self.retention.run_periodically())
         await self.hosted.start()
+        # WHOOSH hears of the hosted agents in the background: an absent WHOOSH delays no start.
+        self.whoosh = registrar_for(self)
+        if self.whoosh is not None:
+            self.whoosh.start()
 
     async def _build(self) -> None:
         data_dir = self.settings.node.data_dir.expanduser()
@@ -550,6 +556,13 @@ class Node:
         self.state = NodeState.STOPPED
 
     async def _stop_hosted(self) -> None:
+        if self.whoosh is not None:
+            # Deregistered first, so WHOOSH sends no task to an agent about to leave.
+            try:
+                async with asyncio.timeout(self.settings.whoosh.timeout + 1):
+                    await self.whoosh.stop()
+            except TimeoutError:
+                logger.warning("hosted agents were not all deregistered from WHOOSH in time")
         try:
             async with asyncio.timeout(10):
                 await self.hosted.stop()
@@ -592,13 +605,18 @@ class Node:
                 logger.debug("background task ended with an error", exc_info=task.exception())
         self._tasks.clear()
 
+    async def _abort_hosted(self) -> None:
+        # Already stopped with a goodbye on a clean stop; after a crash or a failed start
+        # their tasks must not outlive the bus and the store.
+        if self.whoosh is not None:
+            await self.whoosh.abort()
+        if hasattr(self, "hosted"):
+            await self.hosted.abort()
+
     async def _teardown(self) -> None:
         if hasattr(self, "_reclaimer"):
             await self._reclaimer.close()
-        if hasattr(self, "hosted"):
-            # Already stopped with a goodbye on a clean stop; after a crash or a failed start
-            # its tasks must not outlive the bus and the store.
-            await self.hosted.abort()
+        await self._abort_hosted()
         if hasattr(self, "audit"):
             # What is queued is stored; a clean stop also signs the final head on the log.
             await self.audit.close(publish=self.state is NodeState.STOPPING)
@@ -632,6 +650,7 @@ class Node:
             "slot": self.slot,
             "projector": self.projector.stats() if hasattr(self, "projector") else None,
             "hosted_agents": self.hosted.status() if hasattr(self, "hosted") else None,
+            "whoosh": self.whoosh.status() if self.whoosh is not None else None,
             "webhooks": {
                 "delivered": self.webhooks.delivered,
                 "failed_attempts": self.webhooks.failed_attempts,

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from bzzz.errors import InvalidParameters
-from bzzz.network.base import BatchHandler, Bus, BusMessage, PeerHandler, Stored
+from bzzz.network.base import BatchHandler, Bus, BusMessage, PeerHandler, PingHandler, Stored
 from bzzz.network.envelope import seal
 from bzzz.network.identity import NodeIdentity
 from bzzz.projector import Projector
@@ -98,6 +98,14 @@ class FollowedLog:
     async def watch_peers(self, handler: PeerHandler) -> None:
         """Not watched through a follower."""
         await asyncio.Event().wait()
+
+    async def serve_pings(self, node_id: str, handler: PingHandler) -> None:
+        """A follower answers no pings on another network."""
+        await asyncio.Event().wait()
+
+    async def ping(self, node_id: str, data: bytes, within: float) -> bytes:
+        """A follower pings no node of another network."""
+        raise RuntimeError("a followed network is read-only")
 
     async def follow(self, network: str, kinds: Sequence[str], handler: BatchHandler) -> None:
         """Followers do not chain."""

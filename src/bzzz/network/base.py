@@ -34,6 +34,13 @@ class Stored:
 BatchHandler = Callable[[Sequence[BusMessage]], Awaitable[None]]
 # A peer board change: (node id, its newest heartbeat) or (node id, None) when it was removed.
 PeerHandler = Callable[[str, bytes | None], Awaitable[None]]
+# A ping addressed to this node: the answer's bytes, or None to leave it unanswered.
+PingHandler = Callable[[bytes], Awaitable[bytes | None]]
+
+
+def ping_subject(network: str, node_id: str) -> str:
+    """Where a node answers pings: outside ``bzzz.<network>.>``, so the log never stores one."""
+    return f"_bzzz.{network}.ping.{node_id}"
 
 
 class Bus(Protocol):
@@ -102,6 +109,16 @@ class Bus(Protocol):
 
     async def watch_peers(self, handler: PeerHandler) -> None:
         """Hand every current entry, then every change, to ``handler``. Runs until cancelled."""
+        ...
+
+    # Node to node: a request/reply for round trips (core NATS, nothing stored).
+
+    async def serve_pings(self, node_id: str, handler: PingHandler) -> None:
+        """Answer the pings addressed to ``node_id`` with ``handler``. Runs until cancelled."""
+        ...
+
+    async def ping(self, node_id: str, data: bytes, within: float) -> bytes:
+        """Send a ping to ``node_id``; its answer, or NetworkError (none ``within`` seconds)."""
         ...
 
     # Other networks (federation): read their agents, post to them.

@@ -37,7 +37,14 @@ from nats.js.errors import (
 from nats.js.kv import KeyValue
 
 from bzzz.errors import NetworkError
-from bzzz.network.base import BatchHandler, BusMessage, PeerHandler, Stored
+from bzzz.network.base import (
+    BatchHandler,
+    BusMessage,
+    PeerHandler,
+    PingHandler,
+    Stored,
+    ping_subject,
+)
 from bzzz.network.nats_auth import NatsAuth, redact_url
 
 logger = logging.getLogger(__name__)
@@ -490,6 +497,38 @@ class JetStreamBus:
                 continue
             gone = entry.operation in ("DEL", "PURGE") or entry.value is None
             await handler(entry.key, None if gone else entry.value)
+
+    # --- node to node ----------------------------------------------------------------------
+
+    def _client(self) -> NatsClient:
+        if self._nc is None:
+            raise RuntimeError("bus not started")
+        return self._nc
+
+    async def serve_pings(self, node_id: str, handler: PingHandler) -> None:
+        """Answer pings on the node's subject (core NATS; resubscribed on reconnect)."""
+
+        async def on_ping(msg: Msg) -> None:
+            answer = await handler(msg.data)
+            if answer is not None and msg.reply:
+                with contextlib.suppress(NatsError):
+                    await msg.respond(answer)
+
+        sub = await self._client().subscribe(ping_subject(self._network, node_id), cb=on_ping)
+        try:
+            await asyncio.Event().wait()
+        finally:
+            with contextlib.suppress(NatsError, BadSubscriptionError):
+                await sub.unsubscribe()
+
+    async def ping(self, node_id: str, data: bytes, within: float) -> bytes:
+        """One request/reply to the node's ping subject."""
+        subject = ping_subject(self._network, node_id)
+        try:
+            reply = await self._client().request(subject, data, timeout=within)
+        except (*_RETRYABLE, NatsError) as exc:
+            raise NetworkError(f"node {node_id} did not answer the ping ({exc!r})") from exc
+        return reply.data
 
     # --- other networks --------------------------------------------------------------------
 

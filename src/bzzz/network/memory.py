@@ -5,7 +5,8 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Sequence
 
-from bzzz.network.base import BatchHandler, BusMessage, PeerHandler, Stored
+from bzzz.errors import NetworkError
+from bzzz.network.base import BatchHandler, BusMessage, PeerHandler, PingHandler, Stored
 
 
 class InMemoryBus:
@@ -20,6 +21,7 @@ class InMemoryBus:
         self._batch_size = batch_size
         self._peers: dict[str, bytes] = {}
         self._peer_watchers: list[asyncio.Queue[tuple[str, bytes | None]]] = []
+        self._pingers: dict[str, PingHandler] = {}
         self.closed = False
 
     async def start(self) -> None:
@@ -113,6 +115,23 @@ class InMemoryBus:
                 await handler(node_id, entry)
         finally:
             self._peer_watchers.remove(queue)
+
+    async def serve_pings(self, node_id: str, handler: PingHandler) -> None:
+        """Answer the node's pings until cancelled."""
+        self._pingers[node_id] = handler
+        try:
+            await asyncio.Event().wait()
+        finally:
+            if self._pingers.get(node_id) is handler:
+                del self._pingers[node_id]
+
+    async def ping(self, node_id: str, data: bytes, within: float) -> bytes:
+        """The answer of the node's handler; an unanswered ping fails at once (no one waits)."""
+        handler = self._pingers.get(node_id)
+        answer = await handler(data) if handler is not None else None
+        if answer is None:
+            raise NetworkError(f"node {node_id} did not answer the ping")
+        return answer
 
     async def follow(self, network: str, kinds: Sequence[str], handler: BatchHandler) -> None:
         """One in-memory bus holds one network: following another finds nothing, forever."""
