@@ -1,4 +1,4 @@
-"""Migrations 0002, 0005 and 0009 create exactly the tables the models describe."""
+"""Migrations 0002, 0005 and 0010 create exactly the tables the models describe."""
 
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ def _differences(connection: Connection) -> list[Any]:
     return list(compare_metadata(context, Base.metadata))
 
 
-# PostgreSQL's full-text index was an expression index of revision 0005; revision 0009 drops it
+# PostgreSQL's full-text index was an expression index of revision 0005; revision 0010 drops it
 # (the text is sealed: knowledge is ranked in the node's memory). Checked below by name.
 FTS_INDEX = "ix_llm_knowledge_fts"
 

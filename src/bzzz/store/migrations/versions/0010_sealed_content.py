@@ -6,15 +6,15 @@ Content columns now hold AEAD boxes (store/models.py ``SealedJSON`` / ``SealedTe
 (llm/knowledge.py). Rows written before stay readable as they are (clear values pass through).
 SQLite enforces no length, but its schema follows the models like PostgreSQL's (batch mode).
 
-Revision ID: 0009
-Revises: 0008
+Revision ID: 0010
+Revises: 0009
 """
 
 import sqlalchemy as sa
 from alembic import op
 
-revision = "0009"
-down_revision = "0008"
+revision = "0010"
+down_revision = "0009"
 branch_labels = None
 depends_on = None
 
