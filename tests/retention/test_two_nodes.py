@@ -17,7 +17,9 @@ from bzzz.clock import ManualClock
 from bzzz.domain import utcnow
 from bzzz.eventlog import Caller
 from bzzz.network.jetstream import stream_name
+from bzzz.network.sealing import Keyring, NetworkKey
 from bzzz.node import Node
+from bzzz.retention.strip import opened_fields
 from bzzz.schemas import AnnounceInput, PostInput, ThreadInput
 from bzzz.store.models import (
     AgentRow,
@@ -44,7 +46,19 @@ BOBS = Caller("bob-session", LOCAL)
 
 
 async def _raw_stream(nats_url: str, network: str = "main") -> list[bytes]:
-    """Every envelope the network's stream holds now, read with nats-py alone."""
+    """Every envelope the network's stream holds now, read with nats-py alone, its sealed
+    payload opened with the test network's key (the stream itself holds no content in clear:
+    tests/e2e/test_encryption_at_rest.py)."""
+    ring = Keyring([NetworkKey.of(bytes(range(32)))])
+    opened = []
+    for data in await _sealed_stream(nats_url, network):
+        fields = opened_fields(data, ring)
+        opened.append(json.dumps(fields).encode() if fields is not None else data)
+    return opened
+
+
+async def _sealed_stream(nats_url: str, network: str = "main") -> list[bytes]:
+    """Every envelope the network's stream holds now, as stored."""
     nc = await nats.connect(nats_url)
     try:
         js = nc.jetstream()
@@ -179,6 +193,7 @@ async def test_retention_and_erasure_on_two_nodes_then_a_third_rebuilds(
         raw = b"".join(await _raw_stream(nats_url))
         assert OLD.encode() not in raw and MEMORY.encode() not in raw
         assert NEW.encode() in raw
+        assert NEW.encode() not in b"".join(await _sealed_stream(nats_url))
 
         # Bob reports on the task; Alice gives him another one; then Bob is forgotten.
         await b.conversations.post(
