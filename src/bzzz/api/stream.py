@@ -30,10 +30,10 @@ import contextlib
 import json
 import time
 from collections.abc import AsyncIterator, Sequence
-from typing import Any
+from typing import Any, cast
 
 from pydantic import BaseModel, ConfigDict, Field
-from sqlalchemy import Text, select, type_coerce
+from sqlalchemy import Table, Text, select, type_coerce
 from starlette.requests import Request
 from starlette.responses import StreamingResponse
 
@@ -45,7 +45,7 @@ from bzzz.eventlog import Caller
 from bzzz.node import Node
 from bzzz.schemas import SubscribeInput
 from bzzz.store.database import Database
-from bzzz.store.models import EventRow
+from bzzz.store.models import EventRow, SealedJSON
 
 # (row id, event type, the event's JSON text) of one stored event.
 Row = tuple[int, str, str]
@@ -88,6 +88,7 @@ def sse(event_id: str, event: str, data: dict[str, Any] | str) -> bytes:
 
 
 _PAYLOAD_TEXT = type_coerce(EventRow.payload, Text)
+_PAYLOAD_TYPE = cast(SealedJSON, cast(Table, EventRow.__table__).c.payload.type)
 
 
 class _SharedReads:
@@ -142,7 +143,8 @@ class _SharedReads:
             fetched = result.all()
         rows: dict[str, list[Row]] = {}
         for row_id, sub_id, event_type, payload in fetched:
-            text = payload if isinstance(payload, str) else json.dumps(payload)
+            # Sealed in the store: the box opens to the payload's JSON text, sent as is.
+            text = _PAYLOAD_TYPE.opened_text(payload, self._db.keyring)
             rows.setdefault(sub_id, []).append((row_id, event_type, text))
         return rows, len(fetched) == limit
 

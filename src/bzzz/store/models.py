@@ -9,6 +9,7 @@ capabilities, statuses and times stay clear: every index and lookup works on the
 
 from __future__ import annotations
 
+import json
 from datetime import UTC, datetime
 from typing import Any
 
@@ -16,7 +17,7 @@ from sqlalchemy import JSON, BigInteger, DateTime, Dialect, Float, Index, Intege
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 from sqlalchemy.types import TypeDecorator
 
-from bzzz.network.sealing import Keyring, SealError, is_sealed
+from bzzz.network.sealing import PREFIX, Keyring, SealError, is_sealed
 
 KEYRING_ATTR = "bzzz_keyring"
 
@@ -64,6 +65,17 @@ class SealedJSON(TypeDecorator[Any]):
         if not is_sealed(value):
             return value
         return _open_ring(dialect).open_json(value, self._aad)
+
+    def opened_text(self, stored: Any, keyring: Keyring | None) -> str:
+        """The JSON text of a value read past this type (``type_coerce``): SQLite gives the
+        stored JSON text, asyncpg the decoded value; a sealed box opens to the JSON text."""
+        if isinstance(stored, str) and stored.startswith('"' + PREFIX):
+            stored = json.loads(stored)
+        if not is_sealed(stored):
+            return stored if isinstance(stored, str) else json.dumps(stored)
+        if keyring is None:
+            raise SealError("unknown_key")
+        return keyring.open(stored, self._aad).decode()
 
 
 class SealedText(TypeDecorator[str]):
