@@ -47,10 +47,14 @@ const loaders = {
   async console() {
     state.escalations = (await api("/api/v1/escalations", { query: { limit: 200 } })).escalations;
     renderConsole(state.escalations, state.threads, openThread);
+    await loaders.thread();
+  },
+  async thread() {
     if (state.openThread) await renderThread(state.openThread, state.who, state.escalations, report);
   },
 };
-const ORDER = ["metrics", "agents", "threads", "tasks", "costs", "peers", "webhooks", "console"];
+const ORDER = ["metrics", "agents", "threads", "tasks", "costs", "peers", "webhooks", "console",
+  "thread"];
 
 // Which sections an event changes.
 const AFFECTS = {
@@ -168,12 +172,18 @@ async function start() {
   refresh(ORDER);
   // Figures no event announces (spend, peers' heartbeats, dead letters): every 15 s.
   state.periodic = setInterval(() => refresh(["metrics", "costs", "peers", "webhooks"]), 15000);
+  // A thread's messages are not among the stream's event types: the open thread is re-read.
+  state.threadPoll = setInterval(() => {
+    if (state.openThread && !$("tab-console").hidden) refresh(["thread"]);
+  }, 2000);
 }
 
 function signOut(message) {
   auth.token = null;
   if (state.stream) state.stream.stop();
   if (state.periodic) clearInterval(state.periodic);
+  if (state.threadPoll) clearInterval(state.threadPoll);
+  state.openThread = null;
   state.stream = null;
   $("main").hidden = true;
   $("sign-out").hidden = true;

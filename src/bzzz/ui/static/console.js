@@ -17,7 +17,7 @@ export function renderConsole(escalations, threads, onOpen) {
     { label: "Priority", class: "num", cell: (e) => String(e.priority) },
     { label: "Status", cell: (e) => badge(e.resolved ? "resolved" : "open") },
     { label: "Raised", cell: (e) => when(e.triggeredAt) },
-  ], mine, "No escalation is waiting for a person."), el("div", { id: "thread-view" }));
+  ], mine, "No escalation is waiting for a person."));
 }
 
 function messageItem(message, person, onStance) {
@@ -74,7 +74,9 @@ export async function renderThread(threadId, who, escalations, report) {
     form.addEventListener("submit", (event) => {
       event.preventDefault();
       const data = new FormData(form);
-      post({ message_type: data.get("message_type"), text: data.get("text") }).catch(report);
+      post({ message_type: data.get("message_type"), text: data.get("text") })
+        .then(() => { const box = document.getElementById("compose-text"); if (box) box.value = ""; })
+        .catch(report);
     });
     parts.push(form);
     for (const escalation of open) {
@@ -95,5 +97,25 @@ export async function renderThread(threadId, who, escalations, report) {
       parts.push(resolve);
     }
   }
-  replace("thread-view", el("article", { class: "thread", dataset: { threadView: threadId } }, parts));
+  const view = document.getElementById("thread-view");
+  const kept = keepInputs(view);
+  replace(view, el("article", { class: "thread", dataset: { threadView: threadId } }, parts));
+  kept();
+}
+
+// What the person is typing survives a refresh of the thread (new messages, a new status).
+function keepInputs(view) {
+  const values = new Map();
+  for (const input of view.querySelectorAll("textarea[id], input[id], select[id]")) {
+    values.set(input.id, input.value);
+  }
+  const focused = document.activeElement && view.contains(document.activeElement)
+    ? document.activeElement.id : null;
+  return () => {
+    for (const [id, value] of values) {
+      const input = document.getElementById(id);
+      if (input) input.value = value;
+    }
+    if (focused && document.getElementById(focused)) document.getElementById(focused).focus();
+  };
 }
