@@ -62,8 +62,14 @@ class Served:
     clock: ManualClock
     url: str
 
-    async def token(self, name: str, projects: list[str], *, roles: list[str] | None = None,
-                    scope: Scope = Scope.WRITE) -> str:  # fmt: skip
+    async def token(
+        self,
+        name: str,
+        projects: list[str],
+        *,
+        roles: list[str] | None = None,
+        scope: Scope = Scope.WRITE,
+    ) -> str:
         """A network token (as `bzzz token create` makes one); its secret."""
         _, secret = await self.node.access.create_token(
             LOCAL, name, projects, roles or ["*"], scope, None
@@ -96,7 +102,9 @@ async def served(
     async with Node(settings, bus=memory_bus, clock=clock, address=f"{url}/mcp") as node:
         server, _ = build_server(node)
         app = build_app(node, server, "127.0.0.1", url)
-        config = uvicorn.Config(app, log_level="warning", lifespan="on", timeout_graceful_shutdown=1)
+        config = uvicorn.Config(
+            app, log_level="warning", lifespan="on", timeout_graceful_shutdown=1
+        )
         web = uvicorn.Server(config)
         task = asyncio.create_task(web.serve(sockets=[listener]))
         try:

@@ -35,8 +35,11 @@ async def test_an_agent_announced_over_mcp_appears_within_2_s_without_a_reload(
     await page.locator("#agents .empty").wait_for(timeout=5000)
 
     async with mcp_client(f"{served.url}/mcp", "stateless", team) as client:
-        await ok(client, "bzzz_announce", {"agent_id": "reviewer-001", "role": "reviewer",
-                                           "capabilities": ["code_review"]})  # fmt: skip
+        await ok(
+            client,
+            "bzzz_announce",
+            {"agent_id": "reviewer-001", "role": "reviewer", "capabilities": ["code_review"]},
+        )
         row = page.locator("#agents tr", has=page.locator('[data-agent="reviewer-001"]'))
         await row.wait_for(timeout=2000)
 
@@ -61,8 +64,9 @@ async def test_a_person_answers_an_escalation_in_the_console_and_the_agents_read
     ):
         await ok(arch, "bzzz_announce", {"agent_id": "arch", "role": "architect"})
         await ok(dev, "bzzz_announce", {"agent_id": "dev", "role": "developer"})
-        created = await ok(arch, "bzzz_thread", {"action": "create", "topic": "API shape",
-                                                 "participants": ["dev"]})  # fmt: skip
+        created = await ok(
+            arch, "bzzz_thread", {"action": "create", "topic": "API shape", "participants": ["dev"]}
+        )
         thread_id = created["thread_id"]
         address = {"address": f"bzzz://*/threads/{thread_id}"}
         await dashboard.sign_in(alice)
@@ -89,11 +93,22 @@ async def test_a_person_answers_an_escalation_in_the_console_and_the_agents_read
         assert all(e["resolved"] for e in thread["escalation_history"])
 
         # A decision needs the person's agreement too: the agents alone do not reach it.
-        decision = await ok(arch, "bzzz_post", {"thread_id": thread_id,
-                            "message_type": "decision", "content": {"text": "Use /v2"}})  # fmt: skip
-        agreed = await ok(dev, "bzzz_post", {"thread_id": thread_id, "message_type": "text",
-                          "content": {"text": "ok"}, "stance": "agree",
-                          "reply_to": decision["message_id"]})  # fmt: skip
+        decision = await ok(
+            arch,
+            "bzzz_post",
+            {"thread_id": thread_id, "message_type": "decision", "content": {"text": "Use /v2"}},
+        )
+        agreed = await ok(
+            dev,
+            "bzzz_post",
+            {
+                "thread_id": thread_id,
+                "message_type": "text",
+                "content": {"text": "ok"},
+                "stance": "agree",
+                "reply_to": decision["message_id"],
+            },
+        )
         assert "consensus" not in agreed
         message = page.locator(f'[data-message="{decision["message_id"]}"]')
         await message.wait_for(timeout=5000)

@@ -161,7 +161,10 @@ def _node_paths() -> dict[str, Any]:
         "responses": {"200": _json("a JSON-RPC answer"), "401": _error(401), "400": _error(400)},
     }
     open_doc = _simple("openapi", "This document", _json("the OpenAPI 3.1 document"))
-    html = {"description": "the dashboard", "content": {"text/html": {"schema": {"type": "string"}}}}
+    html = {
+        "description": "the dashboard",
+        "content": {"text/html": {"schema": {"type": "string"}}},
+    }
     asset = {"description": "a script, style or image of the page", "content": {"*/*": {}}}
     name = [{"name": "name", "in": "path", "required": True, "schema": {"type": "string"}}]
     return {
@@ -199,8 +202,7 @@ def _node_paths() -> dict[str, Any]:
             }
         },
         "/ui/{name}": {
-            "get": _simple("ui_asset", "A file of the dashboard", asset)
-            | {"parameters": name}
+            "get": _simple("ui_asset", "A file of the dashboard", asset) | {"parameters": name}
         },
     }
 

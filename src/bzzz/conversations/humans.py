@@ -126,10 +126,10 @@ class HumanDesk:
         """Announce the person's agent in ``project`` unless it is online there already."""
         agent_id = human_agent_id(caller.principal)
         agent = self._agents.directory.get(agent_id)
-        if agent is not None and agent.online and agent.project == project:
-            if self._agents.holds(caller, agent):
-                self._agents.leases.renew(agent.id)
-                return agent_id
+        current = agent is not None and agent.online and agent.project == project
+        if current and agent is not None and self._agents.holds(caller, agent):
+            self._agents.leases.renew(agent.id)
+            return agent_id
         params = AnnounceInput(
             agent_id=agent_id,
             role=domain.HUMAN_ROLE,

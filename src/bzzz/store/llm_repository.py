@@ -114,9 +114,7 @@ class LLMRepository:
         rows = await self.session.execute(query)
         return [ModelSpend(m, int(c), int(p), int(o), int(n)) for m, c, p, o, n in rows]
 
-    async def daily_totals(
-        self, since_day: str, node_id: str | None
-    ) -> list[tuple[str, int, int]]:
+    async def daily_totals(self, since_day: str, node_id: str | None) -> list[tuple[str, int, int]]:
         """(day, calls, cost nano-USD) of each day from ``since_day`` on that has any cost."""
         query = (
             select(CostRow.day, func.count(), func.coalesce(func.sum(CostRow.cost_nanos), 0))

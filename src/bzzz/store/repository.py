@@ -552,9 +552,7 @@ class Repository:
 
     async def _threads(self, query: Any, limit: int) -> list[domain.Thread]:
         rows = (
-            await self.session.scalars(
-                query.order_by(ThreadRow.last_activity.desc()).limit(limit)
-            )
+            await self.session.scalars(query.order_by(ThreadRow.last_activity.desc()).limit(limit))
         ).all()
         escalations: dict[str, list[EscalationRow]] = {}
         found = await self.session.scalars(

@@ -45,7 +45,7 @@ export function spendChart(history, dailyLimit) {
   if (dailyLimit) {
     chart.append(svg("line", { x1: left, x2: width - right, y1: y(dailyLimit),
       y2: y(dailyLimit), class: "limit" }));
-    chart.append(svg("text", { x: width - right, y: y(dailyLimit) - 4, class: "axis limit-label",
+    chart.append(svg("text", { x: width - right - 4, y: y(dailyLimit) + 14, class: "axis limit-label",
       "text-anchor": "end" }, `daily limit $${dailyLimit}`));
   }
   return chart;
