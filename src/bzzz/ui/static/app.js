@@ -160,8 +160,9 @@ async function start() {
     state.who = await api("/api/v1/whoami");
     state.nodeId = (await api("/healthz")).node_id;
   } catch (error) {
+    const refused = auth.token ? "The token was refused." : "This node needs a token.";
     signOut(error instanceof ApiError && error.status === 401
-      ? "This node needs a token." : `Cannot reach the node: ${error.message}`);
+      ? refused : `Cannot reach the node: ${error.message}`);
     return;
   }
   showWho(state.who);

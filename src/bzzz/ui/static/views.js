@@ -160,7 +160,9 @@ export function renderSearch(address, result) {
 
 export function eventLine(type, payload) {
   const data = (payload && payload.data) || {};
-  const what = data.agent_id || data.topic || data.thread_id || data.reason || "";
+  const agent = data.agent && typeof data.agent === "object" ? data.agent.id : null;
+  const what = [agent || data.agent_id, data.action, data.topic || data.thread_id, data.status]
+    .filter((part) => typeof part === "string" && part).join(" · ") || data.reason || "";
   return el("li", {}, el("span", { class: "event-type" }, type), " ", String(what),
     " ", when(payload && payload.timestamp));
 }
