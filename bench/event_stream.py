@@ -55,6 +55,7 @@ class Receipts:
 
     def __init__(self) -> None:
         self.sent: dict[str, float] = {}
+        self.post_seconds: list[float] = []
         self.log: list[tuple[str, float]] = []
         self.last = 0.0
         self.changed = asyncio.Event()
@@ -96,6 +97,7 @@ async def _post(node: Node, boss: Caller, target: str, receipts: Receipts, n: in
     # The event may reach a stream before post() returns: delays are computed at the end.
     result = await node.conversations.post(boss, params)
     receipts.sent[result["message_id"]] = started
+    receipts.post_seconds.append(time.perf_counter() - started)
 
 
 def _serve(node: Node) -> tuple[uvicorn.Server, socket.socket, str]:
@@ -163,6 +165,7 @@ async def _measure(node: Node, boss: Caller, url: str, args: argparse.Namespace)
             stream.cancel()
         await asyncio.gather(*streams, return_exceptions=True)
     delays = receipts.delays()
+    post_times = sorted(receipts.post_seconds)
     span = max(receipts.last, posted) - start
     return {
         "agents": args.agents,
@@ -177,6 +180,8 @@ async def _measure(node: Node, boss: Caller, url: str, args: argparse.Namespace)
         "delay_p50_ms": round(percentile(delays, 50) * 1000, 2),
         "delay_p99_ms": round(percentile(delays, 99) * 1000, 2),
         "delay_max_ms": round(delays[-1] * 1000, 2) if delays else None,
+        "post_p50_ms": round(percentile(post_times, 50) * 1000, 2),
+        "post_p99_ms": round(percentile(post_times, 99) * 1000, 2),
     }
 
 
