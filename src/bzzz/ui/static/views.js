@@ -52,13 +52,13 @@ export function renderThreads(threads, onOpen) {
 
 export function renderTasks(tasks) {
   replace("tasks", el("h2", {}, "Tasks"), table([
-    { label: "Task", cell: (t) => el("span", { class: "mono" }, t.id) },
-    { label: "Agent", cell: (t) => t.agent_id },
+    { label: "Task", cell: (t) => el("span", { class: "mono id" }, t.id) },
+    { label: "Agent", cell: (t) => el("span", { class: "mono" }, t.agent_id) },
     { label: "Type", cell: (t) => t.type },
     { label: "Description", cell: (t) => t.description },
     { label: "Priority", cell: (t) => t.priority },
     { label: "Status", cell: (t) => badge(t.status) },
-    { label: "Assigned by", cell: (t) => t.assigner },
+    { label: "Assigned by", cell: (t) => el("span", { class: "nowrap" }, t.assigner) },
     { label: "Started", cell: (t) => when(t.startTime) },
   ], tasks, "No task of an agent this token reads."));
 }

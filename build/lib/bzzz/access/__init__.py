@@ -1,0 +1,1 @@
+"""Who is calling: principals, their credentials and grants."""

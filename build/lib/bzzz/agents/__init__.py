@@ -1,0 +1,1 @@
+"""Agents: announcement, discovery, retrieval, session lifetimes."""

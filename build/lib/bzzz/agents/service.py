@@ -1,0 +1,599 @@
+"""Agents: announce, look up, retrieve; agents go offline when their session ends."""
+
+from __future__ import annotations
+
+import asyncio
+import hmac
+import logging
+from collections import OrderedDict
+from collections.abc import Awaitable, Callable
+from datetime import datetime
+from typing import Any
+
+from bzzz import domain
+from bzzz.access.keys import STATELESS, handle_agent, handle_hash, handle_key, mint_handle
+from bzzz.access.principal import Principal, Scope
+from bzzz.address import Address, parse_address
+from bzzz.agents.leases import Leases
+from bzzz.agents.views import agent_info, message_info, task_info, thread_info
+from bzzz.domain import RESERVED_AGENT_IDS, iso
+from bzzz.errors import (
+    AgentNotFound,
+    BzzzError,
+    ErrorCode,
+    InvalidParameters,
+    PermissionDenied,
+    RateLimited,
+    ThreadNotFound,
+)
+from bzzz.eventlog import Caller, EventLog
+from bzzz.federation.service import FederationService, not_federated
+from bzzz.schemas import AnnounceInput, FilterCriteria, GetInput, LookupInput
+from bzzz.store.database import Database
+from bzzz.store.directory import AgentDirectory
+from bzzz.store.pages import Cursor, PageReader
+from bzzz.store.repository import Repository
+
+logger = logging.getLogger(__name__)
+
+INFO_CACHE_SIZE = 10_000
+# Reasons an envelope was not applied that say nothing about the request's own rules.
+_FAILURE_REASONS = ("bad payload", "unknown envelope type", "the network rejected it")
+
+
+def raise_store_failure(outcome: dict[str, Any]) -> None:
+    """Raise NETWORK_ERROR when the store or the network, not a rule, refused an envelope.
+
+    Callers translate the refusals their rules produce (an id held, a limit reached); anything
+    else must not be shown as one of those.
+    """
+    reason = str(outcome.get("reason") or "")
+    if not outcome.get("ok") and reason.startswith(_FAILURE_REASONS):
+        raise BzzzError(
+            f"the node could not apply the change ({reason}); the node logged the details",
+            code=ErrorCode.NETWORK_ERROR,
+            details={"reason": reason},
+        )
+
+
+class AgentService:
+    """Announcement, discovery and retrieval of agents."""
+
+    def __init__(
+        self,
+        db: Database,
+        log: EventLog,
+        directory: AgentDirectory,
+        max_agents: int,
+        *,
+        lease_seconds: float = 120.0,
+        agents_per_principal: int = 0,
+    ) -> None:
+        self._db = db
+        self._log = log
+        self.directory = directory
+        self.leases = Leases(lease_seconds)
+        self.agents_per_principal = agents_per_principal
+        # Called with the ids of agents whose lease ran out, before they go offline (the
+        # node ends their subscriptions, so the offline events are not fanned out to them).
+        self.before_offline: Callable[[list[str]], Awaitable[int]] | None = None
+        self._infos: OrderedDict[str, tuple[domain.Agent, datetime, dict[str, Any]]] = OrderedDict()
+        self._max_agents = max_agents
+        # Set by the node when it federates with other networks.
+        self.federation: FederationService | None = None
+
+    async def announce(self, caller: Caller, params: AnnounceInput) -> dict[str, Any]:
+        """Put an agent on the network as the caller's; refuse an id another caller holds."""
+        if params.agent_id.lower() in RESERVED_AGENT_IDS:
+            raise InvalidParameters(
+                f"agent id '{params.agent_id}' is reserved; choose another",
+                details={"reserved": sorted(RESERVED_AGENT_IDS)},
+            )
+        _check_human(params)
+        params = self._granted(caller.principal, params)
+        self._check_look_alike(params.agent_id)
+        existing = self.directory.get(params.agent_id)
+        held = existing is not None and existing.online
+        handle = caller.handle if existing and self._handle_fits(caller, existing) else None
+        if held and existing is not None and not (handle or self._holds_by_key(caller, existing)):
+            raise self._exists(params.agent_id)
+        if not held:
+            self._check_quota(caller.principal)
+        handle = handle or mint_handle(params.agent_id)
+        if held and existing is not None:
+            key = existing.session_id  # the holder re-announces: the agent stays where it is
+        else:
+            key = handle_key(handle) if caller.session_id == STATELESS else caller.session_id
+        metadata = {"owner": caller.principal.id, "handle_hash": handle_hash(handle)}
+        payload = params.model_dump() | {"session_id": key, "metadata": metadata}
+        outcome = await self._log.emit("agent.announced", "agent", params.agent_id, payload)
+        raise_store_failure(outcome)
+        if not outcome["ok"]:
+            if outcome.get("reason") == "max_agents":
+                raise InvalidParameters(
+                    f"the network already has its maximum of {self._max_agents} online agents",
+                    details={"max_agents": self._max_agents},
+                )
+            raise self._exists(params.agent_id)
+        agent = self.directory.get(params.agent_id)
+        assert agent is not None
+        self.leases.renew(agent.id)
+        return {
+            "success": True,
+            "message": f"Agent {agent.id} ({agent.role}) announced to BZZZ network",
+            "agent": agent_info(agent),
+            "agent_handle": handle,
+        }
+
+    async def announce_again(self, agent: domain.Agent) -> None:
+        """Put this node's agent back online as it was: same key, owner and handle."""
+        params = AnnounceInput(
+            agent_id=agent.id,
+            role=agent.role,
+            capabilities=list(agent.capabilities),
+            specialization=agent.specialization,
+            max_tasks=agent.max_tasks,
+            project=agent.project,
+            task=agent.task,
+        )
+        payload = params.model_dump() | {
+            "session_id": agent.session_id,
+            "metadata": dict(agent.metadata),
+        }
+        await self._log.emit("agent.announced", "agent", agent.id, payload)
+        self.leases.renew(agent.id)
+
+    @staticmethod
+    def _granted(who: Principal, params: AnnounceInput) -> AnnounceInput:
+        """The announcement within the principal's grants (its one project by default)."""
+        who.require(Scope.WRITE, "announcing an agent")
+        if not who.may_role(params.role):
+            raise PermissionDenied(
+                f"this credential may not announce agents as '{params.role}' (roles: "
+                f"{', '.join(sorted(who.roles)) or 'none'})",
+                details={"missing": f"role:{params.role}"},
+            )
+        if params.project is None and not who.all_projects and len(who.projects) == 1:
+            params = params.model_copy(update={"project": next(iter(who.projects))})
+        who.require_project(params.project, "announcing an agent")
+        return params
+
+    def _check_quota(self, who: Principal) -> None:
+        limit = self.agents_per_principal
+        if not limit or not who.authenticated:
+            return
+        held = self.directory.count_owned(who.id)
+        if held >= limit:
+            raise RateLimited(
+                f"this credential already holds {held} online agents (at most {limit})",
+                details={"limit": limit, "retry_after": self.leases.seconds},
+            )
+
+    def _holds_by_key(self, caller: Caller, agent: domain.Agent) -> bool:
+        """Whether the caller's own key (session, process, principal) holds ``agent``."""
+        if caller.session_id == STATELESS or agent.session_id != caller.session_id:
+            return False
+        return agent.node_id == self._log.node_id or domain.network_wide_key(agent.session_id)
+
+    @staticmethod
+    def _handle_fits(caller: Caller, agent: domain.Agent) -> bool:
+        if caller.handle is None or not caller.handle.startswith(f"{agent.id}:"):
+            return False
+        if not hmac.compare_digest(handle_hash(caller.handle), agent.handle_hash or ""):
+            return False
+        # A handle is the agent's, not a way around another principal's grants.
+        return not caller.principal.authenticated or agent.owner == caller.principal.id
+
+    @staticmethod
+    def _exists(agent_id: str) -> InvalidParameters:
+        return InvalidParameters(
+            f"Agent ID already exists: '{agent_id}' is held by a live agent of another session",
+            details={"agent_id": agent_id},
+        )
+
+    def _check_look_alike(self, agent_id: str) -> None:
+        """Refuse an id that a live agent holds in another spelling (case, NFKC)."""
+        other = self.directory.look_alike(agent_id)
+        if other is not None:
+            raise InvalidParameters(
+                f"Agent ID already exists: '{agent_id}' is another spelling of live agent "
+                f"'{other.id}' (ids are compared ignoring case and Unicode look-alikes)",
+                details={"agent_id": agent_id, "look_alike": other.id},
+            )
+
+    def _info(self, agent: domain.Agent) -> dict[str, Any]:
+        # Lookups show the same popular agents again and again; their JSON is kept while the
+        # directory's object for them (and its last activity) stays the same.
+        cached = self._infos.get(agent.id)
+        if cached is not None and cached[0] is agent and cached[1] == agent.last_activity:
+            self._infos.move_to_end(agent.id)
+            return cached[2]
+        info = agent_info(agent)
+        self._infos[agent.id] = (agent, agent.last_activity, info)
+        if len(self._infos) > INFO_CACHE_SIZE:
+            self._infos.popitem(last=False)
+        return info
+
+    async def lookup(self, caller: Caller, params: LookupInput) -> dict[str, Any]:
+        """Agents matching an address and filters, best first (federated networks too).
+
+        Only agents of the caller's projects are seen.
+        """
+        address = parse_address(params.semantic_address)
+        criteria = params.filter_criteria or FilterCriteria()
+        visible = visible_projects(caller.principal)
+        total = 0
+        found: list[tuple[float, dict[str, Any]]] = []
+        searched = self._directories(address.network)
+        for network, directory in searched:
+            count, scored = directory.ranked(
+                agent_id=address.agent,
+                role=address.role,
+                project=address.project,
+                task=address.task,
+                available_only=bool(criteria.availability),
+                min_performance=criteria.performance_threshold,
+                expertise=criteria.expertise,
+                limit=params.limit,
+                visible=visible,
+            )
+            total += count
+            found.extend((score, self._match(agent, score, network)) for score, agent in scored)
+        if len(searched) > 1:
+            found.sort(key=lambda pair: -pair[0])  # stable: ties keep each network's order
+        matches = [match for _, match in found[: params.limit]]
+        return {
+            "success": True,
+            "address": params.semantic_address,
+            "parsed_address": address.to_dict(params.semantic_address),
+            "matches": matches,
+            "count": len(matches),
+            "total_matches": total,
+            "query_time": iso(domain.utcnow()),
+        }
+
+    def _directories(self, network: str | None) -> list[tuple[str | None, AgentDirectory]]:
+        """Where a lookup searches: this network (None) and the federated ones it names."""
+        own: list[tuple[str | None, AgentDirectory]] = [(None, self.directory)]
+        if network == self._log.network:
+            return own
+        if network is not None:
+            return [(network, self.federation_of(network).directory(network))]
+        if self.federation is None:
+            return own
+        return own + list(self.federation.directories().items())
+
+    def federation_of(self, network: str) -> FederationService:
+        """The federation that reaches ``network``; INVALID_PARAMETERS when there is none."""
+        if self.federation is None:
+            raise not_federated(network, [])
+        return self.federation
+
+    def _match(self, agent: domain.Agent, score: float, network: str | None) -> dict[str, Any]:
+        if network is None:
+            return self._info(agent) | {"score": score}
+        # Another network's agent: its address says where it lives, for bzzz_post.
+        remote = agent_info(agent)
+        remote["address"] = f"{remote['address']}?network={network}"
+        return remote | {"score": score, "network": network}
+
+    async def get(self, caller: Caller, params: GetInput) -> dict[str, Any]:
+        """The content at an address: an agent, its inbox, its tasks, or a thread.
+
+        An agent is seen only in the caller's projects; its inbox, tasks, activity and
+        threads only by its owner and its project's admins; a thread only by its participants
+        and its project's admins.
+        """
+        address = parse_address(params.address)
+        if address.network is not None and address.network != self._log.network:
+            return self._remote_get(params, address)
+        path = address.path or ""
+        async with self._db.session() as session:
+            repo = Repository(session)
+            if path.startswith("/threads/"):
+                content = await self._thread_content(repo, caller, address, params)
+                kind = "thread"
+            else:
+                agent = self._agent_at(caller, address)
+                content, kind = await self._agent_content(repo, caller, agent, path, params)
+        result: dict[str, Any] = {
+            "success": True,
+            "address": params.address,
+            "content": content,
+            "retrieved_at": iso(domain.utcnow()),
+        }
+        if params.include_metadata:
+            result["metadata"] = {
+                "last_updated": content.get("last_updated"),
+                "content_type": kind,
+                "version": "1.0",
+            }
+        return result
+
+    def _remote_get(self, params: GetInput, address: Address) -> dict[str, Any]:
+        """An agent of a federated network: what that network announced of it, nothing more."""
+        assert address.network is not None
+        directory = self.federation_of(address.network).directory(address.network)
+        if address.path is not None or address.agent is None:
+            raise InvalidParameters(
+                "on another network only an agent itself can be read (no path, no wildcard); "
+                "its inbox, tasks and threads stay with that network",
+                details={"address": params.address},
+            )
+        agent = directory.get(address.agent)
+        if agent is None:
+            raise AgentNotFound(
+                f"no agent '{address.agent}' on network '{address.network}'",
+                details={"agent_id": address.agent, "network": address.network},
+            )
+        info = self._match(agent, 0, address.network)
+        info.pop("score")
+        content = {"agent_info": info, "last_updated": info["last_activity"]}
+        result: dict[str, Any] = {
+            "success": True,
+            "address": params.address,
+            "content": content | {"network": address.network},
+            "retrieved_at": iso(domain.utcnow()),
+        }
+        if params.include_metadata:
+            result["metadata"] = {
+                "last_updated": content["last_updated"],
+                "content_type": "agent_data",
+                "version": "1.0",
+            }
+        return result
+
+    def _agent_at(self, caller: Caller, address: Address) -> domain.Agent:
+        if address.agent is None:
+            raise InvalidParameters(
+                "bzzz_get needs a concrete agent id in the address (use bzzz_lookup for wildcards)",
+                details={"address": address.to_dict("")},
+            )
+        agent = self.visible_agent(caller.principal, address.agent)
+        if agent is None or not address.matches(agent.id, agent.role, agent.project, agent.task):
+            raise AgentNotFound(
+                f"no agent '{address.agent}' at that address", details={"agent_id": address.agent}
+            )
+        return agent
+
+    async def _agent_content(
+        self,
+        repo: Repository,
+        caller: Caller,
+        agent: domain.Agent,
+        path: str,
+        params: GetInput,
+    ) -> tuple[dict[str, Any], str]:
+        if self.holds(caller, agent):
+            self.leases.renew(agent.id)  # its owner named it
+        info = agent_info(agent)
+        base = {"agent_info": info, "last_updated": info["last_activity"]}
+        n = params.max_history
+        if path == "/threads":
+            self._no_cursor(params, path)
+            threads = await repo.threads_of([agent.id], limit=max(n, 1))
+            shown = [t for t in threads if self.may_read_thread(caller, t)]
+            return base | {"threads": [thread_info(t) for t in shown]}, "threads"
+        if path in ("", "/inbox", "/tasks") and not self.may_read(caller, agent):
+            if path == "":
+                # Anyone who sees the agent sees what a lookup shows; its work is private.
+                return base, "agent_data"
+            self.require_reader(caller, agent)
+        pages = PageReader(repo.session)
+        cursor = Cursor(params.before, params.after)
+        if path == "":
+            activity = await pages.activity(agent.id, n, cursor)
+            tasks = await repo.tasks(agent.id, active_only=True, limit=agent.max_tasks + 50)
+            return base | {
+                "recent_activity": [
+                    {
+                        "id": entry_id,
+                        "type": a.kind,
+                        "summary": a.summary,
+                        "ref": a.ref,
+                        "timestamp": iso(a.at),
+                    }
+                    for entry_id, a in zip(activity.ids, activity.entries, strict=True)
+                ],
+                "current_tasks": [task_info(t) for t in tasks],
+                "page": activity.info(),
+            }, "agent_data"
+        if path == "/inbox":
+            inbox = await pages.inbox(agent.id, n, cursor)
+            messages = [message_info(m) for m in inbox.entries]
+            return base | {"messages": messages, "page": inbox.info()}, "inbox"
+        if path == "/tasks":
+            listed = await pages.tasks(agent.id, n, cursor)
+            return base | {
+                "tasks": [task_info(t) for t in listed.entries],
+                "page": listed.info(),
+            }, "tasks"
+        raise InvalidParameters(
+            f"unknown path '{path}'; valid paths: /inbox, /tasks, /threads, /threads/<id>",
+            details={"path": path},
+        )
+
+    async def _thread_content(
+        self, repo: Repository, caller: Caller, address: Address, params: GetInput
+    ) -> dict[str, Any]:
+        assert address.path is not None
+        thread_id = address.path.removeprefix("/threads/").strip("/")
+        thread = await repo.thread(thread_id)
+        if thread is None or "/" in thread_id:
+            raise ThreadNotFound(f"no thread '{thread_id}'", details={"thread_id": thread_id})
+        if address.agent is not None:
+            self._agent_at(caller, address)
+        self.require_thread_reader(caller, thread)
+        page = await PageReader(repo.session).thread_messages(
+            thread_id, params.max_history, Cursor(params.before, params.after)
+        )
+        messages = page.entries[::-1]  # oldest first, as a conversation reads
+        info = thread_info(thread, messages, await repo.reactions(thread_id, page.ids))
+        return {"thread": info, "last_updated": info["last_activity"], "page": page.info()}
+
+    @staticmethod
+    def _no_cursor(params: GetInput, path: str) -> None:
+        if params.before is not None or params.after is not None:
+            raise InvalidParameters(
+                f"'{path}' cannot be paged; before / after page an inbox, tasks, activity "
+                "(bzzz://agent-id) or a thread",
+                details={"path": path},
+            )
+
+    async def session_ended(self, caller: Caller, reason: str = "session ended") -> list[str]:
+        """Take the agents a session announced offline; returns their ids."""
+        agents = self.directory.of_session(self._log.node_id, caller.session_id)
+        if not agents:
+            return []
+        ids = [a.id for a in agents]
+        await self._log.emit(
+            "agent.offline",
+            "agent",
+            ids[0],
+            {"agent_ids": ids, "session_id": caller.session_id, "reason": reason},
+        )
+        return ids
+
+    async def release_stale(self, reason: str = "node restarted") -> int:
+        """Take every online agent this node hosts offline (start-up after a crash, shutdown)."""
+        agents = self.directory.online_of_node(self._log.node_id)
+        by_session: dict[str, list[str]] = {}
+        for agent in agents:
+            by_session.setdefault(agent.session_id, []).append(agent.id)
+        for session_id, ids in by_session.items():
+            await self._log.emit(
+                "agent.offline",
+                "agent",
+                ids[0],
+                {"agent_ids": ids, "session_id": session_id, "reason": reason},
+            )
+        return len(agents)
+
+    async def agents_of(self, caller: Caller) -> list[domain.Agent]:
+        """The online agents the caller may act as: its key's, and its handle's agent.
+
+        Acting as an agent renews its lease.
+        """
+        mine = self._acting(caller)
+        if caller.handle is not None and all(a.id != handle_agent(caller.handle) for a in mine):
+            agent = self.directory.get(handle_agent(caller.handle))
+            if agent is not None and agent.online:
+                raise PermissionDenied(
+                    "agent_handle does not match the agent (announce it again for a new one)",
+                    details={"missing": "agent_handle", "agent_id": agent.id},
+                )
+        for agent in mine:
+            self.leases.renew(agent.id)
+        return mine
+
+    def holds(self, caller: Caller, agent: domain.Agent) -> bool:
+        """Whether the caller may act as ``agent``."""
+        return self._holds_by_key(caller, agent) or self._handle_fits(caller, agent)
+
+    def may_read(self, caller: Caller, agent: domain.Agent) -> bool:
+        """Owner or project admin: may read the agent's inbox, tasks, activity and threads."""
+        who = caller.principal
+        if who.is_admin_of(agent.project) or self.holds(caller, agent):
+            return True
+        return who.authenticated and agent.owner == who.id
+
+    def require_reader(self, caller: Caller, agent: domain.Agent) -> None:
+        """PERMISSION_DENIED unless the caller may read the agent's private content."""
+        if not self.may_read(caller, agent):
+            raise PermissionDenied(
+                f"only the owner of '{agent.id}' and admins of its project read its inbox, "
+                "tasks and activity",
+                details={"missing": "owner_or_admin", "agent_id": agent.id},
+            )
+
+    def visible_agent(self, who: Principal, agent_id: str) -> domain.Agent | None:
+        """The agent if it exists in one of the principal's projects, else None."""
+        agent = self.directory.get(agent_id)
+        if agent is None or not who.may_see_project(agent.project):
+            return None
+        return agent
+
+    def may_read_thread(self, caller: Caller, thread: domain.Thread) -> bool:
+        """A participant (through an agent the caller acts as), an admin of its project, or
+        a person (role ``human``) of its project once it escalated to humans."""
+        who = caller.principal
+        project = thread_project(thread)
+        if who.is_admin_of(project):
+            return True
+        if who.is_human and who.may_see_project(project) and thread.asks_a_human:
+            return True
+        members = set(thread.active_participants)
+        return any(a.id in members for a in self._acting(caller))
+
+    def require_thread_reader(self, caller: Caller, thread: domain.Thread) -> None:
+        """THREAD_NOT_FOUND outside the thread's project; PERMISSION_DENIED for a non-member."""
+        if not caller.principal.may_see_project(thread_project(thread)):
+            raise ThreadNotFound(f"no thread '{thread.id}'", details={"thread_id": thread.id})
+        if not self.may_read_thread(caller, thread):
+            raise PermissionDenied(
+                f"only participants of thread '{thread.id}' read it",
+                details={"missing": "participant", "thread_id": thread.id},
+            )
+
+    def _acting(self, caller: Caller) -> list[domain.Agent]:
+        mine: list[domain.Agent] = []
+        if caller.session_id != STATELESS:
+            mine = self.directory.of_session(self._log.node_id, caller.session_id)
+        if caller.handle is not None:
+            agent = self.directory.get(handle_agent(caller.handle))
+            fits = agent is not None and agent.online and self._handle_fits(caller, agent)
+            if fits and agent is not None and agent not in mine:
+                mine.append(agent)
+        return mine
+
+    async def expire_leases(self) -> list[str]:
+        """Take this node's sessionless agents whose lease ran out offline; their ids."""
+        expired = self.leases.expired(self.directory.online_of_node(self._log.node_id))
+        by_key: dict[str, list[str]] = {}
+        for agent in expired:
+            by_key.setdefault(agent.session_id, []).append(agent.id)
+        if expired and self.before_offline is not None:
+            await self.before_offline([a.id for a in expired])
+        for key, ids in by_key.items():
+            await self._log.emit(
+                "agent.offline",
+                "agent",
+                ids[0],
+                {"agent_ids": ids, "session_id": key, "reason": "lease expired"},
+            )
+            self.leases.forget(ids)
+        return [a.id for a in expired]
+
+    async def run_leases(self) -> None:
+        """Expire leases until cancelled (a node's background task)."""
+        interval = min(max(self.leases.seconds / 4, 0.05), 5.0)
+        while True:
+            await asyncio.sleep(interval)
+            try:
+                await self.expire_leases()
+            except BzzzError as exc:
+                logger.warning("could not expire agent leases: %s", exc.message)
+
+
+def _check_human(params: AnnounceInput) -> None:
+    """``human-…`` ids are for agents of role ``human``, and the other way round: an agent
+    cannot pass for a person in a thread."""
+    human_id = params.agent_id.lower().startswith(domain.HUMAN_AGENT_PREFIX)
+    if human_id != (params.role == domain.HUMAN_ROLE):
+        raise InvalidParameters(
+            f"agent ids starting with '{domain.HUMAN_AGENT_PREFIX}' are for the role "
+            f"'{domain.HUMAN_ROLE}' (people in the human console), and that role takes such ids "
+            "only",
+            details={"field": "agent_id" if human_id else "role"},
+        )
+
+
+def visible_projects(who: Principal) -> frozenset[str] | None:
+    """The projects whose agents a principal sees; None: every agent."""
+    return None if who.all_projects else who.projects
+
+
+def thread_project(thread: domain.Thread) -> str | None:
+    """The project a thread belongs to (its creator's, recorded when it was created)."""
+    project = thread.metadata.get("project")
+    return project if isinstance(project, str) else None

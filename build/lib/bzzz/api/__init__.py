@@ -1,0 +1,1 @@
+"""The HTTP layer: the MCP mount, /healthz, /metrics."""

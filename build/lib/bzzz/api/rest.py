@@ -1,0 +1,293 @@
+"""The HTTP API under /api/v1: agents, threads, tasks, escalations, costs, peers, metrics, webhooks.
+
+Each route validates its query or body, builds the caller as an MCP call over HTTP would
+(:func:`bzzz.api.handlers.caller_of`), calls one service method and shapes the answer, so the
+grants that decide what an MCP tool shows decide what a route shows.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+from starlette.requests import Request
+
+from bzzz import domain
+from bzzz.access.principal import Scope
+from bzzz.agents.service import thread_project
+from bzzz.api.handlers import Operation, body_of, caller_of, query_of
+from bzzz.api.whoosh import agent_address
+from bzzz.conversations.humans import HumanDesk
+from bzzz.domain import iso
+from bzzz.errors import PermissionDenied, ThreadNotFound
+from bzzz.eventlog import Caller
+from bzzz.metrics.views import metrics_json
+from bzzz.node import Node
+from bzzz.schemas import (
+    AnnounceInput,
+    FilterCriteria,
+    GetInput,
+    Identifier,
+    LookupInput,
+    ThreadInput,
+)
+from bzzz.store.repository import Repository
+
+API = "/api/v1"
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class AgentsQuery(_Model):
+    """The lookup filters of GET /api/v1/agents."""
+
+    address: str = Field("bzzz://*", min_length=1, max_length=1024)
+    expertise: list[str] = Field(default_factory=list, max_length=32)
+    availability: bool | None = None
+    performance_threshold: float | None = Field(None, ge=0, le=1)
+    limit: int = Field(100, ge=1, le=1000)
+
+
+class HistoryQuery(_Model):
+    """How many entries each history list shows."""
+
+    max_history: int = Field(10, ge=0, le=1000)
+
+
+class AgentQuery(HistoryQuery):
+    """Which of the caller's agents a route acts as (default: its only one)."""
+
+    agent_id: Identifier | None = None
+
+
+class EscalationsQuery(_Model):
+    """GET /api/v1/escalations."""
+
+    open: bool = False
+    limit: int = Field(100, ge=1, le=500)
+
+
+class WebhooksQuery(_Model):
+    """GET /api/v1/webhooks."""
+
+    status: Literal["pending", "delivered", "dead"] | None = "dead"
+    limit: int = Field(100, ge=1, le=1000)
+
+
+class AnnounceBody(AnnounceInput):
+    """POST /api/v1/agents: bzzz_announce's parameters (and the handle, to announce again)."""
+
+    agent_handle: str | None = Field(None, max_length=512)
+
+
+class ResolveBody(_Model):
+    """POST /api/v1/escalations/{id}/resolve."""
+
+    reason: str = Field(min_length=1, max_length=2000, description="the resolution")
+    agent_id: Identifier | None = None
+    agent_handle: str | None = Field(None, max_length=512)
+    as_human: bool = Field(
+        False,
+        description="resolve as the caller's person (human-<name>, role 'human'), "
+        "announced and joined to the thread by the node",
+    )
+
+
+class CostsQuery(_Model):
+    """GET /api/v1/costs."""
+
+    days: int = Field(30, ge=1, le=366, description="how many days the history shows")
+
+
+class RedriveBody(_Model):
+    """POST /api/v1/webhooks/redrive: the dead letters to send again (all when omitted)."""
+
+    delivery_ids: list[int] | None = Field(None, min_length=1, max_length=1000)
+
+
+def _require_node_admin(caller: Caller, action: str) -> None:
+    if not caller.principal.is_admin_of(None):
+        raise PermissionDenied(
+            f"{action} is for admins of every project",
+            details={"missing": "scope:admin", "principal": caller.principal.name},
+        )
+
+
+class Routes:
+    """The /api/v1 handlers of one node."""
+
+    def __init__(self, node: Node) -> None:
+        self.node = node
+        self.humans = HumanDesk(node.db, node.agents, node.conversations)
+
+    async def list_agents(self, request: Request) -> dict[str, Any]:
+        """Agents matching an address and the lookup filters (bzzz_lookup)."""
+        query = query_of(request, AgentsQuery, lists=("expertise",))
+        criteria = FilterCriteria(
+            expertise=query.expertise,
+            availability=query.availability,
+            performance_threshold=query.performance_threshold,
+        )
+        params = LookupInput(
+            semantic_address=query.address, filter_criteria=criteria, limit=query.limit
+        )
+        return await self.node.agents.lookup(caller_of(request), params)
+
+    async def announce(self, request: Request) -> dict[str, Any]:
+        """Announce an agent (bzzz_announce); 409 when its id is held by another caller."""
+        body = await body_of(request, AnnounceBody)
+        params = AnnounceInput.model_validate(body.model_dump(exclude={"agent_handle"}))
+        return await self.node.agents.announce(caller_of(request, body.agent_handle), params)
+
+    async def get_agent(self, request: Request) -> dict[str, Any]:
+        """One agent (bzzz_get of its address)."""
+        query = query_of(request, HistoryQuery)
+        address = agent_address(request.path_params["agent_id"])
+        params = GetInput(address=address, max_history=query.max_history)
+        return await self.node.agents.get(caller_of(request), params)
+
+    async def list_threads(self, request: Request) -> dict[str, Any]:
+        """The threads of the caller's agent (bzzz_thread list)."""
+        query = query_of(request, AgentQuery)
+        params = ThreadInput(action="list", agent_id=query.agent_id)
+        listed = await self.node.conversations.thread(caller_of(request), params)
+        return {"success": True, "threads": listed["result"]}
+
+    async def get_thread(self, request: Request) -> dict[str, Any]:
+        """One thread with its messages, escalations and consensus (bzzz_get)."""
+        query = query_of(request, HistoryQuery)
+        thread_id = request.path_params["thread_id"]
+        params = GetInput(address=f"bzzz://*/threads/{thread_id}", max_history=query.max_history)
+        return await self.node.agents.get(caller_of(request), params)
+
+    async def list_tasks(self, request: Request) -> dict[str, Any]:
+        """The tasks of an agent (default: the caller's own), as bzzz_get of its /tasks."""
+        query = query_of(request, AgentQuery)
+        caller = caller_of(request)
+        agent_id = query.agent_id
+        if agent_id is None:
+            agent_id = (await self.node.conversations.sender_of(caller, None)).id
+        address = agent_address(agent_id) + "/tasks"
+        params = GetInput(address=address, max_history=max(query.max_history, 1))
+        got = await self.node.agents.get(caller, params)
+        return {"success": True, "agent_id": agent_id, "tasks": got["content"]["tasks"]}
+
+    async def list_escalations(self, request: Request) -> dict[str, Any]:
+        """Escalations of the threads the caller reads (participants, project admins)."""
+        query = query_of(request, EscalationsQuery)
+        caller = caller_of(request)
+        async with self.node.db.session() as session:
+            repo = Repository(session)
+            found = await repo.escalations(open_only=query.open, limit=query.limit)
+            readable = {
+                thread_id
+                for thread_id in {e.thread_id for e in found}
+                if await self._reads(caller, await repo.thread(thread_id))
+            }
+        shown = [e.to_json() for e in found if e.thread_id in readable]
+        return {"success": True, "escalations": shown, "count": len(shown)}
+
+    async def _reads(self, caller: Caller, thread: domain.Thread | None) -> bool:
+        if thread is None or not caller.principal.may_see_project(thread_project(thread)):
+            return False
+        return self.node.agents.may_read_thread(caller, thread)
+
+    async def resolve_escalation(self, request: Request) -> dict[str, Any]:
+        """Resolve an escalation: its thread's ``resolve`` (bzzz_thread), with the reason."""
+        escalation_id = request.path_params["escalation_id"]
+        body = await body_of(request, ResolveBody)
+        caller = caller_of(request, body.agent_handle)
+        if body.as_human:
+            return await self.humans.resolve(caller, escalation_id, body.reason)
+        async with self.node.db.session() as session:
+            repo = Repository(session)
+            escalation = await repo.escalation(escalation_id)
+            thread = await repo.thread(escalation.thread_id) if escalation else None
+        if escalation is None or not await self._reads(caller, thread):
+            # An escalation belongs to a thread: one the caller cannot read does not exist.
+            raise ThreadNotFound(
+                f"no escalation '{escalation_id[:64]}'", details={"escalation_id": escalation_id}
+            )
+        params = ThreadInput(
+            action="resolve",
+            thread_id=escalation.thread_id,
+            reason=body.reason,
+            agent_id=body.agent_id,
+        )
+        resolved = await self.node.conversations.thread(caller, params)
+        return {"success": True, "escalation_id": escalation_id, "thread": resolved["result"]}
+
+    async def costs(self, request: Request) -> dict[str, Any]:
+        """Model usage and spend against the limits (the bzzz://costs resource), by day."""
+        query = query_of(request, CostsQuery)
+        history = await self.node.llm.costs.history(query.days)
+        return {"success": True} | await self.node.llm.usage() | {"history": history}
+
+    async def peers(self, request: Request) -> dict[str, Any]:
+        """The nodes this node hears (the bzzz://peers resource)."""
+        return {"success": True, "peers": [p.to_json() for p in self.node.peers.peers()]}
+
+    async def metrics(self, request: Request) -> dict[str, Any]:
+        """The seed's six metrics and the design's success metrics, as JSON."""
+        figures = await metrics_json(self.node)
+        return {"success": True, "up": self.node.healthy, **figures}
+
+    async def webhooks(self, request: Request) -> dict[str, Any]:
+        """Webhook deliveries: every one with its error for node admins, else the caller's own."""
+        query = query_of(request, WebhooksQuery)
+        caller = caller_of(request)
+        admin = caller.principal.is_admin_of(None)
+        views = await self.node.subscriptions.delivery_views(
+            query.status, query.limit, detailed=admin
+        )
+        if not admin:
+            subs = await self.node.subscriptions.subscriptions()
+            mine = {s.id for s in subs if s.session_id == caller.session_id}
+            views = [v for v in views if v["subscription_id"] in mine]
+        return {"success": True, "deliveries": views, "count": len(views)}
+
+    async def redrive(self, request: Request) -> dict[str, Any]:
+        """Queue dead letters again (`bzzz webhooks redrive`): node admins only."""
+        body = await body_of(request, RedriveBody)
+        caller = caller_of(request)
+        caller.principal.require(Scope.ADMIN, "redriving webhook deliveries")
+        _require_node_admin(caller, "redriving webhook deliveries")
+        ids = await self.node.subscriptions.redrive(body.delivery_ids)
+        return {"success": True, "redriven": ids, "at": iso(domain.utcnow())}
+
+
+def operations(node: Node) -> list[Operation]:
+    """The /api/v1 routes (the event stream is in bzzz.api.stream)."""
+    r = Routes(node)
+    read = (400, 403)
+    return [
+        Operation("GET", f"{API}/agents", "Find agents (bzzz_lookup filters)", r.list_agents,
+                  "agents", query=AgentsQuery, errors=read),
+        Operation("POST", f"{API}/agents", "Announce an agent (bzzz_announce)", r.announce,
+                  "agents", body=AnnounceBody, status=201, errors=(400, 403, 409, 429, 503)),
+        Operation("GET", f"{API}/agents/{{agent_id}}", "One agent", r.get_agent, "agents",
+                  query=HistoryQuery, errors=(400, 403, 404)),
+        Operation("GET", f"{API}/threads", "The threads of the caller's agent", r.list_threads,
+                  "threads", query=AgentQuery, errors=read),
+        Operation("GET", f"{API}/threads/{{thread_id}}",
+                  "One thread with its messages, escalations and consensus", r.get_thread,
+                  "threads", query=HistoryQuery, errors=(400, 403, 404)),
+        Operation("GET", f"{API}/tasks", "The tasks of an agent (default: the caller's)",
+                  r.list_tasks, "tasks", query=AgentQuery, errors=(400, 403, 404)),
+        Operation("GET", f"{API}/escalations", "Escalations of the threads the caller reads",
+                  r.list_escalations, "escalations", query=EscalationsQuery, errors=read),
+        Operation("POST", f"{API}/escalations/{{escalation_id}}/resolve",
+                  "Resolve an escalation (bzzz_thread resolve of its thread)",
+                  r.resolve_escalation, "escalations", body=ResolveBody,
+                  errors=(400, 403, 404, 503)),
+        Operation("GET", f"{API}/costs", "Model usage and spend, with a daily history", r.costs,
+                  "node", query=CostsQuery, errors=(400,)),
+        Operation("GET", f"{API}/peers", "The peers this node hears", r.peers, "node", errors=()),
+        Operation("GET", f"{API}/metrics", "The node's counters", r.metrics, "node", errors=()),
+        Operation("GET", f"{API}/webhooks", "Webhook deliveries (dead letters by default)",
+                  r.webhooks, "webhooks", query=WebhooksQuery, errors=read),
+        Operation("POST", f"{API}/webhooks/redrive", "Send dead letters again (admins)",
+                  r.redrive, "webhooks", body=RedriveBody, errors=(400, 403)),
+    ]  # fmt: skip

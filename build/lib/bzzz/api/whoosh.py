@@ -1,0 +1,170 @@
+"""The design's WHOOSH endpoints (§4.2): an agent's status, task assignment, collaboration.
+
+WHOOSH calls them at the paths its ``AgentEndpoints`` name. Assigning a task or inviting an
+agent is sending a message, so the caller must hold an agent to send as (as ``bzzz_post``'s
+sender): an authenticated principal's agents, or the one its ``agent_handle`` names.
+
+``collaborate`` has two forms, both built from the services MCP tools use:
+
+* without ``thread_id``: the caller's agent opens a thread with the agent on ``topic``
+  (``bzzz_thread create``): the agent is in the thread at once, as the design's
+  ``initiateCollaboration`` puts collaborators into a conversation;
+* with ``thread_id``: the caller's agent, which must read the thread, sends the agent an
+  invitation (a ``question`` naming the thread); the agent joins it with ``bzzz_thread join``
+  (nobody joins a thread on another agent's behalf).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal, get_args
+
+from pydantic import BaseModel, ConfigDict, Field
+from starlette.requests import Request
+
+from bzzz.api.handlers import Operation, body_of, caller_of
+from bzzz.errors import InvalidParameters
+from bzzz.llm.tasks import TASK_TYPES
+from bzzz.node import Node
+from bzzz.schemas import GetInput, Identifier, PostInput, Priority, ThreadInput, validate_input
+
+TaskType = Literal["chat_completion", "code_review", "documentation", "architecture_analysis"]
+assert set(get_args(TaskType)) == set(TASK_TYPES)  # one list of task types
+
+
+class _AgentPath(BaseModel):
+    id: Identifier  # the same rules as every agent_id parameter
+
+
+class _Body(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    agent_id: Identifier | None = Field(None, description="which of your agents sends")
+    agent_handle: str | None = Field(
+        None, max_length=512, description="the handle bzzz_announce returned (or the header)"
+    )
+
+
+class TaskBody(_Body):
+    """POST /agents/{id}/tasks: a task of one of the seed's task types."""
+
+    type: TaskType
+    description: str = Field(min_length=1, max_length=4000)
+    data: dict[str, Any] = Field(default_factory=dict, description="the task type's task data")
+    priority: Priority = "medium"
+    thread_id: Identifier | None = Field(None, description="assign it inside this thread")
+
+
+class CollaborateBody(_Body):
+    """POST /agents/{id}/collaborate: open a thread with the agent, or invite it into one."""
+
+    topic: str | None = Field(None, min_length=1, max_length=512)
+    thread_id: Identifier | None = None
+    message: str | None = Field(None, min_length=1, max_length=4000)
+
+
+def agent_address(agent_id: str) -> str:
+    """The address of one agent, after checking the id is one."""
+    return f"bzzz://{validate_input(_AgentPath, {'id': agent_id}).id}"
+
+
+def operations(node: Node) -> list[Operation]:
+    """The three WHOOSH routes."""
+
+    async def agent_status(request: Request) -> dict[str, Any]:
+        agent_id = request.path_params["agent_id"]
+        got = await node.agents.get(
+            caller_of(request), GetInput(address=agent_address(agent_id), include_metadata=False)
+        )
+        content = got["content"]
+        info = content["agent_info"]
+        return {
+            "success": True,
+            "agent_id": agent_id,
+            "status": info["status"],
+            "available": info["available"],
+            "agent": info,
+            "current_tasks": content.get("current_tasks"),
+            "checked_at": got["retrieved_at"],
+        }
+
+    async def assign_task(request: Request) -> dict[str, Any]:
+        target = agent_address(request.path_params["agent_id"])
+        body = await body_of(request, TaskBody)
+        content = {"type": body.type, "description": body.description, "data": body.data}
+        post = {
+            "target_address": target,
+            "message_type": "task_assignment",
+            "content": content,
+            "priority": body.priority,
+            "thread_id": body.thread_id,
+            "agent_id": body.agent_id,
+        }
+        params = validate_input(PostInput, {k: v for k, v in post.items() if v is not None})
+        return await node.conversations.post(caller_of(request, body.agent_handle), params)
+
+    async def collaborate(request: Request) -> dict[str, Any]:
+        agent_id = request.path_params["agent_id"]
+        target = agent_address(agent_id)
+        body = await body_of(request, CollaborateBody)
+        caller = caller_of(request, body.agent_handle)
+        if body.thread_id is None:
+            if body.topic is None:
+                raise InvalidParameters(
+                    "topic is needed to open a thread (or name thread_id to invite into one)",
+                    details={"field": "topic"},
+                )
+            created = await node.conversations.thread(
+                caller,
+                ThreadInput(
+                    action="create",
+                    participants=[agent_id],
+                    topic=body.topic,
+                    agent_id=body.agent_id,
+                ),
+            )
+            return {"success": True, "mode": "thread_created", "thread": created["result"]}
+        # Only a reader of the thread invites into it: THREAD_NOT_FOUND / PERMISSION_DENIED.
+        got = await node.agents.get(
+            caller, GetInput(address=f"bzzz://*/threads/{body.thread_id}", max_history=0)
+        )
+        topic = got["content"]["thread"]["topic"]
+        invitation = {
+            "text": body.message or f"Please join thread '{topic}' ({body.thread_id})",
+            "invitation": {"thread_id": body.thread_id, "topic": topic, "join": "bzzz_thread"},
+        }
+        post = {"target_address": target, "message_type": "question", "content": invitation}
+        if body.agent_id is not None:
+            post["agent_id"] = body.agent_id
+        sent = await node.conversations.post(caller, validate_input(PostInput, post))
+        return {"success": True, "mode": "invited", "thread_id": body.thread_id, "post": sent}
+
+    return [
+        Operation(
+            "GET",
+            "/agents/{agent_id}/status",
+            "An agent's status (WHOOSH status_check)",
+            agent_status,
+            "whoosh",
+            errors=(400, 403, 404),
+        ),
+        Operation(
+            "POST",
+            "/agents/{agent_id}/tasks",
+            "Assign a task to an agent (WHOOSH task_assign; a task_assignment post)",
+            assign_task,
+            "whoosh",
+            body=TaskBody,
+            status=201,
+            errors=(400, 403, 404, 429, 503),
+        ),
+        Operation(
+            "POST",
+            "/agents/{agent_id}/collaborate",
+            "Open a thread with an agent, or invite it into one (WHOOSH collaborate)",
+            collaborate,
+            "whoosh",
+            body=CollaborateBody,
+            status=201,
+            errors=(400, 403, 404, 429, 503),
+        ),
+    ]

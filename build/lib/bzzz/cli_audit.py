@@ -1,0 +1,291 @@
+"""`bzzz audit list|verify|export`, and the record of every CLI change.
+
+The commands read the data directory's database directly: no node needs to run. ``recorded``
+wraps each command ``main`` runs; the changes among them (token create and revoke, node admit
+and remove, subscriptions delete, webhooks redrive) are appended to the data directory's
+chain as the local user, allowed or refused.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import logging
+import sys
+from collections import defaultdict
+from collections.abc import Callable
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import IO, Any
+
+from bzzz import cli_output as out
+from bzzz.access.principal import LOCAL
+from bzzz.access.tokens import parse_duration
+from bzzz.audit import reading
+from bzzz.audit.records import Action, Record, digest, stamp
+from bzzz.audit.trail import append
+from bzzz.audit.verify import Report, verify
+from bzzz.config import Settings
+from bzzz.errors import BzzzError, InvalidParameters
+from bzzz.network.identity import KEY_FILE, NodeIdentity
+from bzzz.store.database import Database
+
+logger = logging.getLogger(__name__)
+
+EXIT_BROKEN = 3
+
+# The CLI commands that change the network or the node: (command, its sub-command attribute).
+_CHANGES = {
+    "token": "token_command",
+    "node": "node_command",
+    "subscriptions": "subscriptions_command",
+    "webhooks": "webhooks_command",
+}
+_CHANGE_ACTIONS = frozenset(
+    {
+        "token create",
+        "token revoke",
+        "node admit",
+        "node remove",
+        "subscriptions delete",
+        "webhooks redrive",
+    }
+)
+_TARGETS = ("id", "node", "name")
+
+
+def add_parser(sub: Any) -> None:
+    """The `audit` command group."""
+    audit = sub.add_parser("audit", help="the audit trail: list, verify, export")
+    commands = audit.add_subparsers(dest="audit_command", required=True)
+    listing = commands.add_parser("list", help="recorded actions, oldest first")
+    listing.add_argument("--principal", help="only this principal's actions (its id)")
+    listing.add_argument("--agent", help="only this agent's actions")
+    listing.add_argument("--since", help="an ISO time, or an age such as 12h or 7d")
+    listing.add_argument("--limit", type=int, help="at most this many (the newest)")
+    listing.add_argument("--json", action="store_true", help="print JSON")
+    check = commands.add_parser("verify", help="check the chain and the signed heads")
+    check.add_argument("--export", type=Path, help="verify this export (JSON lines) instead")
+    check.add_argument("--json", action="store_true", help="print JSON")
+    export = commands.add_parser("export", help="write every record as JSON lines")
+    export.add_argument("--output", "-o", type=Path, help="write here instead of stdout")
+
+
+def run(args: argparse.Namespace, settings: Settings) -> int:
+    """Run one `audit` command."""
+    commands: dict[str, Callable[[argparse.Namespace, Settings], Any]] = {
+        "list": _list,
+        "verify": _verify,
+        "export": _export,
+    }
+    result: int = asyncio.run(commands[args.audit_command](args, settings))
+    return result
+
+
+def _since(text: str | None) -> str | None:
+    if text is None:
+        return None
+    try:
+        return stamp(datetime.now(UTC) - parse_duration(text))
+    except ValueError:
+        pass
+    try:
+        when = datetime.fromisoformat(text)
+    except ValueError:
+        raise InvalidParameters(
+            f"--since {text!r} is neither an ISO time nor an age such as 12h"
+        ) from None
+    return stamp(when if when.tzinfo else when.replace(tzinfo=UTC))
+
+
+async def _open(settings: Settings) -> Database:
+    db = Database(settings.database_url())
+    await db.open()
+    return db
+
+
+async def _list(args: argparse.Namespace, settings: Settings) -> int:
+    wanted = reading.Filter(
+        principal=args.principal,
+        agent=args.agent,
+        since=_since(args.since),
+        limit=args.limit,
+        newest_first=bool(args.limit),
+    )
+    db = await _open(settings)
+    try:
+        found = await reading.records(db, wanted)
+    finally:
+        await db.close()
+    if args.limit:
+        found.reverse()
+    if args.json:
+        sys.stdout.write(json.dumps([r.to_json() for r in found]) + "\n")
+        return 0
+    _table(found)
+    return 0
+
+
+def _table(found: list[Record]) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title="audit trail")
+    for column in ("seq", "time", "principal", "agent", "session", "action", "target", "outcome"):
+        table.add_column(column, overflow="fold")
+    for r in found:
+        table.add_row(
+            str(r.seq),
+            r.at,
+            r.principal,
+            r.agent or "",
+            r.session,
+            r.action,
+            r.target or "",
+            r.outcome,
+        )
+    Console(width=200 if not sys.stdout.isatty() else None).print(table)
+
+
+def _local_node(settings: Settings) -> str | None:
+    data_dir = settings.node.data_dir.expanduser()
+    if not (data_dir / KEY_FILE).exists():
+        return None
+    return NodeIdentity.load_or_create(data_dir).node_id
+
+
+def _read_export(path: Path) -> list[Record]:
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+        return [Record.from_json(json.loads(line)) for line in lines if line.strip()]
+    except (OSError, ValueError, TypeError) as exc:
+        raise InvalidParameters(f"cannot read the export {path}: {exc}") from None
+
+
+async def _verify(args: argparse.Namespace, settings: Settings) -> int:
+    db = await _open(settings)
+    try:
+        records = _read_export(args.export) if args.export else await reading.records(db)
+        heads = await reading.heads(db)
+        local = None if args.export else _local_node(settings)
+    finally:
+        await db.close()
+    chains: dict[str, list[Record]] = defaultdict(list)
+    for record in records:
+        chains[record.node_id].append(record)
+    if local is not None:
+        chains.setdefault(local, [])
+    reports: dict[str, Report] = {}
+    # A bar on a terminal (nothing when piped): a long trail takes a while to hash again.
+    with out.progress("verifying the audit trail", total=len(records)) as update:
+        for node in sorted(chains):
+            reports[node] = _verify_node(node, chains[node], heads)
+            update(sum(len(chains[n]) for n in reports))
+    others = [h for h in heads if h.node_id not in chains]
+    if others:
+        reports["other nodes' heads"] = verify([], others, "")
+    return _show(reports, args.json)
+
+
+def _verify_node(node: str, records: list[Record], heads: list[Any]) -> Report:
+    records.sort(key=lambda r: r.seq)
+    return verify(records, [h for h in heads if h.node_id == node], node)
+
+
+def _show(reports: dict[str, Report], as_json: bool) -> int:
+    ok = all(r.ok for r in reports.values())
+    if as_json:
+        shown = {
+            node: {
+                "records": r.records,
+                "heads": r.heads,
+                "problems": [p.to_json() for p in r.problems],
+            }
+            for node, r in reports.items()
+        }
+        sys.stdout.write(json.dumps({"intact": ok, "nodes": shown}) + "\n")
+        return 0 if ok else EXIT_BROKEN
+    for node, report in reports.items():
+        state = "intact" if report.ok else "BROKEN"
+        sys.stdout.write(
+            f"{node}: {report.records} records, {report.heads} signed heads: {state}\n"
+        )
+        for problem in report.problems:
+            sys.stdout.write(f"  {problem.kind}: {problem.message}\n")
+    return 0 if ok else EXIT_BROKEN
+
+
+async def _export(args: argparse.Namespace, settings: Settings) -> int:
+    db = await _open(settings)
+    try:
+        found = await reading.records(db)
+    finally:
+        await db.close()
+    if args.output is None:
+        _write_lines(sys.stdout, found)
+        return 0
+    with args.output.open("w", encoding="utf-8") as out:
+        _write_lines(out, found)
+    sys.stderr.write(f"wrote {len(found)} records to {args.output}\n")
+    return 0
+
+
+def _write_lines(out: IO[str], found: list[Record]) -> None:
+    for record in found:
+        out.write(json.dumps(record.to_json(), sort_keys=True) + "\n")
+
+
+def _change_of(args: argparse.Namespace) -> str | None:
+    attribute = _CHANGES.get(str(getattr(args, "command", "")))
+    if attribute is None:
+        return None
+    action = f"{args.command} {getattr(args, attribute, '')}"
+    return action if action in _CHANGE_ACTIONS else None
+
+
+def recorded(
+    command: Callable[[argparse.Namespace, Settings], int],
+    args: argparse.Namespace,
+    settings: Settings,
+) -> int:
+    """Run a CLI command; a change is recorded on the data directory's chain, allowed or not."""
+    action = _change_of(args)
+    if action is None:
+        return command(args, settings)
+    outcome = "INTERRUPTED"
+    try:
+        code = command(args, settings)
+        outcome = "ok" if code == 0 else f"EXIT_{code}"
+        return code
+    except BzzzError as exc:
+        outcome = exc.code
+        raise
+    finally:
+        params = {k: v for k, v in vars(args).items() if k not in ("config", "func")}
+        target = next((str(params[k]) for k in _TARGETS if params.get(k)), None)
+        try:
+            asyncio.run(record_cli(settings, action, target, params, outcome))
+        except BzzzError:
+            logger.error("the CLI change %s could not be recorded on the audit trail", action)
+
+
+async def record_cli(
+    settings: Settings, action: str, target: str | None, params: dict[str, Any], outcome: str
+) -> None:
+    """Append one CLI change to the data directory's chain (as the local user)."""
+    identity = NodeIdentity.load_or_create(settings.node.data_dir.expanduser())
+    entry = Action(
+        at=stamp(datetime.now(UTC)),
+        principal=LOCAL.id,
+        session="cli",
+        action=f"cli:{action}",
+        outcome=outcome,
+        digest=digest(params),
+        target=target[:512] if target else None,
+    )
+    db = await _open(settings)
+    try:
+        await db.write(lambda s: append(s, identity.node_id, [entry]))
+    finally:
+        await db.close()

@@ -1,0 +1,1 @@
+"""Conversations: messages, tasks and threads."""

@@ -1,0 +1,1 @@
+"""Events: subscriptions, their resources and webhook delivery."""

@@ -1,0 +1,1 @@
+"""Federation: other networks whose agents this node can find and message."""

@@ -1,0 +1,162 @@
+"""Federation (the design's TGN): finding and messaging agents of other networks.
+
+For each network named in ``bzzz.federated_networks`` the node follows that network's agent and
+node subjects from the start of its log and projects them, with the same appliers as its own
+network, into a separate small store: the result is that network's agent directory, exactly as
+its own nodes decide it. Messages to an agent there are sealed for that network and stored in
+its log; its nodes deliver them. Nothing of the other network enters this node's own store.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import shutil
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from bzzz.errors import InvalidParameters
+from bzzz.network.base import BatchHandler, Bus, PeerHandler, Stored
+from bzzz.network.envelope import seal
+from bzzz.network.identity import NodeIdentity
+from bzzz.projector import Projector
+from bzzz.store.database import Database
+from bzzz.store.directory import AgentDirectory
+from bzzz.store.projection import ProjectionLimits
+
+logger = logging.getLogger(__name__)
+
+# What a follower reads of another network: its agents, and its nodes (lost nodes' agents).
+FOLLOWED_KINDS = ("agent", "node")
+
+
+def not_federated(network: str, federated: list[str]) -> InvalidParameters:
+    """The error for an address on a network this node does not federate with."""
+    return InvalidParameters(
+        f"network '{network}' is not federated with this node",
+        details={"network": network, "federated_networks": federated},
+    )
+
+
+class FollowedLog:
+    """Another network's log, read-only, as a Bus for a Projector (it only consumes)."""
+
+    def __init__(self, bus: Bus, network: str) -> None:
+        self._bus = bus
+        self._network = network
+
+    async def start(self) -> None:
+        """The node's own bus is started by the node."""
+
+    async def close(self) -> None:
+        """Nothing of its own to close."""
+
+    async def publish(self, subject: str, data: bytes, msg_id: str) -> int:
+        """A follower never writes through here (posts go through FederationService.post)."""
+        raise RuntimeError("a followed network is read-only")
+
+    async def store(self, subject: str, data: bytes, msg_id: str) -> Stored:
+        """A follower never writes through here (posts go through FederationService.post)."""
+        raise RuntimeError("a followed network is read-only")
+
+    async def consume(self, durable: str, handler: BatchHandler, start_seq: int = 1) -> None:
+        """Follow the network's agent and node subjects from its start."""
+        await self._bus.follow(self._network, FOLLOWED_KINDS, handler)
+
+    async def last_sequence(self) -> int:
+        """Unknown to a follower: it waits for nothing at start."""
+        return 0
+
+    async def put_peer(self, node_id: str, data: bytes) -> None:
+        """Followers do not beat on other networks' boards."""
+        raise RuntimeError("a followed network is read-only")
+
+    async def peer_entries(self) -> dict[str, bytes]:
+        """Not read through a follower."""
+        return {}
+
+    async def watch_peers(self, handler: PeerHandler) -> None:
+        """Not watched through a follower."""
+        await asyncio.Event().wait()
+
+    async def follow(self, network: str, kinds: Sequence[str], handler: BatchHandler) -> None:
+        """Followers do not chain."""
+        raise RuntimeError("a followed network is read-only")
+
+
+@dataclass(slots=True)
+class _Followed:
+    network: str
+    db: Database
+    projector: Projector
+
+
+class FederationService:
+    """Directories of federated networks, and posting into them."""
+
+    def __init__(
+        self,
+        bus: Bus,
+        identity: NodeIdentity,
+        networks: Sequence[str],
+        directory: Path,
+    ) -> None:
+        self._bus = bus
+        self._identity = identity
+        self._networks = list(networks)
+        self._dir = directory
+        self._followed: dict[str, _Followed] = {}
+
+    @property
+    def networks(self) -> list[str]:
+        """The federated network ids."""
+        return list(self._networks)
+
+    async def start(self) -> None:
+        """Open a fresh store per federated network (each start replays what it follows)."""
+        shutil.rmtree(self._dir, ignore_errors=True)
+        self._dir.mkdir(parents=True, exist_ok=True)
+        for network in self._networks:
+            db = Database(f"sqlite+aiosqlite:///{self._dir / f'{network}.db'}")
+            await db.open()
+            projector = Projector(
+                db,
+                FollowedLog(self._bus, network),
+                network=network,
+                node_id=self._identity.node_id,
+                limits=ProjectionLimits(),
+            )
+            self._followed[network] = _Followed(network, db, projector)
+
+    async def run(self) -> None:
+        """Follow every federated network until cancelled."""
+        async with asyncio.TaskGroup() as group:
+            for followed in self._followed.values():
+                group.create_task(followed.projector.run(), name=f"bzzz-follow-{followed.network}")
+
+    async def close(self) -> None:
+        """Close the followers' stores."""
+        for followed in self._followed.values():
+            await followed.db.close()
+        self._followed.clear()
+
+    def directories(self) -> dict[str, AgentDirectory]:
+        """Each federated network's agent directory."""
+        return {n: f.projector.directory for n, f in self._followed.items()}
+
+    def directory(self, network: str) -> AgentDirectory:
+        """One federated network's directory; INVALID_PARAMETERS when it is not federated."""
+        followed = self._followed.get(network)
+        if followed is None:
+            raise not_federated(network, self.networks)
+        return followed.projector.directory
+
+    async def post(self, network: str, sender: str, payload: dict[str, Any]) -> int:
+        """Store a message in another network's log (signed by this node); its sequence there."""
+        self.directory(network)
+        envelope = seal(
+            self._identity, network, "message.posted", f"bzzz.{network}.msg.{sender}", payload
+        )
+        return await self._bus.publish(envelope.subject, envelope.to_bytes(), envelope.id)

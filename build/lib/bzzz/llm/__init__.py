@@ -1,0 +1,1 @@
+"""Hosted LLM agents: model access, costs, roles, lifecycle, memory and the runtime."""

@@ -1,0 +1,1 @@
+"""The MCP layer: tools, resources, completion; no rules live here."""

@@ -1,0 +1,90 @@
+"""Tool descriptions: written for the LLM that decides when and how to call each tool."""
+
+ANNOUNCE = """Announce an agent (you) on the BZZZ network so others can find and message it.
+Call this first: bzzz_post and bzzz_thread act as the agent you announced. The result holds
+an agent_handle: pass it as agent_handle to every later call that acts as this agent (it is
+required when your client keeps no session and sends no credential of its own).
+Re-announcing the same agent_id (same session, credential or handle) updates it; an id held
+by a live agent of someone else fails with "Agent ID already exists". The agent goes offline
+when its session ends, or when no call uses it for the node's lease (120 s by default).
+Optional project/task say what the agent works on (agents without them match any); a
+credential limited to projects announces only in them.
+Example: {"agent_id": "architect-001", "role": "architect",
+"capabilities": ["system_design", "api_design"], "specialization": "distributed_systems"}"""
+
+LOOKUP = """Find agents by semantic address bzzz://agent:role@project:task ('*' or an omitted
+part means any), best match first with a 0-100 score. filter_criteria narrows the result:
+expertise (all must match a capability or the specialization), availability (only agents that
+can take work now) and performance_threshold (0-1).
+Example: {"semantic_address": "bzzz://*:reviewer@myproject:*",
+"filter_criteria": {"expertise": ["security_analysis"], "availability": true}}"""
+
+GET = """Read what is at an address: an agent's info, recent activity and current tasks
+(bzzz://agent-id), its inbox (bzzz://agent-id/inbox), its tasks (bzzz://agent-id/tasks),
+its threads (bzzz://agent-id/threads) or one thread (bzzz://agent-id/threads/<thread_id>) with
+its messages (replyTo, stance, reactions), shared context, decision log, consensus and
+escalation history. max_history bounds each list (newest entries). An inbox, tasks, the
+activity of bzzz://agent-id and a thread's messages are paged: content.page says has_more and
+gives the oldest and newest ids shown; pass before=<oldest> to read further back, after=<newest>
+for what came since.
+Example: {"address": "bzzz://reviewer-001/inbox", "max_history": 50, "before": "msg-..."}"""
+
+POST = """Send a message as your announced agent. target_address is one agent
+(bzzz://reviewer-001), or a wildcard that reaches every online match
+(bzzz://*:reviewer@myproject). With thread_id the message goes to the thread's participants and
+target_address may be left out (when given it must name the thread or reach a participant).
+The node acts on these message types: task_assignment (creates a pending task on each
+recipient; content: {"task_type", "description", "task_data"}; refused for an agent at
+max_tasks), task_progress / task_complete / task_failed from the assignee (content:
+{"task_id", "result" | "error"}), and in threads text, code, file, decision, question. Any other
+type (note, review_request) is delivered as it is; a likely slip for an acted-on type (task,
+task_complet) is refused with "did you mean". In a thread, reply_to names the message answered
+and stance (agree | disagree) says where you stand on it; when every active participant agrees
+with a decision message, the thread records a consensus and completes. Returns who received it
+and, for each recipient not reached, why.
+Example: {"target_address": "bzzz://reviewer-001", "message_type": "task_assignment",
+"content": {"task_type": "code_review", "description": "review the login handler"}}
+In a thread: {"thread_id": "thread-...", "message_type": "text", "content": {"text": "..."}}"""
+
+THREAD = """Manage threaded conversations between agents.
+- create: needs topic and participants (agent ids); you are added as creator.
+- join / leave / summarize: need thread_id.
+- list: the threads your agent takes part in.
+- pause / resume: need thread_id; a paused thread takes no messages until resumed.
+- resolve: needs thread_id (reason optional: the resolution); resolves the thread's open
+  escalations and makes an escalated thread active again.
+- close: needs thread_id (reason optional); completes the thread.
+- review: needs roles and task_id (a task of the network) or topic; opens a collaborative review
+  thread with up to two of the best available agents per role, sets its shared context (task,
+  criteria, deadline) and posts the opening message; criteria optional.
+Statuses: active, paused, escalated (an escalation rule fired: stuck, disagreeing, failing),
+completed. Idle threads close after conversation.defaultTimeout. Post into a thread with
+bzzz_post and thread_id (text, code, file, decision, question; reply_to and stance to agree or
+disagree). Unknown thread: THREAD_NOT_FOUND; a missing parameter or an impossible transition:
+INVALID_PARAMETERS."""
+
+SUBSCRIBE = """Subscribe to network events: agent_announcement, task_assignment,
+thread_created, thread_escalated, network_status, thread_status (pause, resume, resolve, close),
+thread_consensus, human_notification (an escalation asks for a human), slurp_context (a
+consensus's context event), cost_warning (model spending passed the warning threshold),
+limit_exceeded (a cost limit was reached or a call refused). filter_address limits events to an
+address pattern (bzzz://*:architect@*). With callback_webhook each event is POSTed as JSON, signed
+in the X-Bzzz-Signature header (t=<unix>,v1=<hex HMAC-SHA256 of "<t>.<body>"> with the returned
+webhook_secret), retried with backoff; webhooks to loopback, private, link-local or metadata
+addresses are refused on a shared node. Without a webhook, read the returned resource_uri and
+subscribe to it (resources/subscribe) to be notified of new events; such a subscription ends
+with your session. A webhook subscription lives until removed: action "unsubscribe" with its
+subscription_id (only the session that made it may remove it)."""
+
+RESOURCE = """What is at a bzzz:// address (same as bzzz_get), or a subscription's events at
+bzzz://subscriptions/<subscription_id>."""
+
+PEERS = """The nodes of this network (the API reference's NetworkPeer: id, address, capabilities,
+lastSeen, status online/offline/busy). A node that misses its heartbeats is offline."""
+
+COSTS = """This node's model spending (the reference's CostUsage): today and this month, in
+total and per model (calls, tokens, cost in USD), with the daily and monthly limits, the warning
+threshold, whether hosted agents can reach a model and the state of its circuit breaker."""
+
+HANDLE = """the agent_handle bzzz_announce returned: pass it on every call that acts as (or
+reads the inbox of) your agent"""

@@ -1,0 +1,495 @@
+"""The Bus on NATS JetStream: one stream per network, one durable consumer per node."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Sequence
+from typing import Any
+
+from nats.aio.client import Client as NatsClient
+from nats.aio.msg import Msg
+from nats.errors import (
+    BadSubscriptionError,
+    ConnectionClosedError,
+    NoRespondersError,
+    NoServersError,
+)
+from nats.errors import Error as NatsError
+from nats.errors import TimeoutError as NatsTimeoutError
+from nats.js import JetStreamContext
+from nats.js.api import (
+    AckPolicy,
+    ConsumerConfig,
+    DeliverPolicy,
+    KeyValueConfig,
+    RetentionPolicy,
+    StorageType,
+    StreamConfig,
+)
+from nats.js.errors import (
+    BucketNotFoundError,
+    NoStreamResponseError,
+    NotFoundError,
+    ServiceUnavailableError,
+)
+from nats.js.kv import KeyValue
+
+from bzzz.errors import NetworkError
+from bzzz.network.base import BatchHandler, BusMessage, PeerHandler, Stored
+from bzzz.network.nats_auth import NatsAuth, redact_url
+
+logger = logging.getLogger(__name__)
+
+_RETRYABLE = (
+    asyncio.TimeoutError,
+    NatsTimeoutError,
+    NoRespondersError,
+    NoStreamResponseError,
+    ServiceUnavailableError,
+    ConnectionClosedError,
+)
+
+
+def stream_name(network: str) -> str:
+    """The JetStream stream that holds a network's log."""
+    return "BZZZ_" + network.replace("-", "_").upper()
+
+
+_QUIET = object()
+
+
+async def _next_entry(watcher: KeyValue.KeyWatcher, within: float) -> Any:
+    """The watcher's next entry, or _QUIET after ``within`` seconds of silence.
+
+    Not ``watcher.updates(timeout)``: it rests on ``asyncio.wait_for``, which on Python 3.11 can
+    swallow a cancellation that arrives with an update, and a stopping node then waits forever.
+    """
+    try:
+        async with asyncio.timeout(within):
+            return await anext(watcher)
+    except TimeoutError:
+        return _QUIET
+    except StopAsyncIteration:
+        return _QUIET
+
+
+def _reason(exc: BaseException) -> str:
+    """Why a connection failed, in words a user acts on (a refused login above all)."""
+    text = str(exc) or type(exc).__name__
+    if "authorization" in text.lower() or "authentication" in text.lower():
+        return "the server refused this node's credentials: check BZZZ_NATS_CREDS or the URL"
+    return text
+
+
+def peer_bucket(network: str) -> str:
+    """The JetStream key-value bucket that holds a network's peer board."""
+    return f"bzzz_peers_{network}"
+
+
+# A watch that hears nothing this long is rebuilt (its ephemeral consumer may have been lost
+# with a server); a node's own heartbeats keep a healthy watch busy.
+PEER_WATCH_IDLE = 30.0
+# The consumer acknowledges after this many messages, or this long after the last batch.
+ACK_EVERY = 1_000
+ACK_AFTER = 0.2
+# The server sends a node at most this many messages it has not acknowledged.
+MAX_ACK_PENDING = 20_000
+PEER_ENTRY_MAX_AGE = 7 * 86_400.0
+FOLLOW_RETRY = 2.0
+
+
+class _Acks:
+    """Acknowledges a durable consumer's deliveries a few at a time.
+
+    Acks only pace the server (``max_ack_pending``); where a node resumes comes from its store.
+    With ``AckPolicy.ALL`` one ack covers everything before it, so the newest handled message
+    is acknowledged every ``ACK_EVERY`` messages and ``ACK_AFTER`` seconds after it was
+    handled: an ack per batch cost every lone post one more send to the server.
+    """
+
+    def __init__(self) -> None:
+        self._newest: Msg | None = None
+        self._count = 0
+
+    async def handled(self, msg: Msg, count: int) -> None:
+        """Note a handled batch ending at ``msg``; acknowledge now if many are waiting."""
+        self._newest = msg
+        self._count += count
+        if self._count >= ACK_EVERY:
+            await self.flush()
+
+    async def flush(self) -> None:
+        """Acknowledge everything handled so far."""
+        newest, self._newest, self._count = self._newest, None, 0
+        if newest is not None:
+            await newest.ack()
+
+    async def run(self) -> None:
+        """Acknowledge what was handled, every ACK_AFTER seconds, until cancelled."""
+        while True:
+            await asyncio.sleep(ACK_AFTER)
+            try:
+                await self.flush()
+            except (ConnectionClosedError, NatsError) as exc:
+                # A lost ack costs nothing: a later one covers the same messages.
+                logger.info("could not acknowledge the log's deliveries: %r", exc)
+
+
+class JetStreamBus:
+    """Publishes to and consumes from the network's JetStream stream."""
+
+    def __init__(
+        self,
+        servers: Sequence[str],
+        network: str,
+        *,
+        replicas: int = 1,
+        publish_timeout: float = 10.0,
+        batch_size: int = 512,
+        name: str = "bzzz",
+        create: bool = True,
+        auth: NatsAuth | None = None,
+    ) -> None:
+        self._servers = list(servers)
+        self._auth = auth or NatsAuth()
+        self._network = network
+        self._replicas = replicas
+        self._publish_timeout = publish_timeout
+        self._batch_size = batch_size
+        self._name = name
+        self._create = create
+        self._nc: NatsClient | None = None
+        self._js: JetStreamContext | None = None
+        self._kv: KeyValue | None = None
+        self._closing = False
+        self._refused = asyncio.Event()
+        self.stream = stream_name(network)
+
+    @property
+    def connected(self) -> bool:
+        """True while the NATS connection is up."""
+        return self._nc is not None and self._nc.is_connected
+
+    def _jetstream(self) -> JetStreamContext:
+        if self._js is None:
+            raise RuntimeError("bus not started")
+        return self._js
+
+    async def start(self) -> None:
+        """Connect (retrying forever in the background once connected) and ensure the stream."""
+        if self._nc is not None:
+            raise RuntimeError("bus already started")
+        nc = NatsClient()
+        self._refused = asyncio.Event()
+        try:
+            await self._connect(nc)
+        except (TimeoutError, NoServersError, OSError, NatsError) as exc:
+            # The URLs may carry a user and password: only their redacted form is shown.
+            shown = [redact_url(url) for url in self._servers]
+            raise NetworkError(
+                f"cannot reach NATS at {', '.join(shown)} ({_reason(exc)})",
+                details={"servers": shown},
+            ) from exc
+        self._nc = nc
+        self._js = nc.jetstream(timeout=self._publish_timeout)
+        if self._create:
+            await self._ensure_stream()
+
+    async def _connect(self, nc: NatsClient) -> None:
+        """Connect; a server that refuses the credentials fails it at once (no endless retry)."""
+        connecting = asyncio.ensure_future(
+            nc.connect(
+                servers=self._servers,
+                name=self._name,
+                error_cb=self._on_error,
+                disconnected_cb=self._on_disconnected,
+                reconnected_cb=self._on_reconnected,
+                max_reconnect_attempts=-1,
+                reconnect_time_wait=0.5,  # type: ignore[arg-type]  # nats-py says int; a float works
+                connect_timeout=5,
+                allow_reconnect=True,
+                **self._auth.connect_options(),
+            )
+        )
+        refused = asyncio.ensure_future(self._refused.wait())
+        try:
+            await asyncio.wait({connecting, refused}, return_when=asyncio.FIRST_COMPLETED)
+        except BaseException:
+            connecting.cancel()  # a cancelled start leaves no connection retrying behind
+            raise
+        finally:
+            refused.cancel()
+        if connecting.done():
+            connecting.result()
+            return
+        connecting.cancel()
+        with contextlib.suppress(asyncio.CancelledError, NatsError):
+            await connecting
+        await nc.close()
+        raise NatsError("Authorization Violation")
+
+    async def _ensure_stream(self) -> None:
+        js = self._jetstream()
+        config = StreamConfig(
+            name=self.stream,
+            subjects=[f"bzzz.{self._network}.>"],
+            retention=RetentionPolicy.LIMITS,
+            storage=StorageType.FILE,
+            num_replicas=self._replicas,
+            duplicate_window=120.0,
+        )
+        try:
+            info = await js.stream_info(self.stream)
+        except NotFoundError:
+            await js.add_stream(config)
+            logger.info("created stream %s (replicas=%d)", self.stream, self._replicas)
+            return
+        if list(info.config.subjects or []) != config.subjects:
+            # Network ids that differ only by case or -/_ map to one stream name: refuse to
+            # share it rather than read or write another network's log.
+            raise NetworkError(
+                f"network id {self._network!r} collides with the stream {self.stream} "
+                f"of another network ({', '.join(info.config.subjects or [])}); "
+                "choose another network id",
+                details={"stream": self.stream},
+            )
+
+    async def close(self) -> None:
+        """Drain nothing, just close: unacked messages are redelivered to the durable later."""
+        self._closing = True
+        nc, self._nc, self._js, self._kv = self._nc, None, None, None
+        if nc is not None and not nc.is_closed:
+            await nc.close()
+
+    async def publish(self, subject: str, data: bytes, msg_id: str) -> int:
+        """Store one envelope, retrying with the same id until stored or publish_timeout."""
+        return (await self.store(subject, data, msg_id)).seq
+
+    async def store(self, subject: str, data: bytes, msg_id: str) -> Stored:
+        """``publish``, and whether the stream held ``msg_id`` already (its duplicate window)."""
+        js = self._jetstream()
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self._publish_timeout
+        delay = 0.05
+        while True:
+            remaining = deadline - loop.time()
+            try:
+                ack = await js.publish(
+                    subject,
+                    data,
+                    timeout=max(0.5, min(remaining, 2.0)),
+                    headers={"Nats-Msg-Id": msg_id},
+                )
+            except _RETRYABLE as exc:
+                if loop.time() + delay >= deadline:
+                    raise NetworkError(
+                        "the network did not store the message in time; it was not posted",
+                        details={"timeout_seconds": self._publish_timeout},
+                    ) from exc
+                logger.warning("publish of %s not acknowledged (%r); retrying", msg_id, exc)
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 1.0)
+                continue
+            except NatsError as exc:
+                raise NetworkError(
+                    f"the network refused the message ({exc}); it was not posted"
+                ) from exc
+            return Stored(int(ack.seq), duplicate=bool(ack.duplicate))
+
+    async def consume(self, durable: str, handler: BatchHandler, start_seq: int = 1) -> None:
+        """Deliver batches from the node's durable push consumer; ack after the handler."""
+        js = self._jetstream()
+        # A consumer left by an earlier run may hold deliveries it will only resend after
+        # ack_wait; the store knows exactly what was applied, so start afresh from there.
+        with contextlib.suppress(NotFoundError):
+            await js.delete_consumer(self.stream, durable)
+        sub = await js.subscribe(
+            f"bzzz.{self._network}.>",
+            durable=durable,
+            stream=self.stream,
+            manual_ack=True,
+            config=ConsumerConfig(
+                # Acking a batch's last message acks the whole batch: one ack per batch.
+                ack_policy=AckPolicy.ALL,
+                deliver_policy=DeliverPolicy.BY_START_SEQUENCE,
+                opt_start_seq=max(1, start_seq),
+                max_ack_pending=MAX_ACK_PENDING,
+                ack_wait=60.0,
+            ),
+            pending_msgs_limit=100_000,
+        )
+        acks = _Acks()
+        try:
+            async with asyncio.TaskGroup() as group:
+                group.create_task(acks.run(), name="bzzz-bus-acks")
+                while True:
+                    first = await sub.next_msg(timeout=None)
+                    batch = [first, *self._drain(sub)]
+                    await handler([self._to_bus(msg) for msg in batch])
+                    await acks.handled(batch[-1], len(batch))
+        finally:
+            with contextlib.suppress(ConnectionClosedError, NatsTimeoutError):
+                await sub.unsubscribe()
+
+    def _drain(self, sub: Any) -> list[Msg]:
+        # Take what is already buffered so catch-up applies many envelopes per transaction.
+        extra: list[Msg] = []
+        queue = sub._pending_queue  # nats-py keeps delivered messages here
+        while len(extra) < self._batch_size - 1 and not queue.empty():
+            extra.append(queue.get_nowait())
+            queue.task_done()
+        sub._pending_size -= sum(len(m.data) for m in extra)
+        return extra
+
+    @staticmethod
+    def _to_bus(msg: Msg) -> BusMessage:
+        return BusMessage(subject=msg.subject, data=msg.data, seq=int(msg.metadata.sequence.stream))
+
+    async def last_sequence(self) -> int:
+        """The stream's last sequence."""
+        info = await self._jetstream().stream_info(self.stream)
+        return int(info.state.last_seq)
+
+    async def read_kind(self, kind: str) -> list[BusMessage]:
+        """Every stored envelope of subjects ``bzzz.<network>.<kind>.>``, in log order (the CLI
+        derives the admitted nodes from these alone)."""
+        js = self._jetstream()
+        sub = await js.pull_subscribe(
+            f"bzzz.{self._network}.{kind}.>",
+            stream=self.stream,
+            config=ConsumerConfig(
+                deliver_policy=DeliverPolicy.ALL,
+                ack_policy=AckPolicy.NONE,
+                inactive_threshold=30.0,
+            ),
+        )
+        try:
+            pending = int((await sub.consumer_info()).num_pending or 0)
+            found: list[BusMessage] = []
+            while len(found) < pending:
+                batch = min(256, pending - len(found))
+                msgs = await sub.fetch(batch, timeout=self._publish_timeout)
+                found.extend(self._to_bus(msg) for msg in msgs)
+            return found
+        finally:
+            with contextlib.suppress(ConnectionClosedError, NatsTimeoutError, BadSubscriptionError):
+                await sub.unsubscribe()
+
+    # --- the peer board ----------------------------------------------------------------------
+
+    async def _peers(self) -> KeyValue:
+        if self._kv is None:
+            js = self._jetstream()
+            bucket = peer_bucket(self._network)
+            try:
+                self._kv = await js.key_value(bucket)
+            except BucketNotFoundError:
+                self._kv = await js.create_key_value(
+                    KeyValueConfig(
+                        bucket=bucket,
+                        history=1,
+                        ttl=PEER_ENTRY_MAX_AGE,
+                        storage=StorageType.FILE,
+                        replicas=self._replicas,
+                    )
+                )
+        return self._kv
+
+    async def put_peer(self, node_id: str, data: bytes) -> None:
+        """Replace this node's heartbeat on the board."""
+        try:
+            await (await self._peers()).put(node_id, data)
+        except (*_RETRYABLE, NatsError) as exc:
+            raise NetworkError(f"the peer board did not take the heartbeat ({exc!r})") from exc
+
+    async def peer_entries(self) -> dict[str, bytes]:
+        """The board as it is now: node id -> newest heartbeat."""
+        kv = await self._peers()
+        watcher = await kv.watchall(ignore_deletes=True)
+        entries: dict[str, bytes] = {}
+        try:
+            while True:
+                entry = await _next_entry(watcher, self._publish_timeout)
+                if entry is _QUIET:
+                    raise NetworkError("the peer board did not answer in time")
+                if entry is None:  # the end of the current entries
+                    return entries
+                if entry.value is not None:
+                    entries[entry.key] = entry.value
+        finally:
+            with contextlib.suppress(*_RETRYABLE, BadSubscriptionError):
+                await watcher.stop()  # type: ignore[no-untyped-call]  # nats-py: untyped
+
+    async def watch_peers(self, handler: PeerHandler) -> None:
+        """Every board entry, then every change, until cancelled (rebuilt when it goes quiet)."""
+        while True:
+            try:
+                watcher = await (await self._peers()).watchall()
+            except (*_RETRYABLE, NatsError) as exc:
+                # The server is away (the connection reconnects) or the bucket is not ready.
+                logger.info("cannot watch the peer board yet: %r", exc)
+                await asyncio.sleep(1.0)
+                continue
+            try:
+                await self._pump_peers(watcher, handler)
+            finally:
+                with contextlib.suppress(*_RETRYABLE, BadSubscriptionError):
+                    await watcher.stop()  # type: ignore[no-untyped-call]  # nats-py: untyped
+
+    @staticmethod
+    async def _pump_peers(watcher: KeyValue.KeyWatcher, handler: PeerHandler) -> None:
+        while True:
+            entry = await _next_entry(watcher, PEER_WATCH_IDLE)
+            if entry is _QUIET:
+                logger.info("the peer board went quiet; watching it afresh")
+                return
+            if entry is None:  # the end of the current entries
+                continue
+            gone = entry.operation in ("DEL", "PURGE") or entry.value is None
+            await handler(entry.key, None if gone else entry.value)
+
+    # --- other networks --------------------------------------------------------------------
+
+    async def follow(self, network: str, kinds: Sequence[str], handler: BatchHandler) -> None:
+        """Read another network's subjects of ``kinds`` from its start (an ordered consumer)."""
+        js = self._jetstream()
+        filters = [f"bzzz.{network}.{kind}.>" for kind in kinds]
+        while True:
+            try:
+                sub = await js.subscribe(
+                    filters[0],
+                    stream=stream_name(network),
+                    ordered_consumer=True,
+                    config=ConsumerConfig(
+                        deliver_policy=DeliverPolicy.ALL, filter_subjects=filters
+                    ),
+                    pending_msgs_limit=100_000,
+                )
+                break
+            except (NotFoundError, *_RETRYABLE):
+                # That network has no log yet (no node of it has started) or NATS is away.
+                logger.info("network %s has no log to follow yet; waiting", network)
+                await asyncio.sleep(FOLLOW_RETRY)
+        try:
+            while True:
+                first = await sub.next_msg(timeout=None)
+                batch = [first, *self._drain(sub)]
+                await handler([self._to_bus(msg) for msg in batch])
+        finally:
+            with contextlib.suppress(ConnectionClosedError, NatsTimeoutError):
+                await sub.unsubscribe()
+
+    async def _on_error(self, exc: Exception) -> None:
+        if self._nc is None and "authorization violation" in str(exc).lower():
+            self._refused.set()  # refused before ever connecting: start() gives up
+            return
+        logger.warning("NATS: %s", exc)
+
+    async def _on_disconnected(self) -> None:
+        if not self._closing:
+            logger.warning("NATS disconnected; reconnecting")
+
+    async def _on_reconnected(self) -> None:
+        logger.info("NATS reconnected")

@@ -1,0 +1,641 @@
+"""The Node: builds the services, runs them, stops them (the composition root)."""
+
+from __future__ import annotations
+
+import asyncio
+import fcntl
+import logging
+import os
+import secrets
+from collections.abc import Coroutine
+from enum import StrEnum
+from pathlib import Path
+from types import TracebackType
+from typing import IO, Any
+
+from bzzz.access.limits import PostLimiter
+from bzzz.access.service import (
+    AccessService,
+    TokenVerifier,
+    auth_required,
+    serves_loopback_only,
+)
+from bzzz.access.tokens import TokenRegistry
+from bzzz.agents.service import AgentService
+from bzzz.audit.trail import AuditTrail
+from bzzz.clock import Clock, SystemClock
+from bzzz.config import Settings
+from bzzz.conversations.actions import EscalationActions
+from bzzz.conversations.consensus import ConsensusService
+from bzzz.conversations.escalation import EscalationService
+from bzzz.conversations.hooks import ExtractiveInsights
+from bzzz.conversations.monitor import ThreadMonitor
+from bzzz.conversations.service import ConversationService
+from bzzz.errors import BzzzError, NetworkError
+from bzzz.eventlog import EventLog
+from bzzz.events.service import SubscriptionService
+from bzzz.events.webhooks import WebhookDispatcher
+from bzzz.federation.service import FederationService
+from bzzz.llm.client import OpenAIModelClient
+from bzzz.llm.runtime import HostedRuntime
+from bzzz.llm.service import LLMService
+from bzzz.llm.summaries import ModelSummarizer
+from bzzz.network import admission
+from bzzz.network.admission import Admission
+from bzzz.network.base import Bus
+from bzzz.network.embedded import EmbeddedNats
+from bzzz.network.identity import NodeIdentity
+from bzzz.network.jetstream import JetStreamBus
+from bzzz.network.nats_auth import NatsAuth
+from bzzz.peers.reclaim import Reclaimer
+from bzzz.peers.service import PeerService, PeerSettings
+from bzzz.projector import Projector
+from bzzz.store.database import Database
+from bzzz.store.projection import ProjectionLimits
+
+logger = logging.getLogger(__name__)
+
+MAX_SLOTS = 64
+
+
+class NodeState(StrEnum):
+    """Where a node is in its life."""
+
+    NEW = "new"
+    STARTING = "starting"
+    RUNNING = "running"
+    STOPPING = "stopping"
+    STOPPED = "stopped"
+    FAILED = "failed"
+
+
+def _claim_slot(data_dir: Path) -> tuple[Path, IO[bytes], int]:
+    """Take the first free node slot of a data directory: (node dir, held lock, slot number).
+
+    Several local processes may share one data directory (one network); each needs its own
+    identity, database and durable consumer, so each holds a slot. Slot 0 is the directory.
+    """
+    slots = data_dir / "slots"
+    slots.mkdir(parents=True, exist_ok=True)
+    for n in range(MAX_SLOTS):
+        handle = (slots / f"{n}.lock").open("ab")
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            handle.close()
+            continue
+        node_dir = data_dir if n == 0 else slots / str(n)
+        node_dir.mkdir(parents=True, exist_ok=True)
+        return node_dir, handle, n
+    raise NetworkError(f"more than {MAX_SLOTS} bzzz processes share {data_dir}")
+
+
+def _load_secret(path: Path) -> bytes:
+    if path.exists():
+        return path.read_bytes()
+    value = secrets.token_bytes(32)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "wb") as fh:
+        fh.write(value)
+    return value
+
+
+class Node:
+    """A BZZZ node: identity, event log, store, projector, services and background work."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        *,
+        bus: Bus | None = None,
+        catch_up_timeout: float = 600.0,
+        address: str | None = None,
+        clock: Clock | None = None,
+        tool: bool = False,
+    ) -> None:
+        self.settings = settings
+        # A CLI command's node: it joins the network to read and write the log, and neither
+        # hosts agents nor beats as a peer.
+        self.tool = tool
+        # What peers see as this node's address: the configured URL, else what serves it.
+        self.address = settings.bzzz.node_url or address or "local"
+        # Time as thread rules, idle timeouts and retries see it (tests move it by hand).
+        self.clock: Clock = clock or SystemClock()
+        self.state = NodeState.NEW
+        self._bus_override = bus
+        self._catch_up_timeout = catch_up_timeout
+        self._tasks: list[asyncio.Task[None]] = []
+        self._embedded: EmbeddedNats | None = None
+        self._slot_lock: IO[bytes] | None = None
+        self.slot = 0
+        self.failure: BaseException | None = None
+
+    # The services exist once started; typed here so the layers above can use them.
+    identity: NodeIdentity
+    tokens: TokenRegistry
+    access: AccessService
+    bus: Bus
+    db: Database
+    projector: Projector
+    log: EventLog
+    audit: AuditTrail
+    agents: AgentService
+    conversations: ConversationService
+    subscriptions: SubscriptionService
+    webhooks: WebhookDispatcher
+    peers: PeerService
+    federation: FederationService | None = None
+    escalations: EscalationService
+    consensus: ConsensusService
+    monitor: ThreadMonitor
+    llm: LLMService
+    hosted: HostedRuntime
+    node_dir: Path
+
+    @property
+    def node_id(self) -> str:
+        """This node's id (derived from its key)."""
+        return self.identity.node_id
+
+    @property
+    def network(self) -> str:
+        """The network id."""
+        return self.settings.bzzz.network_id
+
+    async def __aenter__(self) -> Node:
+        await self.start()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.stop()
+
+    async def start(self) -> None:
+        """Build everything, catch up with the log, announce the node."""
+        if self.state is not NodeState.NEW:
+            raise RuntimeError(f"node cannot start from state {self.state}")
+        self.state = NodeState.STARTING
+        try:
+            await self._build()
+            await self.projector.load_directory()
+            await self.tokens.load(self.db)
+            await self.projector.restore()
+            await self._run_background()
+            await self._federate()
+            await self._catch_up()
+            await self._join_admitted()
+            if not self.tool:
+                await self._go_online()
+        except BaseException:
+            self.state = NodeState.FAILED
+            await self._teardown()
+            raise
+        self.state = NodeState.RUNNING
+        logger.info(
+            "node %s running on network %s (slot %d)", self.node_id, self.network, self.slot
+        )
+
+    async def _go_online(self) -> None:
+        """Sweep threads, release a previous run's agents, beat, start the hosted agents."""
+        # Only once caught up: a sweep over a half-applied log would take threads that are
+        # busy further on for idle ones, and close them.
+        self._spawn("monitor", self.monitor.run())
+        # Sessions of a previous run are gone: their subscriptions end before their agents
+        # go offline, so the offline events are not fanned out to them.
+        await self.subscriptions.end_all("node restarted")
+        stale = await self.agents.release_stale()
+        if stale:
+            logger.info("took %d agents of a previous run offline", stale)
+        await self.log.emit("node.status", "node", self.node_id, {"status": "online"})
+        await self.peers.beat()
+        self._spawn("peers", self.peers.run())
+        self._spawn("leases", self.agents.run_leases())
+        await self.hosted.start()
+
+    async def _build(self) -> None:
+        data_dir = self.settings.node.data_dir.expanduser()
+        data_dir.mkdir(parents=True, exist_ok=True)
+        self.node_dir, self._slot_lock, self.slot = _claim_slot(data_dir)
+        self.identity = NodeIdentity.load_or_create(self.node_dir)
+        node_secret = _load_secret(self.node_dir / "webhook.secret")
+        self.bus = self._bus_override or await self._make_bus(data_dir)
+        url = self.settings.database_url()
+        if self.slot and not self.settings.node.database_url:
+            url = f"sqlite+aiosqlite:///{self.node_dir / 'bzzz.db'}"
+        self.db = Database(url)
+        await self.db.open()
+        await self.bus.start()
+        limits = ProjectionLimits(
+            max_active_threads=self.settings.conversation.max_active_threads,
+            max_agents=self.settings.agents.max_agents,
+        )
+        trusted = self._trusted()
+        self.projector = Projector(
+            self.db,
+            self.bus,
+            network=self.network,
+            node_id=self.node_id,
+            limits=limits,
+            # With admission the static list is part of the admitted set, not a filter of its own.
+            trusted=None if self.settings.bzzz.admission else trusted,
+            admitted=Admission(trusted or (), enforce=self.settings.bzzz.admission),
+        )
+        self.log = EventLog(self.identity, self.network, self.projector, self.clock)
+        self.audit = AuditTrail(self.db, self.identity, self.log.emit, clock=self.clock)
+        self._build_access()
+        limits_cfg = self.settings.limits
+        self.agents = AgentService(
+            self.db,
+            self.log,
+            self.projector.directory,
+            self.settings.agents.max_agents,
+            lease_seconds=self.settings.agents.lease_seconds,
+            agents_per_principal=limits_cfg.agents_per_principal,
+        )
+        self.conversations = ConversationService(
+            self.db,
+            self.log,
+            self.agents,
+            self.settings.conversation.max_active_threads,
+            clock=self.clock,
+            idle_timeout=self.settings.conversation.default_timeout,
+            limiter=PostLimiter(
+                limits_cfg.node_messages_per_second,
+                limits_cfg.agent_messages_per_second,
+                limits_cfg.burst_seconds,
+            ),
+            threads_per_principal=limits_cfg.threads_per_principal,
+            redact_stored=self.settings.privacy.redact_stored,
+        )
+        self.subscriptions = SubscriptionService(
+            self.db,
+            self.log,
+            node_secret,
+            allow_private=self.settings.webhooks.allow_private,
+            loopback_only=serves_loopback_only(
+                self.settings.node.http_host, stdio=self.address == "stdio"
+            ),
+            per_agent=limits_cfg.subscriptions_per_agent,
+            per_principal=limits_cfg.subscriptions_per_principal,
+        )
+        # A lease that runs out ends the agents' plain subscriptions before they go offline.
+        self.agents.before_offline = self.subscriptions.end_for_agents
+        self.webhooks = WebhookDispatcher(
+            self.db, self.settings.webhooks, node_secret, targets=self.subscriptions.targets
+        )
+        self.projector.add_listener(self._wake_webhooks)
+        self.peers = PeerService(
+            self.bus,
+            self.log,
+            self.identity,
+            self.network,
+            PeerSettings(
+                interval=self.settings.bzzz.heartbeat_interval,
+                misses=self.settings.bzzz.heartbeat_misses,
+                trusted=trusted,
+                admits=self.projector.admission.admits if self.settings.bzzz.admission else None,
+            ),
+            address=self.address,
+            describe=self._describe,
+        )
+        self._reclaimer = Reclaimer(self.log, self.agents)
+        self.projector.add_applied_listener(self._reclaimer.on_applied)
+        self.projector.add_outcome_listener(self._reclaimer.on_outcomes)
+        self._build_thread_services()
+        self._build_llm()
+
+    def _build_access(self) -> None:
+        """Tokens (network state), admin tokens and the OAuth issuer: who may call."""
+        auth = self.settings.auth
+        tokens = self.settings.node.auth_tokens
+        self.tokens = TokenRegistry()
+        self.projector.add_applied_listener(self.tokens.on_applied)
+        loopback = serves_loopback_only(self.settings.node.http_host)
+        required = auth_required(auth.required, loopback, bool(tokens or auth.issuer))
+        self.access = AccessService(
+            self.tokens, tokens, required=required, log=self.log, jwt=self._jwt_verifier()
+        )
+
+    def _jwt_verifier(self) -> TokenVerifier | None:
+        auth = self.settings.auth
+        if not auth.issuer or not auth.audience:
+            return None
+        from bzzz.access.jwt import JwtPrincipals, JwtVerifier
+
+        return JwtPrincipals(JwtVerifier(auth.issuer, auth.audience))
+
+    def _build_thread_services(self) -> None:
+        """Escalation rules, consensus and SLURP, and the monitor that sweeps threads."""
+        wakeup = asyncio.Event()
+        directory = self.projector.directory
+        actions = EscalationActions(self.db, self.log, directory, self.settings.escalation)
+        self.escalations = EscalationService(
+            self.db,
+            self.log,
+            self.clock,
+            self.settings.conversation.escalation_rules,
+            self.settings.escalation,
+            actions,
+            wakeup,
+        )
+        self.consensus = ConsensusService(
+            self.db,
+            self.log,
+            directory,
+            self.clock,
+            self.settings.slurp,
+            ExtractiveInsights(),
+            wakeup,
+        )
+        self.conversations.observers.extend([self.consensus, self.escalations])
+        self.monitor = ThreadMonitor(
+            self.conversations.lifecycle,
+            self.escalations,
+            self.consensus,
+            self.settings.escalation.monitor_interval,
+            wakeup,
+        )
+
+    def _build_llm(self) -> None:
+        """The model client under the cost budget, and the hosted agents that use it."""
+        # The model-backed conversation hooks, used only when a model endpoint is configured.
+        from bzzz.llm.classifier import ModelInsights, ModelStanceClassifier
+
+        self.llm = LLMService(self.settings, self.db, self.log)
+        if isinstance(self.llm.client, OpenAIModelClient):
+            self.llm.client.redact = self.settings.privacy.redact_models
+        self.llm.audit = self.audit
+        if self.llm.enabled:
+            self.conversations.summarizer = ModelSummarizer(self.llm)
+            self.conversations.classifier = ModelStanceClassifier(self.llm)
+            self.consensus.insights = ModelInsights(self.llm)
+        self.hosted = HostedRuntime(
+            self.settings,
+            db=self.db,
+            projector=self.projector,
+            agents=self.agents,
+            conversations=self.conversations,
+            llm=self.llm,
+            log=self.log,
+        )
+
+    def _trusted(self) -> frozenset[str] | None:
+        """The network's allow-list of origins (keys or node ids), or None: any signed node.
+
+        This node is not added to it: a node left off the network's list must find its own
+        changes refused, as every other node refuses them, rather than diverge from them.
+        """
+        listed = frozenset(self.settings.bzzz.trusted_nodes)
+        if not listed:
+            return None
+        # With admission, a node off the list may still be admitted (it learns at start).
+        mine = {self.identity.public_key_b64, self.identity.node_id}
+        if not self.settings.bzzz.admission and not mine & listed:
+            logger.error(
+                "this node (%s, key %s) is not in BZZZ_TRUSTED_NODES: the network refuses "
+                "its changes",
+                self.identity.node_id,
+                self.identity.public_key_b64,
+            )
+        return listed
+
+    async def _join_admitted(self) -> None:
+        """With admission on: be admitted, or say why this node's changes will be dropped.
+
+        The first node of a network admits itself. A later process on the same data directory
+        shares its trust: the directory's own key (slot 0's) admits it.
+        """
+        if not self.settings.bzzz.admission:
+            return
+        admitted = self.projector.admission
+        me = self.identity
+        if admitted.is_member(me.public_key_b64, me.node_id):
+            return
+        log: EventLog | None = self.log if admitted.open else None
+        sponsor = self._directory_identity()
+        if sponsor is not None and admitted.is_member(sponsor.public_key_b64, sponsor.node_id):
+            log = EventLog(sponsor, self.network, self.projector, self.clock)
+        outcome = await self._admit_self(log) if log is not None else None
+        if outcome is None or not outcome.get("ok"):
+            logger.error(
+                "this node (%s) is not admitted to network %s: its changes are dropped until an "
+                "admitted node runs `bzzz node admit %s`",
+                me.node_id,
+                self.network,
+                me.public_key_b64,
+            )
+
+    async def _admit_self(self, log: EventLog) -> dict[str, Any]:
+        me = self.identity
+        return await log.emit(
+            admission.ADMITTED, admission.KIND, me.node_id, {"public_key": me.public_key_b64}
+        )
+
+    def _directory_identity(self) -> NodeIdentity | None:
+        """The data directory's own key (slot 0's), when this process holds another slot."""
+        data_dir = self.settings.node.data_dir.expanduser()
+        if not self.slot or not (data_dir / "node.key").exists():
+            return None
+        return NodeIdentity.load_or_create(data_dir)
+
+    def _describe(self) -> tuple[str, list[str]]:
+        """This node's status and capabilities for its heartbeat: busy when all its agents are."""
+        hosted = self.projector.directory.online_of_node(self.node_id)
+        busy = bool(hosted) and all(agent.status == "busy" for agent in hosted)
+        roles = sorted({agent.role for agent in hosted})
+        return ("busy" if busy else "online"), ["mcp", *roles]
+
+    @property
+    def embedded(self) -> EmbeddedNats | None:
+        """The embedded nats-server this node started or joined; None with BZZZ_NATS_URL."""
+        return self._embedded
+
+    async def _make_bus(self, data_dir: Path) -> Bus:
+        urls = self.settings.bzzz.nats_url
+        # An external server's credentials: a creds file, or the user and password in the URLs.
+        auth = NatsAuth(creds_file=self.settings.bzzz.nats_creds)
+        if not urls:
+            self._embedded = EmbeddedNats(
+                data_dir,
+                max_file_store=self.settings.bzzz.max_file_store,
+                max_memory_store=self.settings.bzzz.max_memory_store,
+            )
+            urls = [await self._embedded.start()]
+            auth = self._embedded.auth
+        return JetStreamBus(
+            urls,
+            self.network,
+            replicas=self.settings.bzzz.stream_replicas,
+            publish_timeout=self.settings.bzzz.publish_timeout,
+            name=f"bzzz-slot{self.slot}",
+            auth=auth,
+        )
+
+    async def _federate(self) -> None:
+        """Follow the federated networks' agents (their stores are rebuilt at every start)."""
+        networks = self.settings.bzzz.federated_networks
+        if not networks:
+            return
+        self.federation = FederationService(
+            self.bus, self.identity, networks, self.node_dir / "federation"
+        )
+        await self.federation.start()
+        self.agents.federation = self.federation
+        self._spawn("federation", self.federation.run())
+
+    async def _wake_webhooks(self, matched: Any) -> None:
+        if any(sub.callback_webhook for sub, _ in matched):
+            self.webhooks.wake()
+
+    async def _run_background(self) -> None:
+        self._spawn("projector", self.projector.run())
+        self._spawn("webhooks", self.webhooks.run())
+        self._spawn("audit", self.audit.run())
+
+    def _spawn(self, name: str, coro: Coroutine[Any, Any, None]) -> None:
+        task = asyncio.create_task(coro, name=f"bzzz-{name}")
+        task.add_done_callback(self._background_done)
+        self._tasks.append(task)
+
+    def _background_done(self, task: asyncio.Task[None]) -> None:
+        if task.cancelled():
+            return
+        exc = task.exception()
+        if exc is not None:
+            # A dead projector means a stale node: record it so /healthz and the CLI see it.
+            self.failure = exc
+            logger.error("background task %s failed", task.get_name(), exc_info=exc)
+
+    async def _catch_up(self) -> None:
+        last = await self.bus.last_sequence()
+        if last:
+            logger.info("catching up with the log to sequence %d", last)
+            await self.projector.wait_for_sequence(last, self._catch_up_timeout)
+
+    @property
+    def healthy(self) -> bool:
+        """Running, background work alive, bus connected."""
+        connected = getattr(self.bus, "connected", True)
+        return self.state is NodeState.RUNNING and self.failure is None and bool(connected)
+
+    async def stop(self) -> None:
+        """Say goodbye on the network, stop background work, close everything. Idempotent."""
+        if self.state in (NodeState.STOPPED, NodeState.NEW, NodeState.STOPPING):
+            return
+        try:
+            if self.state is NodeState.RUNNING:
+                self.state = NodeState.STOPPING
+                if not self.tool:
+                    await self._stop_hosted()
+                    await self._say_goodbye()
+        finally:
+            # Even when cancelled (a second Ctrl-C), never leave the server or tasks behind.
+            await self._teardown()
+            self.state = NodeState.STOPPED
+
+    async def crash(self) -> None:
+        """Stop without a word to the network, as a killed process would (fault drills, tests)."""
+        await self._teardown()
+        self.state = NodeState.STOPPED
+
+    async def _stop_hosted(self) -> None:
+        try:
+            async with asyncio.timeout(10):
+                await self.hosted.stop()
+        except (BzzzError, TimeoutError):
+            logger.warning("hosted agents did not stop cleanly")
+
+    async def _say_goodbye(self) -> None:
+        try:
+            async with asyncio.timeout(5):
+                await self.subscriptions.end_all("node stopped")
+                await self.agents.release_stale("node stopped")
+                await self.log.emit("node.status", "node", self.node_id, {"status": "offline"})
+                await self.peers.goodbye()
+        except (BzzzError, TimeoutError):
+            logger.warning("could not announce shutdown to the network")
+
+    async def _stop_tasks(self) -> None:
+        """Let rounds of deliveries finish (bounded), then cancel and await every task."""
+        if hasattr(self, "monitor"):
+            self.monitor.stop()
+        if hasattr(self, "webhooks"):
+            self.webhooks.stop()
+            names = ("bzzz-webhooks", "bzzz-monitor")
+            rounds = [t for t in self._tasks if t.get_name() in names]
+            # A round of deliveries ends within the HTTP timeout; past that, cancel.
+            if rounds:
+                await asyncio.wait(rounds, timeout=self.settings.webhooks.timeout + 1)
+        for task in self._tasks:
+            task.cancel()
+        for task in self._tasks:
+            # On Python 3.11 a cancellation that meets a finishing wait_for inside the task
+            # (nats-py's next_msg) can be lost, and the task runs on: cancel until it ends.
+            while not task.done():
+                await asyncio.wait([task], timeout=1.0)
+                task.cancel()
+            if not task.cancelled() and task.exception() is not None:
+                # Already logged by _background_done; closing must go on.
+                logger.debug("background task ended with an error", exc_info=task.exception())
+        self._tasks.clear()
+
+    async def _teardown(self) -> None:
+        if hasattr(self, "_reclaimer"):
+            await self._reclaimer.close()
+        if hasattr(self, "hosted"):
+            # Already stopped with a goodbye on a clean stop; after a crash or a failed start
+            # its tasks must not outlive the bus and the store.
+            await self.hosted.abort()
+        if hasattr(self, "audit"):
+            # What is queued is stored; a clean stop also signs the final head on the log.
+            await self.audit.close(publish=self.state is NodeState.STOPPING)
+        await self._stop_tasks()
+        if hasattr(self, "projector"):
+            # An origin may hold a transaction open for its publish's answer (at most 50 ms).
+            await self.projector.settle_origins(within=1.0)
+        if self.federation is not None:
+            await self.federation.close()
+        if hasattr(self, "llm"):
+            await self.llm.close()
+        if hasattr(self, "access"):
+            await self.access.close()
+        if hasattr(self, "bus"):
+            await self.bus.close()
+        if self._embedded is not None:
+            await self._embedded.close()
+        if hasattr(self, "db"):
+            await self.db.close()
+        if self._slot_lock is not None:
+            self._slot_lock.close()
+            self._slot_lock = None
+
+    def status(self) -> dict[str, Any]:
+        """A snapshot for /healthz and `bzzz status`."""
+        return {
+            "node_id": self.node_id if hasattr(self, "identity") else None,
+            "network": self.network,
+            "state": str(self.state),
+            "healthy": self.healthy if hasattr(self, "bus") else False,
+            "slot": self.slot,
+            "projector": self.projector.stats() if hasattr(self, "projector") else None,
+            "hosted_agents": self.hosted.status() if hasattr(self, "hosted") else None,
+            "webhooks": {
+                "delivered": self.webhooks.delivered,
+                "failed_attempts": self.webhooks.failed_attempts,
+                "dead": self.webhooks.dead,
+            }
+            if hasattr(self, "webhooks")
+            else None,
+            "threads": {
+                "monitor_sweeps": self.monitor.sweeps,
+                "escalations_fired": self.escalations.fired,
+                "escalation_actions_done": self.escalations.actions_done,
+                "escalation_action_failures": self.escalations.action_failures,
+            }
+            if hasattr(self, "monitor")
+            else None,
+        }

@@ -1,0 +1,1 @@
+"""Peers: the nodes of the network and whether they are alive."""

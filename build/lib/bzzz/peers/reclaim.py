@@ -1,0 +1,74 @@
+"""Coming back from a false loss: a node that others declared lost announces its agents again.
+
+Peers record a node as lost when its heartbeats stop reaching them (a pause, a partition). If
+the node was alive all along, the log now says its agents are offline while their sessions are
+still connected here. When this node applies a ``node.lost`` about itself, it announces again
+exactly the agents that envelope took offline, and says it is online.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Sequence
+
+from bzzz.agents.service import AgentService
+from bzzz.errors import BzzzError
+from bzzz.eventlog import EventLog
+from bzzz.network.envelope import Envelope
+from bzzz.store.projection import Outcome
+
+logger = logging.getLogger(__name__)
+
+
+class Reclaimer:
+    """Listens to the projector; re-announces this node's agents after a false node.lost."""
+
+    def __init__(self, log: EventLog, agents: AgentService) -> None:
+        self._log = log
+        self._agents = agents
+        self._about_me: set[str] = set()
+        self._tasks: set[asyncio.Task[None]] = set()
+
+    def on_applied(self, envelopes: Sequence[Envelope]) -> None:
+        """Note the node.lost envelopes that name this node."""
+        for env in envelopes:
+            if env.type == "node.lost" and env.payload.get("node_id") == self._log.node_id:
+                self._about_me.add(env.id)
+
+    def on_outcomes(self, outcomes: dict[str, Outcome]) -> None:
+        """Re-announce the agents each noted envelope took offline."""
+        for env_id in list(self._about_me):
+            outcome = outcomes.get(env_id)
+            if outcome is None:
+                continue
+            self._about_me.discard(env_id)
+            went = [str(agent_id) for agent_id in outcome.get("offline", [])]
+            task = asyncio.create_task(self._reclaim(went), name="bzzz-reclaim")
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
+
+    async def _reclaim(self, agent_ids: list[str]) -> None:
+        logger.warning(
+            "the network took this node for lost; announcing %d agents again", len(agent_ids)
+        )
+        try:
+            await self._log.emit(
+                "node.status", "node", self._log.node_id, {"status": "online", "reason": "rejoined"}
+            )
+            for agent_id in agent_ids:
+                await self._announce_again(agent_id)
+        except BzzzError as exc:
+            logger.error("could not announce this node's agents again: %s", exc)
+
+    async def _announce_again(self, agent_id: str) -> None:
+        agent = self._agents.directory.get(agent_id)
+        if agent is None or agent.online or agent.node_id != self._log.node_id:
+            return
+        await self._agents.announce_again(agent)
+
+    async def close(self) -> None:
+        """Cancel re-announcements still in flight."""
+        for task in list(self._tasks):
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)

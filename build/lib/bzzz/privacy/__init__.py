@@ -1,0 +1,1 @@
+"""Privacy: personal data and secrets masked before text reaches a model or the store."""

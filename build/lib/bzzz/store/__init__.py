@@ -1,0 +1,1 @@
+"""The store: SQLAlchemy over SQLite or PostgreSQL, schema owned by Alembic."""
