@@ -4,7 +4,8 @@ In-process: a real ``bzzz.node.Node`` (the embedded nats-server with JetStream a
 temporary data directory, as ``bzzz serve`` runs by default; ``--memory`` for the in-memory bus)
 served by uvicorn on a loopback port, as ``bzzz serve`` serves it. 1,000 agents are announced;
 20 clients open ``GET /api/v1/events?types=task_assignment`` (httpx, streaming, each its own
-``X-Bzzz-Session``, as 20 dashboards would); then ``task_assignment`` posts go out at a fixed
+``X-Bzzz-Session``, as 20 dashboards would) in a child process, so their parsing does not run on
+the node's event loop; then ``task_assignment`` posts go out at a fixed
 rate (``ConversationService.post``, paced on the clock, each one its own task so a slow post does
 not hold back the next) to the agents in turn. Each post makes one event, which every stream
 must deliver. It measures:
@@ -14,8 +15,12 @@ must deliver. It measures:
 - the delay from a post's start to each stream's receipt of its event, p50/p99/max;
 - deliveries missing when the streams went quiet.
 
+``--unread N`` adds N subscriptions of the same type that no stream reads (their events are
+stored all the same): with ``--streams 1 --unread 19`` the writes of 20 subscriptions happen
+without the reads of 20 streams, which tells the two costs apart.
+
     .venv/bin/python bench/event_stream.py [--agents 1000] [--rate 100] [--seconds 10]
-        [--streams 20] [--memory] [--json PATH]
+        [--streams 20] [--unread 0] [--memory] [--json PATH]
 
 Prints the figures and writes bench/results/event_stream.json (or --json PATH).
 """
@@ -44,7 +49,7 @@ from bzzz.eventlog import Caller
 from bzzz.mcp.server import build_server
 from bzzz.network.memory import InMemoryBus
 from bzzz.node import Node
-from bzzz.schemas import AnnounceInput, PostInput
+from bzzz.schemas import AnnounceInput, PostInput, SubscribeInput
 
 RESULTS = Path(__file__).resolve().parent / "results"
 QUIET_SECONDS = 10.0
@@ -64,9 +69,9 @@ class Receipts:
     def received(self) -> int:
         return len(self.log)
 
-    def got(self, message_id: str) -> None:
-        self.last = time.perf_counter()
-        self.log.append((message_id, self.last))
+    def got(self, message_id: str, at: float) -> None:
+        self.last = max(self.last, at)
+        self.log.append((message_id, at))
         self.changed.set()
 
     def delays(self) -> list[float]:
@@ -74,21 +79,41 @@ class Receipts:
         return sorted(at - self.sent[m] for m, at in self.log if m in self.sent)
 
 
-async def _stream(client: httpx.AsyncClient, n: int, receipts: Receipts, ready: Any) -> None:
+async def _stream(client: httpx.AsyncClient, n: int, out: asyncio.Queue[str]) -> None:
     headers = {"X-Bzzz-Session": f"dashboard-{n}", "Accept": "text/event-stream"}
     params = {"types": "task_assignment"}
     async with client.stream("GET", "/api/v1/events", params=params, headers=headers) as answer:
         answer.raise_for_status()
         async for line in answer.aiter_lines():
             if line.startswith("event: stream_open"):
-                ready.release()
+                out.put_nowait("ready")
             elif line.startswith("data: ") and '"message_id"' in line:
                 data = json.loads(line[6:])
-                receipts.got(data["data"]["message_id"])
+                out.put_nowait(f"{data['data']['message_id']} {time.monotonic()!r}")
+
+
+async def read_streams(url: str, streams: int) -> None:
+    """The child process: open the streams, print 'ready', then '<message id> <monotonic>'
+    for each event received, until killed."""
+    out: asyncio.Queue[str] = asyncio.Queue()
+    limits = httpx.Limits(max_connections=streams + 4)
+    async with httpx.AsyncClient(base_url=url, timeout=None, limits=limits) as client:
+        tasks = [asyncio.create_task(_stream(client, n, out)) for n in range(streams)]
+        opened = 0
+        while True:
+            line = await out.get()
+            if line == "ready":
+                opened += 1
+                if opened < streams:
+                    continue
+            sys.stdout.write(line + "\n")
+            if out.empty():
+                sys.stdout.flush()
+        await asyncio.gather(*tasks)
 
 
 async def _post(node: Node, boss: Caller, target: str, receipts: Receipts, n: int) -> None:
-    started = time.perf_counter()
+    started = time.monotonic()
     params = PostInput(
         target_address=f"bzzz://{target}",
         message_type="task_assignment",
@@ -97,7 +122,7 @@ async def _post(node: Node, boss: Caller, target: str, receipts: Receipts, n: in
     # The event may reach a stream before post() returns: delays are computed at the end.
     result = await node.conversations.post(boss, params)
     receipts.sent[result["message_id"]] = started
-    receipts.post_seconds.append(time.perf_counter() - started)
+    receipts.post_seconds.append(time.monotonic() - started)
 
 
 def _serve(node: Node) -> tuple[uvicorn.Server, socket.socket, str]:
@@ -134,42 +159,62 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
                 listener.close()
 
 
+async def _readers(url: str, streams: int) -> asyncio.subprocess.Process:
+    """Start the child that reads the streams; return once every stream is open."""
+    child = await asyncio.create_subprocess_exec(
+        sys.executable, __file__, "--reader", url, "--streams", str(streams),
+        stdout=asyncio.subprocess.PIPE,
+    )  # fmt: skip
+    assert child.stdout is not None
+    async with asyncio.timeout(60):
+        assert (await child.stdout.readline()).strip() == b"ready"
+    return child
+
+
+async def _collect(child: asyncio.subprocess.Process, receipts: Receipts) -> None:
+    assert child.stdout is not None
+    async for line in child.stdout:
+        message_id, at = line.decode().split()
+        receipts.got(message_id, float(at))
+
+
 async def _measure(node: Node, boss: Caller, url: str, args: argparse.Namespace) -> dict[str, Any]:
     receipts = Receipts()
-    ready = asyncio.Semaphore(0)
-    limits = httpx.Limits(max_connections=args.streams + 4)
-    async with httpx.AsyncClient(base_url=url, timeout=None, limits=limits) as client:
-        streams = [
-            asyncio.create_task(_stream(client, n, receipts, ready)) for n in range(args.streams)
-        ]
-        async with asyncio.timeout(30):
-            for _ in range(args.streams):
-                await ready.acquire()
+    for n in range(args.unread):
+        # Subscriptions no stream reads: their events are fanned out and stored all the same.
+        params = SubscribeInput(event_types=["task_assignment"])
+        await node.subscriptions.subscribe(Caller(f"unread-{n}"), params)
+    child = await _readers(url, args.streams)
+    collecting = asyncio.create_task(_collect(child, receipts))
+    try:
         total = int(args.rate * args.seconds)
         posts: list[asyncio.Task[None]] = []
-        start = time.perf_counter()
+        start = time.monotonic()
         for n in range(total):
             due = start + n / args.rate
-            await asyncio.sleep(max(0.0, due - time.perf_counter()))
+            await asyncio.sleep(max(0.0, due - time.monotonic()))
             target = f"agent-{n % args.agents}"
             posts.append(asyncio.create_task(_post(node, boss, target, receipts, n)))
         await asyncio.gather(*posts)
-        posted = time.perf_counter()
+        posted = time.monotonic()
         expected = total * args.streams
         with contextlib.suppress(TimeoutError):
             while receipts.received < expected:
                 receipts.changed.clear()
                 async with asyncio.timeout(QUIET_SECONDS):
                     await receipts.changed.wait()
-        for stream in streams:
-            stream.cancel()
-        await asyncio.gather(*streams, return_exceptions=True)
+    finally:
+        child.kill()
+        await child.wait()
+        collecting.cancel()
+        await asyncio.gather(collecting, return_exceptions=True)
     delays = receipts.delays()
     post_times = sorted(receipts.post_seconds)
     span = max(receipts.last, posted) - start
     return {
         "agents": args.agents,
         "streams": args.streams,
+        "unread_subscriptions": args.unread,
         "offered_posts_per_second": args.rate,
         "posts": total,
         "posts_per_second": round(total / (posted - start), 1),
@@ -192,10 +237,18 @@ def main() -> int:
     parser.add_argument("--rate", type=float, default=100.0, help="posts per second")
     parser.add_argument("--seconds", type=float, default=10.0)
     parser.add_argument("--streams", type=int, default=20)
+    parser.add_argument(
+        "--unread", type=int, default=0, help="extra subscriptions that no stream reads"
+    )
     parser.add_argument("--memory", action="store_true", help="the in-memory bus, not JetStream")
     parser.add_argument("--json", type=Path, default=RESULTS / "event_stream.json")
+    parser.add_argument("--reader", metavar="URL", help=argparse.SUPPRESS)
     args = parser.parse_args()
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
+    if args.reader:
+        with contextlib.suppress(KeyboardInterrupt):
+            asyncio.run(read_streams(args.reader, args.streams))
+        return 0
     figures = asyncio.run(run(args))
     report = {
         "benchmark": "event_stream",
