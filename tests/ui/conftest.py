@@ -17,12 +17,14 @@ from typing import Any
 import pytest
 import uvicorn
 from e2e.support import wait_until
+from receiver import http_receiver  # noqa: F401 - the fixture
 
 from bzzz.access.principal import LOCAL, Scope
 from bzzz.api.app import build_app
 from bzzz.clock import ManualClock
 from bzzz.config import EscalationRuleConfig, Settings
 from bzzz.conversations.monitor import ThreadMonitor
+from bzzz.events.webhooks import WebhookDispatcher
 from bzzz.mcp.server import build_server
 from bzzz.network.memory import InMemoryBus
 from bzzz.node import Node
@@ -77,6 +79,11 @@ class Served:
         return secret
 
 
+async def _no_dispatch(self: WebhookDispatcher) -> None:
+    # The tests drive the webhook queue themselves (node.webhooks.deliver_due).
+    await asyncio.Event().wait()
+
+
 async def _idle(self: ThreadMonitor) -> None:
     # The tests sweep the threads themselves (node.escalations.check_all on a manual clock).
     while not self._stopping:
@@ -88,8 +95,12 @@ async def _idle(self: ThreadMonitor) -> None:
 async def served(
     settings: Settings, memory_bus: InMemoryBus, monkeypatch: pytest.MonkeyPatch
 ) -> AsyncIterator[Served]:
-    """A node requiring credentials, with the 'stuck' rule, served on a free loopback port."""
+    """A node requiring credentials, with the 'stuck' rule, served on a free loopback port
+    (its webhook queue, retried fast and dead after 50 ms, is driven by the tests)."""
     monkeypatch.setattr(ThreadMonitor, "run", _idle)
+    monkeypatch.setattr(WebhookDispatcher, "run", _no_dispatch)
+    for name, value in {"initial_backoff": 0.001, "max_backoff": 0.002, "max_age": 0.05}.items():
+        setattr(settings.webhooks, name, value)
     settings.auth.required = True
     settings.conversation.default_timeout = 10**7
     settings.conversation.escalation_rules = [EscalationRuleConfig.model_validate(STUCK)]

@@ -6,13 +6,18 @@ with no console error and no uncaught page error in the browser.
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
+import httpx
 import pytest
 from access.support import mcp_client, ok
+from receiver import ReceiverFactory
 
 from bzzz.access.principal import Scope
+from bzzz.eventlog import Caller
 from bzzz.llm.types import TokenUsage
+from bzzz.schemas import AnnounceInput, SubscribeInput
 
 from .conftest import Dashboard, Served
 
@@ -162,4 +167,55 @@ async def test_a_read_token_of_one_project_sees_none_of_anothers_agents(
     assert "b-dev" not in text and "b-ops" not in text
     assert "project-b" not in await page.locator("#events").inner_text()
     assert await page.locator("#console-tab").inner_text() == "Escalations"
+    assert dashboard.problems.messages == []
+
+
+async def test_a_bzzz_address_is_searched_from_the_page(
+    served: Served, dashboard: Dashboard
+) -> None:
+    team = await served.token("team", ["shop"])
+    async with mcp_client(f"{served.url}/mcp", "stateless", team) as client:
+        await ok(client, "bzzz_announce", {"agent_id": "rev-1", "role": "reviewer"})
+        await ok(client, "bzzz_announce", {"agent_id": "dev-1", "role": "developer"})
+        await dashboard.sign_in(team)
+        page = dashboard.page
+
+        await page.fill("#search-address", "bzzz://*:reviewer@shop:*")
+        await page.click("#search button[type=submit]")
+        await page.locator("#search-result table").wait_for(timeout=5000)
+        found = await page.locator("#search-result tbody").inner_text()
+        await page.fill("#search-address", "bzzz://dev-1/tasks")
+        await page.click("#search button[type=submit]")
+        await page.locator("#search-result pre").wait_for(timeout=5000)
+        content = await page.locator("#search-result pre").inner_text()
+
+    assert "rev-1" in found and "dev-1" not in found
+    assert '"tasks": []' in content and '"id": "dev-1"' in content
+    assert dashboard.problems.messages == []
+
+
+async def test_an_admin_redrives_a_dead_letter_from_the_page(
+    served: Served, dashboard: Dashboard, http_receiver: ReceiverFactory
+) -> None:
+    admin = await served.token("ops", ["*"], scope=Scope.ADMIN)
+    node = served.node
+    async with http_receiver(lambda _n: 500) as receiver:
+        hook = SubscribeInput(event_types=["agent_announcement"], callback_webhook=receiver.url)
+        await node.subscriptions.subscribe(Caller("watcher"), hook)
+        await node.agents.announce(Caller("dev"), AnnounceInput(agent_id="dev-1", role="dev"))
+        async with asyncio.timeout(5), httpx.AsyncClient(timeout=2.0) as client:
+            while not (dead := await node.subscriptions.deliveries("dead")):
+                await node.webhooks.deliver_due(client)
+    await dashboard.sign_in(admin)
+    page = dashboard.page
+    await page.click("[data-tab=webhooks]")
+    row = page.locator("#webhooks tbody tr")
+    await row.wait_for(timeout=5000)
+    shown = await row.inner_text()
+
+    await row.get_by_role("button", name="Redrive").click()
+    await page.locator("#webhooks .empty").wait_for(timeout=5000)
+
+    assert "HTTP 500" in shown and receiver.url in shown
+    assert [d.id for d in await node.subscriptions.deliveries("pending")] == [dead[0].id]
     assert dashboard.problems.messages == []
