@@ -11,7 +11,8 @@ Event ids are ``<subscription_id>:<n>``, ``n`` the row id of the event in the no
 a new stream (``stream_open``) carries ``<subscription_id>:0``, so even a stream that saw no event
 can be resumed (a resumed stream keeps its subscription's types and address; ``types=`` and
 ``address=`` of the reconnecting request are not applied again). The projector's listener only
-wakes the streams; they read the store.
+wakes the streams; they read the store, the streams woken together in one query
+(:mod:`bzzz.api.stream_reads`).
 
 A stream's subscription outlives a dropped connection by :data:`RESUME_SECONDS`, then is removed
 (when any stream opens or closes on the node, and at the latest when the node stops, which ends
@@ -28,18 +29,17 @@ from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
-from sqlalchemy import select
 from starlette.requests import Request
 from starlette.responses import StreamingResponse
 
 from bzzz import domain
 from bzzz.api.handlers import Operation, caller_of, query_of
 from bzzz.api.rest import API
+from bzzz.api.stream_reads import BatchedReads
 from bzzz.errors import BzzzError, InvalidParameters
 from bzzz.eventlog import Caller
 from bzzz.node import Node
 from bzzz.schemas import SubscribeInput
-from bzzz.store.models import EventRow
 
 RESUME_SECONDS = 300.0
 PING_SECONDS = 15.0
@@ -85,6 +85,7 @@ class EventStreams:
         self.node = node
         self._wakers: dict[str, set[asyncio.Event]] = {}
         self._detached: dict[str, float] = {}
+        self._reads = BatchedReads(node.db, BATCH)
         node.projector.add_listener(self._on_events)
 
     async def _on_events(self, matched: Sequence[tuple[domain.Subscription, domain.Event]]) -> None:
@@ -152,14 +153,7 @@ class EventStreams:
             self._detached[sub_id] = time.monotonic()
 
     async def _after(self, sub_id: str, after: int) -> list[tuple[int, str, dict[str, Any]]]:
-        async with self.node.db.session() as session:
-            rows = await session.scalars(
-                select(EventRow)
-                .where(EventRow.subscription_id == sub_id, EventRow.id > after)
-                .order_by(EventRow.id)
-                .limit(BATCH)
-            )
-            return [(r.id, r.event_type, dict(r.payload)) for r in rows]
+        return await self._reads.after(sub_id, after)
 
     async def _reap(self) -> None:
         """Remove the subscriptions of streams gone longer than RESUME_SECONDS."""
