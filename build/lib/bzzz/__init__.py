@@ -1,3 +1,0 @@
-"""BZZZ: a coordination network for AI agents, reachable over MCP."""
-
-__version__ = "0.1.0"

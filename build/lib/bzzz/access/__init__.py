@@ -1,1 +1,0 @@
-"""Who is calling: principals, their credentials and grants."""

@@ -1,1 +1,0 @@
-"""Agents: announcement, discovery, retrieval, session lifetimes."""

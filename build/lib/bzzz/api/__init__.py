@@ -1,1 +1,0 @@
-"""The HTTP layer: the MCP mount, /healthz, /metrics."""

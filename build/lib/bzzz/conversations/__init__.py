@@ -1,1 +1,0 @@
-"""Conversations: messages, tasks and threads."""

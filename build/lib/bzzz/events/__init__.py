@@ -1,1 +1,0 @@
-"""Events: subscriptions, their resources and webhook delivery."""

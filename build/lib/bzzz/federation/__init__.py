@@ -1,1 +1,0 @@
-"""Federation: other networks whose agents this node can find and message."""

@@ -1,1 +1,0 @@
-"""Hosted LLM agents: model access, costs, roles, lifecycle, memory and the runtime."""

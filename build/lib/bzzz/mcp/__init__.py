@@ -1,1 +1,0 @@
-"""The MCP layer: tools, resources, completion; no rules live here."""

@@ -1,1 +1,0 @@
-"""Connections to the NATS event log."""

@@ -1,1 +1,0 @@
-"""Peers: the nodes of the network and whether they are alive."""

@@ -1,1 +1,0 @@
-"""Privacy: personal data and secrets masked before text reaches a model or the store."""

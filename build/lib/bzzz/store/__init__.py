@@ -1,1 +1,0 @@
-"""The store: SQLAlchemy over SQLite or PostgreSQL, schema owned by Alembic."""
