@@ -13,7 +13,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from bzzz import __version__, cli_audit, cli_metrics, cli_tokens
+from bzzz import __version__, cli_audit, cli_metrics, cli_retention, cli_tokens
 from bzzz import cli_output as out
 from bzzz import cli_start as start
 from bzzz.config import Settings, load_settings, unknown_variables
@@ -85,6 +85,7 @@ def _parser() -> argparse.ArgumentParser:
     cli_tokens.add_parser(sub)
     cli_metrics.add_parser(sub)
     cli_audit.add_parser(sub)
+    cli_retention.add_parser(sub)
     config = sub.add_parser("config", help="settings")
     config_sub = config.add_subparsers(dest="config_command", required=True)
     show = config_sub.add_parser("show", help="print the effective settings, secrets masked")
@@ -354,39 +355,9 @@ def _subscriptions(args: argparse.Namespace, settings: Settings) -> int:
 
 
 async def _board(settings: Settings) -> list[Any]:
-    from bzzz.domain import utcnow
-    from bzzz.errors import NetworkError
-    from bzzz.network.embedded import local_auth, running_url
-    from bzzz.network.jetstream import JetStreamBus
-    from bzzz.network.nats_auth import NatsAuth, redact_url
-    from bzzz.peers.service import PeerSettings, board_view
+    from bzzz.peers.board import read_board
 
-    data_dir = settings.node.data_dir.expanduser()
-    urls = settings.bzzz.nats_url or [url for url in [running_url(data_dir)] if url]
-    if not urls:
-        raise NetworkError(f"no node has run on {data_dir} and BZZZ_NATS_URL is not set")
-    auth = NatsAuth(creds_file=settings.bzzz.nats_creds)
-    if not settings.bzzz.nats_url:
-        auth = local_auth(data_dir) or auth
-    network = settings.bzzz.network_id
-    bus = JetStreamBus(urls, network, publish_timeout=5.0, create=False, auth=auth)
-    try:
-        await bus.start()
-        entries = await bus.peer_entries()
-    except NetworkError:
-        raise
-    except Exception as exc:
-        # Whatever NATS says (no server, no bucket yet), the user needs one line.
-        shown = ", ".join(redact_url(url) for url in urls)
-        raise NetworkError(f"cannot read the peer board at {shown}: {exc!r}") from exc
-    finally:
-        await bus.close()
-    peer_settings = PeerSettings(
-        interval=settings.bzzz.heartbeat_interval,
-        misses=settings.bzzz.heartbeat_misses,
-        trusted=frozenset(settings.bzzz.trusted_nodes) or None,
-    )
-    return board_view(entries, settings.bzzz.network_id, peer_settings, utcnow())
+    return await read_board(settings)
 
 
 def _peers(args: argparse.Namespace, settings: Settings) -> int:
@@ -650,6 +621,8 @@ _COMMANDS: dict[str, Callable[[argparse.Namespace, Settings], int]] = {
     "token": cli_tokens.run,
     "metrics": cli_metrics.run,
     "audit": cli_audit.run,
+    "retention": cli_retention.run,
+    "forget": cli_retention.forget,
     "config": _config_show,
 }
 

@@ -2,8 +2,8 @@
 
 The commands read the data directory's database directly: no node needs to run. ``recorded``
 wraps each command ``main`` runs; the changes among them (token create and revoke, node admit
-and remove, subscriptions delete, webhooks redrive) are appended to the data directory's
-chain as the local user, allowed or refused.
+and remove, subscriptions delete, webhooks redrive, retention run, forget) are appended to the
+data directory's chain as the local user, allowed or refused.
 """
 
 from __future__ import annotations
@@ -41,6 +41,9 @@ _CHANGES = {
     "node": "node_command",
     "subscriptions": "subscriptions_command",
     "webhooks": "webhooks_command",
+    "retention": "retention_command",
+    # A command without sub-commands: the action is its name.
+    "forget": "",
 }
 _CHANGE_ACTIONS = frozenset(
     {
@@ -50,9 +53,11 @@ _CHANGE_ACTIONS = frozenset(
         "node remove",
         "subscriptions delete",
         "webhooks redrive",
+        "retention run",
+        "forget",
     }
 )
-_TARGETS = ("id", "node", "name")
+_TARGETS = ("id", "node", "name", "agent")
 
 
 def add_parser(sub: Any) -> None:
@@ -168,6 +173,7 @@ async def _verify(args: argparse.Namespace, settings: Settings) -> int:
     try:
         records = _read_export(args.export) if args.export else await reading.records(db)
         heads = await reading.heads(db)
+        anchors = await reading.anchors(db)
         local = None if args.export else _local_node(settings)
     finally:
         await db.close()
@@ -180,7 +186,7 @@ async def _verify(args: argparse.Namespace, settings: Settings) -> int:
     # A bar on a terminal (nothing when piped): a long trail takes a while to hash again.
     with out.progress("verifying the audit trail", total=len(records)) as update:
         for node in sorted(chains):
-            reports[node] = _verify_node(node, chains[node], heads)
+            reports[node] = _verify_node(node, chains[node], heads, anchors.get(node))
             update(sum(len(chains[n]) for n in reports))
     others = [h for h in heads if h.node_id not in chains]
     if others:
@@ -188,9 +194,9 @@ async def _verify(args: argparse.Namespace, settings: Settings) -> int:
     return _show(reports, args.json)
 
 
-def _verify_node(node: str, records: list[Record], heads: list[Any]) -> Report:
+def _verify_node(node: str, records: list[Record], heads: list[Any], anchor: Any = None) -> Report:
     records.sort(key=lambda r: r.seq)
-    return verify(records, [h for h in heads if h.node_id == node], node)
+    return verify(records, [h for h in heads if h.node_id == node], node, anchor)
 
 
 def _show(reports: dict[str, Report], as_json: bool) -> int:
@@ -240,7 +246,7 @@ def _change_of(args: argparse.Namespace) -> str | None:
     attribute = _CHANGES.get(str(getattr(args, "command", "")))
     if attribute is None:
         return None
-    action = f"{args.command} {getattr(args, attribute, '')}"
+    action = f"{args.command} {getattr(args, attribute, '')}" if attribute else args.command
     return action if action in _CHANGE_ACTIONS else None
 
 

@@ -2,8 +2,10 @@
 
 Every rate is derived from the store (agents, tasks, threads, escalations, the cost ledger), so
 the command opens the store alone: no node is started, and a running one is not disturbed.
-Network latency and the context compression ratio are live figures of a running node: they are
-on its /metrics and ``bzzz://metrics``, and the command says so.
+The context compression ratio is a live figure of a running node: it is on its /metrics and
+``bzzz://metrics``, and the command says so. Network latency between nodes is read from the
+peer board, where each running node puts its last round trip to each peer in its heartbeat;
+without a reachable board it is shown as live only.
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
     """Print the metrics."""
     figures = asyncio.run(_figures(settings))
     shown = figures_json(figures)
+    shown["network_latency"] = asyncio.run(_latency(settings))
     if args.json:
         sys.stdout.write(json.dumps(shown, indent=2) + "\n")
         return 0
@@ -46,6 +49,28 @@ def figures_json(figures: Figures) -> dict[str, Any]:
         "context_compression_ratio": {"ratio": None, "live": False, "note": LIVE_ONLY},
         "network_latency": {"live": False, "note": LIVE_ONLY},
     }
+
+
+async def _latency(settings: Settings) -> dict[str, Any]:
+    """The round trips the running nodes last measured, from their heartbeats on the board."""
+    from bzzz.errors import BzzzError
+    from bzzz.peers.board import read_board
+    from bzzz.peers.latency import MEASURED
+
+    try:
+        async with asyncio.timeout(15):
+            peers = await read_board(settings)
+    except (BzzzError, TimeoutError) as exc:
+        reason = exc.message if isinstance(exc, BzzzError) else "the peer board did not answer"
+        return {"live": False, "note": f"{LIVE_ONLY} ({reason})"}
+    pairs = [
+        {"from": peer.id, "to": other, "last_ms": ms}
+        for peer in peers
+        if peer.status != "offline"
+        for other, ms in sorted(peer.latency.items())
+    ]
+    return {"live": True, "measured": f"{MEASURED} (each node's last, from its heartbeat)",
+            "pairs": pairs}  # fmt: skip
 
 
 async def _figures(settings: Settings) -> Figures:
@@ -121,5 +146,15 @@ def _rows(s: dict[str, Any]) -> list[tuple[str, str, str]]:
         ),
         ("cost per task", _usd(task["usd"]), f"{task['tasks']} hosted-agent tasks"),
         ("context compression ratio", "n/a", LIVE_ONLY),
-        ("network latency", "n/a", LIVE_ONLY),
+        *_latency_rows(s["network_latency"]),
+    ]
+
+
+def _latency_rows(latency: dict[str, Any]) -> list[tuple[str, str, str]]:
+    pairs = latency.get("pairs") or []
+    if not pairs:
+        return [("network latency", "n/a", latency.get("note") or "no peer measured yet")]
+    return [
+        ("network latency", f"{p['last_ms']:.2f} ms", f"{p['from'][:12]} -> {p['to'][:12]}")
+        for p in pairs
     ]

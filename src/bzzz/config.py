@@ -56,6 +56,8 @@ ENV_ALIASES: dict[str, tuple[str, str]] = {
     "BZZZ_MAX_AGENTS": ("agents", "max_agents"),
     "BZZZ_LOG_LEVEL": ("logging", "level"),
     "BZZZ_LOG_FILE": ("logging", "file"),
+    "BZZZ_WHOOSH_URL": ("whoosh", "url"),
+    "BZZZ_WHOOSH_TOKEN": ("whoosh", "token"),
 }
 
 SECRET_KEYS = frozenset({"api_key", "auth_tokens", "secret", "human_channel_secret", "token"})
@@ -305,6 +307,32 @@ class SlurpSettings(_Section):
     max_backoff: float = Field(600.0, gt=0)
 
 
+class WhooshSettings(_Section):
+    """WHOOSH, the orchestrator hosted agents register with (design §4.2); off without a URL."""
+
+    url: str | None = Field(
+        None, description="WHOOSH's base URL: agents are registered at {url}/agents"
+    )
+    token: SecretStr | None = Field(None, description="sent to WHOOSH as a bearer token")
+    timeout: float = Field(10.0, gt=0, description="seconds per request to WHOOSH")
+    health_interval: float = Field(
+        30.0, gt=0, description="seconds between health reports (health_check.interval)"
+    )
+    health_timeout: float = Field(
+        10.0, gt=0, description="WHOOSH's timeout for our status endpoint (health_check.timeout)"
+    )
+    health_retries: int = Field(3, ge=0, description="health_check.retries told to WHOOSH")
+    initial_backoff: float = Field(1.0, gt=0, description="first retry delay while WHOOSH is down")
+    max_backoff: float = Field(60.0, gt=0)
+
+    @field_validator("url")
+    @classmethod
+    def _check_url(cls, value: str | None) -> str | None:
+        if value is not None and not value.startswith(("http://", "https://")):
+            raise ValueError(f"{value!r} is not an http:// or https:// URL")
+        return value.rstrip("/") if value is not None else None
+
+
 class AgentsSettings(_Section):
     """Agents on this network."""
 
@@ -424,6 +452,39 @@ class PrivacySettings(_Section):
     )
 
 
+class RetentionSettings(_Section):
+    """How long content is kept, in days (fractions allowed); 0 keeps it forever (the default).
+
+    Each node's hourly job (and ``bzzz retention run``) publishes its cut-offs on the log, and
+    every node applies them in log order: set the same values on every node of a network.
+    """
+
+    messages_days: float = Field(
+        0, ge=0, le=36_500, description="message content (a tombstone keeps id and time)"
+    )
+    events_days: float = Field(
+        0, ge=0, le=36_500, description="subscription events, webhook deliveries, activity"
+    )
+    memory_days: float = Field(0, ge=0, le=36_500, description="hosted agents' memories")
+    audit_days: float = Field(
+        0, ge=0, le=36_500, description="this node's audit records (a signed anchor stays)"
+    )
+    interval: float = Field(3600.0, gt=0, description="seconds between the node's retention runs")
+
+    @field_validator("messages_days", "events_days", "memory_days", "audit_days", mode="before")
+    @classmethod
+    def _days(cls, value: object) -> object:
+        if isinstance(value, bool):
+            raise ValueError("must be a number of days (0 keeps forever), not true/false")
+        if isinstance(value, str) and value.strip().lower() in ("nan", "inf", "+inf", "infinity"):
+            raise ValueError("must be a finite number of days (0 keeps forever)")
+        return value
+
+    def any(self) -> bool:
+        """Whether any content ages out at all."""
+        return any((self.messages_days, self.events_days, self.memory_days, self.audit_days))
+
+
 class NodeSettings(_Section):
     """This process: data directory, database, HTTP."""
 
@@ -463,9 +524,11 @@ class Settings(_Section):
     webhooks: WebhookSettings = Field(default_factory=WebhookSettings)
     escalation: EscalationSettings = Field(default_factory=EscalationSettings)
     slurp: SlurpSettings = Field(default_factory=SlurpSettings)
+    whoosh: WhooshSettings = Field(default_factory=WhooshSettings)
     auth: AuthSettings = Field(default_factory=AuthSettings)
     limits: LimitsSettings = Field(default_factory=LimitsSettings)
     privacy: PrivacySettings = Field(default_factory=PrivacySettings)
+    retention: RetentionSettings = Field(default_factory=RetentionSettings)
 
     def database_url(self) -> str:
         """The database URL in force: the configured one or SQLite in the data directory."""

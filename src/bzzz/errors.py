@@ -6,6 +6,8 @@
     ├── AgentNotFound              AGENT_NOT_FOUND
     ├── ThreadNotFound             THREAD_NOT_FOUND
     ├── NetworkError               NETWORK_ERROR
+    │   ├── WhooshUnavailable      NETWORK_ERROR (WHOOSH unreachable, 5xx, 408, 429: retried)
+    │   └── WhooshRefused          NETWORK_ERROR (WHOOSH answered 4xx: details.status)
     ├── OpenAIError                OPENAI_ERROR
     ├── CostLimitExceeded          COST_LIMIT_EXCEEDED
     ├── EscalationFailed           ESCALATION_FAILED
@@ -95,6 +97,14 @@ class NetworkError(BzzzError):
     """The event log (NATS) could not be reached or did not acknowledge in time."""
 
     default_code = ErrorCode.NETWORK_ERROR
+
+
+class WhooshUnavailable(NetworkError):
+    """WHOOSH could not be reached or asked to come back later; the call is retried."""
+
+
+class WhooshRefused(NetworkError):
+    """WHOOSH refused a call (HTTP 4xx); ``details`` has the status and WHOOSH's answer."""
 
 
 class OpenAIError(BzzzError):

@@ -50,8 +50,10 @@ from bzzz.network.nats_auth import NatsAuth
 from bzzz.peers.reclaim import Reclaimer
 from bzzz.peers.service import PeerService, PeerSettings
 from bzzz.projector import Projector
+from bzzz.retention.service import RetentionService
 from bzzz.store.database import Database
 from bzzz.store.projection import ProjectionLimits
+from bzzz.whoosh.registrar import WhooshRegistrar, registrar_for
 
 logger = logging.getLogger(__name__)
 
@@ -150,6 +152,8 @@ class Node:
     monitor: ThreadMonitor
     llm: LLMService
     hosted: HostedRuntime
+    retention: RetentionService
+    whoosh: WhooshRegistrar | None = None
     node_dir: Path
 
     @property
@@ -214,7 +218,12 @@ class Node:
         await self.peers.beat()
         self._spawn("peers", self.peers.run())
         self._spawn("leases", self.agents.run_leases())
+        self._spawn("retention", self.retention.run_periodically())
         await self.hosted.start()
+        # WHOOSH hears of the hosted agents in the background: an absent WHOOSH delays no start.
+        self.whoosh = registrar_for(self)
+        if self.whoosh is not None:
+            self.whoosh.start()
 
     async def _build(self) -> None:
         data_dir = self.settings.node.data_dir.expanduser()
@@ -307,6 +316,10 @@ class Node:
         self.projector.add_outcome_listener(self._reclaimer.on_outcomes)
         self._build_thread_services()
         self._build_llm()
+        self.retention = RetentionService(
+            self.db, self.bus, self.log, self.settings.retention, clock=self.clock
+        )
+        self.projector.add_outcome_listener(self.retention.on_outcomes)
 
     def _build_access(self) -> None:
         """Tokens (network state), admin tokens and the OAuth issuer: who may call."""
@@ -543,6 +556,13 @@ class Node:
         self.state = NodeState.STOPPED
 
     async def _stop_hosted(self) -> None:
+        if self.whoosh is not None:
+            # Deregistered first, so WHOOSH sends no task to an agent about to leave.
+            try:
+                async with asyncio.timeout(self.settings.whoosh.timeout + 1):
+                    await self.whoosh.stop()
+            except TimeoutError:
+                logger.warning("hosted agents were not all deregistered from WHOOSH in time")
         try:
             async with asyncio.timeout(10):
                 await self.hosted.stop()
@@ -570,6 +590,8 @@ class Node:
             # A round of deliveries ends within the HTTP timeout; past that, cancel.
             if rounds:
                 await asyncio.wait(rounds, timeout=self.settings.webhooks.timeout + 1)
+        if hasattr(self, "retention"):
+            await self.retention.close()
         for task in self._tasks:
             task.cancel()
         for task in self._tasks:
@@ -583,13 +605,18 @@ class Node:
                 logger.debug("background task ended with an error", exc_info=task.exception())
         self._tasks.clear()
 
+    async def _abort_hosted(self) -> None:
+        # Already stopped with a goodbye on a clean stop; after a crash or a failed start
+        # their tasks must not outlive the bus and the store.
+        if self.whoosh is not None:
+            await self.whoosh.abort()
+        if hasattr(self, "hosted"):
+            await self.hosted.abort()
+
     async def _teardown(self) -> None:
         if hasattr(self, "_reclaimer"):
             await self._reclaimer.close()
-        if hasattr(self, "hosted"):
-            # Already stopped with a goodbye on a clean stop; after a crash or a failed start
-            # its tasks must not outlive the bus and the store.
-            await self.hosted.abort()
+        await self._abort_hosted()
         if hasattr(self, "audit"):
             # What is queued is stored; a clean stop also signs the final head on the log.
             await self.audit.close(publish=self.state is NodeState.STOPPING)
@@ -623,6 +650,7 @@ class Node:
             "slot": self.slot,
             "projector": self.projector.stats() if hasattr(self, "projector") else None,
             "hosted_agents": self.hosted.status() if hasattr(self, "hosted") else None,
+            "whoosh": self.whoosh.status() if self.whoosh is not None else None,
             "webhooks": {
                 "delivered": self.webhooks.delivered,
                 "failed_attempts": self.webhooks.failed_attempts,

@@ -19,6 +19,7 @@ from bzzz.network import admission
 from bzzz.network.admission import Admission
 from bzzz.network.base import Bus, BusMessage, Stored
 from bzzz.network.envelope import Envelope, EnvelopeRejected, open_envelope
+from bzzz.retention.restate import StandIns
 from bzzz.store.batch import BatchContext, BatchResult, apply_batch
 from bzzz.store.database import Database, StoreError, WriterBusy
 from bzzz.store.directory import AgentDirectory
@@ -94,6 +95,8 @@ class Projector:
         self._applying = asyncio.Lock()
         self._origins: set[asyncio.Future[None]] = set()  # origins applying their envelopes
         self.directory = AgentDirectory()
+        # Stand-ins of envelopes retention or erasure purged from the log (met as gaps).
+        self.stand_ins = StandIns(bus, network, trusted)
         self.rejected: Counter[str] = Counter()
         self.applied_count = 0
 
@@ -401,6 +404,10 @@ class Projector:
         async with self._applying:
             # What this node applied as soon as the network stored it is in the store already.
             opened = [(env, seq) for env, seq in opened if seq > self._applied_seq]
+            filled = await self.stand_ins.fill(self._applied_seq, messages)
+            if filled:
+                # Purged envelopes' stand-ins, in their places: replay reaches the same state.
+                opened = sorted([*opened, *filled], key=lambda pair: pair[1])
             opened, decided = self._admit(opened)
             if opened:
                 await self._apply(opened, last_seq, decided)

@@ -210,3 +210,11 @@ async def test_an_unexpected_failure_is_an_error_response_without_internals(
 
     body = refused(answer, 503, "NETWORK_ERROR")
     assert "secret" not in answer.text and "node logged" in body["error"]
+
+
+async def test_an_unknown_route_or_method_is_an_error_response(http: httpx.AsyncClient) -> None:
+    missing = refused(await http.get("/api/v1/nothing-here"), 404, "INVALID_PARAMETERS")
+    assert "/api/v1/nothing-here" in missing["error"]
+    wrong = await http.delete("/healthz")
+    refused(wrong, 405, "INVALID_PARAMETERS")
+    assert "GET" in wrong.headers["allow"]

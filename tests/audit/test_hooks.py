@@ -42,11 +42,11 @@ async def test_http_changes_are_recorded_and_reads_are_not(node: Node) -> None:
         deleted = await http.delete("/webhooks", headers={"x-bzzz-session": "ops"})
 
     assert read.status_code == 200
-    assert (refused.status_code, deleted.status_code) == (401, 404)
+    assert (refused.status_code, deleted.status_code) == (401, 405)
     records = await chain_of(node)
     assert [(r.action, r.outcome, r.session, r.principal) for r in records] == [
         ("http:POST /webhooks", "HTTP_401", "http", "unauthenticated"),
-        ("http:DELETE /webhooks", "HTTP_404", "http-ops", "anonymous"),
+        ("http:DELETE /webhooks", "HTTP_405", "http-ops", "anonymous"),
     ]
     assert all("secret-in-query" not in str(r.to_json()) for r in records)
 

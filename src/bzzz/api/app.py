@@ -9,9 +9,10 @@ from urllib.parse import parse_qs, urlsplit
 
 from mcp.server.transport_security import TransportSecurityMiddleware, TransportSecuritySettings
 from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response
-from starlette.routing import Mount, Route
+from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from bzzz.access.oauth import protected_resource_metadata, www_authenticate
@@ -22,7 +23,7 @@ from bzzz.api.sessions import SessionQuota
 from bzzz.api.ui import UI_PATH
 from bzzz.audit.http import AuditHTTP
 from bzzz.domain import iso
-from bzzz.errors import BzzzError, PermissionDenied, Unauthenticated
+from bzzz.errors import BzzzError, InvalidParameters, PermissionDenied, Unauthenticated
 from bzzz.mcp.server import BzzzMCP
 from bzzz.mcp.sessions import PRINCIPAL_STATE, principal_of
 from bzzz.metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE
@@ -115,6 +116,18 @@ async def _metrics(node: Node) -> str:
     return await render_metrics(node)
 
 
+async def _no_route(request: Request, exc: Exception) -> Response:
+    """An unknown path (404) or method (405) answered as the seed's ErrorResponse."""
+    status = exc.status_code if isinstance(exc, HTTPException) else 404
+    what = "method" if status == 405 else "route"
+    error = InvalidParameters(f"no {what} {request.method} {request.url.path}")
+    headers = exc.headers if isinstance(exc, HTTPException) else None
+    return JSONResponse(error.to_response(), status_code=status, headers=headers)
+
+
+ROUTING_ERRORS: dict[Any, Any] = {404: _no_route, 405: _no_route}
+
+
 def build_app(node: Node, server: BzzzMCP, host: str, base_url: str | None = None) -> Starlette:
     """The node's HTTP app (MCP session manager started by its lifespan).
 
@@ -196,7 +209,13 @@ def build_app(node: Node, server: BzzzMCP, host: str, base_url: str | None = Non
         metadata = protected_resource_metadata(f"{base}/mcp", auth.issuer, SCOPES_SUPPORTED)
         return JSONResponse(metadata | {"resource_name": "BZZZ node"})
 
+    # The MCP endpoint first: every tool call is matched against the routes in order (it was
+    # ~100 function calls a call behind the REST routes). Without the SDK's own auth its app
+    # holds that one route and no middleware, which taking its routes would drop.
+    if mcp_app.user_middleware:
+        raise RuntimeError("the MCP app carries middleware; mount it instead of its routes")
     routes: list[Any] = [
+        *mcp_app.routes,
         Route("/healthz", healthz),
         Route("/metrics", metrics),
         Route("/webhooks", webhooks),
@@ -204,9 +223,8 @@ def build_app(node: Node, server: BzzzMCP, host: str, base_url: str | None = Non
         # RFC 9728 §3.1 places a resource's metadata before its path: the MCP endpoint's too.
         Route(f"{RESOURCE_METADATA_PATH}/mcp", resource_metadata),
         *api_routes(node, auth.public_url or base_url),
-        Mount("/", app=mcp_app),
     ]
-    app = Starlette(routes=routes, lifespan=lifespan)
+    app = Starlette(routes=routes, lifespan=lifespan, exception_handlers=ROUTING_ERRORS)
 
     def holds_agents(session_id: str) -> bool:
         return bool(node.agents.directory.of_session(node.node_id, f"mcp-{session_id}"))

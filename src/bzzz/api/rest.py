@@ -227,7 +227,7 @@ class Routes:
 
     async def peers(self, request: Request) -> dict[str, Any]:
         """The nodes this node hears (the bzzz://peers resource)."""
-        return {"success": True, "peers": [p.to_json() for p in self.node.peers.peers()]}
+        return {"success": True, "peers": self.node.peers.view()}
 
     async def metrics(self, request: Request) -> dict[str, Any]:
         """The seed's six metrics and the design's success metrics, as JSON."""

@@ -11,8 +11,12 @@ Event ids are ``<subscription_id>:<n>``, ``n`` the row id of the event in the no
 a new stream (``stream_open``) carries ``<subscription_id>:0``, so even a stream that saw no event
 can be resumed (a resumed stream keeps its subscription's types and address; ``types=`` and
 ``address=`` of the reconnecting request are not applied again). The projector's listener only
-wakes the streams; they read the store, the streams woken together in one query
-(:mod:`bzzz.api.stream_reads`).
+wakes the streams; they read the store.
+
+Reads are shared: the streams woken by one commit ask for their rows together, and one query
+(``_SharedReads``) answers them all, so a node with many open streams (a dashboard in many
+browsers) makes one query per commit, not one per stream. Rows are sent as stored (the event's
+JSON text is not decoded and encoded again), a batch of them in one chunk.
 
 A stream's subscription outlives a dropped connection by :data:`RESUME_SECONDS`, then is removed
 (when any stream opens or closes on the node, and at the latest when the node stops, which ends
@@ -29,17 +33,22 @@ from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
+from sqlalchemy import Text, select, type_coerce
 from starlette.requests import Request
 from starlette.responses import StreamingResponse
 
 from bzzz import domain
 from bzzz.api.handlers import Operation, caller_of, query_of
 from bzzz.api.rest import API
-from bzzz.api.stream_reads import BatchedReads
 from bzzz.errors import BzzzError, InvalidParameters
 from bzzz.eventlog import Caller
 from bzzz.node import Node
 from bzzz.schemas import SubscribeInput
+from bzzz.store.database import Database
+from bzzz.store.models import EventRow
+
+# (row id, event type, the event's JSON text) of one stored event.
+Row = tuple[int, str, str]
 
 RESUME_SECONDS = 300.0
 PING_SECONDS = 15.0
@@ -72,10 +81,84 @@ def parse_event_id(value: str) -> tuple[str, int]:
     return sub_id, int(number)
 
 
-def sse(event_id: str, event: str, data: dict[str, Any]) -> bytes:
-    """One server-sent event."""
-    body = json.dumps(data, separators=(",", ":"))
+def sse(event_id: str, event: str, data: dict[str, Any] | str) -> bytes:
+    """One server-sent event (``data``: a JSON object, or its JSON text on one line)."""
+    body = data if isinstance(data, str) else json.dumps(data, separators=(",", ":"))
     return f"id: {event_id}\nevent: {event}\ndata: {body}\n\n".encode()
+
+
+_PAYLOAD_TEXT = type_coerce(EventRow.payload, Text)
+
+
+class _SharedReads:
+    """One query for the reads the streams ask for together (those of one wake-up).
+
+    A stream asks for its rows after ``after``; the asks that arrive before the query starts
+    (every stream woken by the same commit runs before it) share it. Each stream gets its rows
+    in order, and ``more`` when the shared query was cut at its limit: it asks again.
+    """
+
+    def __init__(self, db: Database) -> None:
+        self._db = db
+        self._asks: dict[str, list[tuple[int, asyncio.Future[tuple[list[Row], bool]]]]] = {}
+        self._reader: asyncio.Task[None] | None = None
+
+    async def after(self, sub_id: str, after: int) -> tuple[list[Row], bool]:
+        """This subscription's rows after ``after`` (at most BATCH), and whether more wait."""
+        future: asyncio.Future[tuple[list[Row], bool]] = asyncio.get_running_loop().create_future()
+        self._asks.setdefault(sub_id, []).append((after, future))
+        if self._reader is None:
+            self._reader = asyncio.create_task(self._read(), name="bzzz-stream-reads")
+        return await future
+
+    async def _read(self) -> None:
+        try:
+            while self._asks:
+                asks, self._asks = self._asks, {}
+                try:
+                    rows, cut = await self._query(asks)
+                except Exception as exc:  # a fan-out boundary: every waiting stream hears of it
+                    for waiting in asks.values():
+                        for _, future in waiting:
+                            if not future.done():
+                                future.set_exception(exc)
+                    continue
+                self._answer(asks, rows, cut)
+        finally:
+            self._reader = None
+
+    async def _query(
+        self, asks: dict[str, list[tuple[int, Any]]]
+    ) -> tuple[dict[str, list[Row]], bool]:
+        lowest = min(after for waiting in asks.values() for after, _ in waiting)
+        limit = BATCH * len(asks)
+        async with self._db.session() as session:
+            result = await session.execute(
+                select(EventRow.id, EventRow.subscription_id, EventRow.event_type, _PAYLOAD_TEXT)
+                .where(EventRow.subscription_id.in_(list(asks)), EventRow.id > lowest)
+                .order_by(EventRow.id)
+                .limit(limit)
+            )
+            fetched = result.all()
+        rows: dict[str, list[Row]] = {}
+        for row_id, sub_id, event_type, payload in fetched:
+            text = payload if isinstance(payload, str) else json.dumps(payload)
+            rows.setdefault(sub_id, []).append((row_id, event_type, text))
+        return rows, len(fetched) == limit
+
+    @staticmethod
+    def _answer(
+        asks: dict[str, list[tuple[int, asyncio.Future[tuple[list[Row], bool]]]]],
+        rows: dict[str, list[Row]],
+        cut: bool,
+    ) -> None:
+        for sub_id, waiting in asks.items():
+            mine = rows.get(sub_id, [])
+            for after, future in waiting:
+                if future.done():  # its stream closed meanwhile
+                    continue
+                newer = [row for row in mine if row[0] > after]
+                future.set_result((newer[:BATCH], cut or len(newer) > BATCH))
 
 
 class EventStreams:
@@ -85,7 +168,7 @@ class EventStreams:
         self.node = node
         self._wakers: dict[str, set[asyncio.Event]] = {}
         self._detached: dict[str, float] = {}
-        self._reads = BatchedReads(node.db, BATCH)
+        self._reads = _SharedReads(node.db)
         node.projector.add_listener(self._on_events)
 
     async def _on_events(self, matched: Sequence[tuple[domain.Subscription, domain.Event]]) -> None:
@@ -130,12 +213,14 @@ class EventStreams:
                 left -= 1
             while left != 0:
                 waker.clear()
-                rows = await self._after(sub_id, after)
-                for row_id, event_type, payload in rows[: left if left > 0 else None]:
-                    after = row_id
-                    left -= 1
-                    yield sse(f"{sub_id}:{row_id}", event_type, payload)
-                if rows or left == 0:
+                rows, more = await self._reads.after(sub_id, after)
+                rows = rows[: left if left > 0 else None]
+                if rows:
+                    after = rows[-1][0]
+                    left -= len(rows)
+                    yield b"".join(sse(f"{sub_id}:{n}", kind, text) for n, kind, text in rows)
+                # A commit since the read set the waker again: the wait below returns at once.
+                if more or left == 0:
                     continue
                 try:
                     async with asyncio.timeout(PING_SECONDS):
@@ -151,9 +236,6 @@ class EventStreams:
         if not wakers:
             self._wakers.pop(sub_id, None)
             self._detached[sub_id] = time.monotonic()
-
-    async def _after(self, sub_id: str, after: int) -> list[tuple[int, str, dict[str, Any]]]:
-        return await self._reads.after(sub_id, after)
 
     async def _reap(self) -> None:
         """Remove the subscriptions of streams gone longer than RESUME_SECONDS."""

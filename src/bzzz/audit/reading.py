@@ -8,7 +8,7 @@ from sqlalchemy import Select, select
 
 from bzzz.audit.records import Record
 from bzzz.store.database import Database
-from bzzz.store.models import AuditHeadRow, AuditRecordRow
+from bzzz.store.models import AuditAnchorRow, AuditHeadRow, AuditRecordRow
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,3 +52,10 @@ async def heads(db: Database) -> list[AuditHeadRow]:
     async with db.session() as session:
         query = select(AuditHeadRow).order_by(AuditHeadRow.node_id, AuditHeadRow.seq)
         return list((await session.scalars(query)).all())
+
+
+async def anchors(db: Database) -> dict[str, AuditAnchorRow]:
+    """Where each node's chain starts here after audit retention pruned it (node id -> anchor)."""
+    async with db.session() as session:
+        rows = (await session.scalars(select(AuditAnchorRow))).all()
+        return {row.node_id: row for row in rows}

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass, fields
 from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
@@ -143,9 +143,9 @@ class Record:
 
     def body(self) -> dict[str, Any]:
         """Every field but the hash: what the hash covers."""
-        fields = asdict(self)
-        del fields["hash"]
-        return fields
+        body = self.to_json()
+        del body["hash"]
+        return body
 
     def computed_hash(self) -> str:
         """The hash the record's fields give now."""
@@ -153,7 +153,7 @@ class Record:
 
     def to_json(self) -> dict[str, Any]:
         """The record as list and export show it."""
-        return asdict(self)
+        return {name: getattr(self, name) for name in RECORD_FIELDS}
 
     @classmethod
     def from_row(cls, row: AuditRecordRow) -> Record:
@@ -180,10 +180,16 @@ class Record:
         return cls(**values)
 
 
+# The fields' names, read once: ``dataclasses.asdict`` deep-copies every value, and these are
+# all strings and integers (it was ~250 function calls a tool call).
+ACTION_FIELDS = tuple(f.name for f in fields(Action))
+RECORD_FIELDS = tuple(f.name for f in fields(Record))
+
+
 def chain(node_id: str, seq: int, prev_hash: str, action: Action) -> Record:
     """The record ``action`` becomes at ``seq`` after ``prev_hash``."""
-    fields = asdict(action)
-    body = {"node_id": node_id, "seq": seq, "prev_hash": prev_hash, **fields}
+    body: dict[str, Any] = {"node_id": node_id, "seq": seq, "prev_hash": prev_hash}
+    body.update((name, getattr(action, name)) for name in ACTION_FIELDS)
     return Record(hash=sha256(canonical(body)), **body)
 
 

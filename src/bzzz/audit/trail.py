@@ -22,7 +22,7 @@ from bzzz.clock import Clock, SystemClock
 from bzzz.errors import BzzzError
 from bzzz.network.identity import NodeIdentity
 from bzzz.store.database import Database
-from bzzz.store.models import AuditRecordRow
+from bzzz.store.models import AuditAnchorRow, AuditRecordRow
 
 logger = logging.getLogger(__name__)
 
@@ -52,7 +52,11 @@ def last_link(session: Session, node_id: str) -> tuple[int, str]:
         .order_by(AuditRecordRow.seq.desc())
         .limit(1)
     ).first()
-    return (int(row[0]), str(row[1])) if row is not None else (0, GENESIS)
+    if row is not None:
+        return int(row[0]), str(row[1])
+    # Retention may have pruned every record: the chain goes on after its anchor.
+    anchor = session.get(AuditAnchorRow, node_id)
+    return (anchor.seq, anchor.hash) if anchor is not None else (0, GENESIS)
 
 
 def append(session: Session, node_id: str, actions: list[Action]) -> tuple[int, str]:

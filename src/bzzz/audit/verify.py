@@ -5,6 +5,11 @@ and a hash its own fields give. The first break is named: an *edited* record (it
 longer give its hash), a *removed* one (a gap, or a link to a record that is not there) or a
 *reordered* one (a link to a record further on). Heads are checked for their signature and,
 for this node's chain, for holding the hash the chain has at that seq.
+
+After audit retention pruned a chain's older records, the chain starts after its *anchor*
+(the last pruned record's seq and hash): the first kept record must link to it, and the
+node's signed head at the anchor's seq must hold the anchor's hash, so an anchor cannot be
+forged to hide a rewritten record.
 """
 
 from __future__ import annotations
@@ -14,14 +19,16 @@ from dataclasses import dataclass, field
 
 from bzzz.audit.records import GENESIS, Record, head_bytes
 from bzzz.network.identity import origin_of, verify_signature
-from bzzz.store.models import AuditHeadRow
+from bzzz.store.models import AuditAnchorRow, AuditHeadRow
 
 
 @dataclass(frozen=True, slots=True)
 class Problem:
     """One break: what kind, at which seq, and a sentence for people."""
 
-    kind: str  # edited | removed | reordered | head_signature | head_mismatch | head_missing
+    # edited | removed | reordered | head_signature | head_mismatch | head_missing |
+    # anchor_unsigned
+    kind: str
     seq: int
     node_id: str
     message: str
@@ -50,9 +57,11 @@ class Report:
         return not self.problems
 
 
-def _link_problem(record: Record, prev: Record | None, later: set[str]) -> Problem | None:
-    expected_seq = prev.seq + 1 if prev else 1
-    expected_prev = prev.hash if prev else GENESIS
+def _link_problem(
+    record: Record, prev: Record | None, later: set[str], start: tuple[int, str] = (0, GENESIS)
+) -> Problem | None:
+    expected_seq = prev.seq + 1 if prev else start[0] + 1
+    expected_prev = prev.hash if prev else start[1]
     own_ok = record.computed_hash() == record.hash
     linked = record.prev_hash == expected_prev
     node = record.node_id
@@ -73,7 +82,7 @@ def _link_problem(record: Record, prev: Record | None, later: set[str]) -> Probl
             expected_seq,
             node,
             f"record {expected_seq} was removed (record {record.seq} follows "
-            f"{prev.seq if prev else 'the start'})",
+            f"{prev.seq if prev else _start_name(start)})",
         )
     if not linked:
         # In place but no longer the record its successor was chained to: rewritten.
@@ -87,20 +96,31 @@ def _link_problem(record: Record, prev: Record | None, later: set[str]) -> Probl
     return None
 
 
-def verify_chain(records: Sequence[Record]) -> Problem | None:
-    """The first break of one node's chain (records in seq order), or None."""
+def _start_name(start: tuple[int, str]) -> str:
+    return f"the anchor at {start[0]}" if start[0] else "the start"
+
+
+def verify_chain(
+    records: Sequence[Record], start: tuple[int, str] = (0, GENESIS)
+) -> Problem | None:
+    """The first break of one node's chain (records in seq order, after ``start``), or None."""
     later = {r.hash for r in records}
     prev: Record | None = None
     for record in records:
         later.discard(record.hash)
-        problem = _link_problem(record, prev, later)
+        problem = _link_problem(record, prev, later, start)
         if problem is not None:
             return problem
         prev = record
     return None
 
 
-def _head_problem(head: AuditHeadRow, chain: dict[int, str] | None, last: int) -> Problem | None:
+def _head_problem(
+    head: AuditHeadRow,
+    chain: dict[int, str] | None,
+    last: int,
+    anchor: AuditAnchorRow | None = None,
+) -> Problem | None:
     node = head.node_id
     try:
         key_node, _ = origin_of(head.public_key)
@@ -118,6 +138,16 @@ def _head_problem(head: AuditHeadRow, chain: dict[int, str] | None, last: int) -
         )
     if chain is None:
         return None
+    if anchor is not None and head.seq <= anchor.seq:
+        if head.seq == anchor.seq and head.hash != anchor.hash:
+            return Problem(
+                "head_mismatch",
+                head.seq,
+                node,
+                f"the audit anchor at {head.seq} differs from the head the node signed "
+                "(history rewritten before pruning)",
+            )
+        return None  # pruned by retention: the signature is all there is to check
     if head.seq not in chain:
         return Problem(
             "head_missing",
@@ -135,16 +165,33 @@ def _head_problem(head: AuditHeadRow, chain: dict[int, str] | None, last: int) -
     return None
 
 
-def verify(records: Sequence[Record], heads: Sequence[AuditHeadRow], node_id: str) -> Report:
-    """Check ``node_id``'s chain and every head (those of ``node_id`` against the chain)."""
+def verify(
+    records: Sequence[Record],
+    heads: Sequence[AuditHeadRow],
+    node_id: str,
+    anchor: AuditAnchorRow | None = None,
+) -> Report:
+    """Check ``node_id``'s chain (after its ``anchor``, if retention pruned it) and every head
+    (those of ``node_id`` against the chain)."""
     report = Report(records=len(records), heads=len(heads))
-    problem = verify_chain(records)
+    start = (anchor.seq, anchor.hash) if anchor is not None else (0, GENESIS)
+    problem = verify_chain(records, start)
     if problem is not None:
         report.problems.append(problem)
+    if anchor is not None and not any(h.node_id == node_id and h.seq == anchor.seq for h in heads):
+        report.problems.append(
+            Problem(
+                "anchor_unsigned",
+                anchor.seq,
+                node_id,
+                f"the audit anchor at {anchor.seq} matches no head the node signed",
+            )
+        )
     hashes = {r.seq: r.hash for r in records}
-    last = records[-1].seq if records else 0
+    last = records[-1].seq if records else start[0]
     for head in heads:
-        found = _head_problem(head, hashes if head.node_id == node_id else None, last)
+        mine = head.node_id == node_id
+        found = _head_problem(head, hashes if mine else None, last, anchor if mine else None)
         if found is not None:
             report.problems.append(found)
     return report

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from bzzz.errors import InvalidParameters
-from bzzz.network.base import BatchHandler, Bus, PeerHandler, Stored
+from bzzz.network.base import BatchHandler, Bus, BusMessage, PeerHandler, PingHandler, Stored
 from bzzz.network.envelope import seal
 from bzzz.network.identity import NodeIdentity
 from bzzz.projector import Projector
@@ -69,6 +69,24 @@ class FollowedLog:
         """Unknown to a follower: it waits for nothing at start."""
         return 0
 
+    async def read_kind(
+        self, kind: str, key: str | None = None, *, before_seq: int | None = None
+    ) -> list[BusMessage]:
+        """Nothing: a follower reads only what it follows (its gaps are the unfollowed kinds)."""
+        return []
+
+    async def get(self, seq: int) -> BusMessage | None:
+        """Not read through a follower."""
+        return None
+
+    async def purge(self, kind: str, key: str | None = None, *, before_seq: int) -> None:
+        """A follower never removes anything."""
+        raise RuntimeError("a followed network is read-only")
+
+    async def delete(self, seq: int) -> None:
+        """A follower never removes anything."""
+        raise RuntimeError("a followed network is read-only")
+
     async def put_peer(self, node_id: str, data: bytes) -> None:
         """Followers do not beat on other networks' boards."""
         raise RuntimeError("a followed network is read-only")
@@ -80,6 +98,14 @@ class FollowedLog:
     async def watch_peers(self, handler: PeerHandler) -> None:
         """Not watched through a follower."""
         await asyncio.Event().wait()
+
+    async def serve_pings(self, node_id: str, handler: PingHandler) -> None:
+        """A follower answers no pings on another network."""
+        await asyncio.Event().wait()
+
+    async def ping(self, node_id: str, data: bytes, within: float) -> bytes:
+        """A follower pings no node of another network."""
+        raise RuntimeError("a followed network is read-only")
 
     async def follow(self, network: str, kinds: Sequence[str], handler: BatchHandler) -> None:
         """Followers do not chain."""

@@ -433,7 +433,7 @@ def _register_resources(
         description=text.PEERS,
     )
     async def read_peers() -> str:
-        return json.dumps({"peers": [peer.to_json() for peer in node.peers.peers()]})
+        return json.dumps({"peers": node.peers.view()})
 
     _register_requests(server, node, sessions)
 

@@ -4,9 +4,11 @@ The store's figures are read once per ``ttl`` seconds (a scrape every few second
 aggregate queries, not one per scrape); the node's live counters are read on every scrape.
 
 Network latency is measured, never inferred from heartbeat timestamps (the sender's clock is not
-the receiver's): each refresh times one JetStream request/reply to the server holding the
-network's log (a stream-info request, the same path as a publish's ack) on this node's own
-monotonic clock, and observes it in ``bzzz_log_round_trip_seconds``.
+the receiver's). Between nodes: the peer service pings each peer every heartbeat interval
+(``bzzz.peers.latency``) and ``bzzz_network_latency_seconds{peer}`` is its histogram. To the
+log: each refresh times one JetStream request/reply to the server holding the network's log (a
+stream-info request, the same path as a publish's ack), observed in
+``bzzz_log_round_trip_seconds``. Both are timed on this node's own monotonic clock.
 """
 
 from __future__ import annotations
@@ -28,6 +30,8 @@ from prometheus_client.core import (
 
 from bzzz.errors import BzzzError
 from bzzz.metrics.figures import RESPONSE_BUCKETS, Figures, read_figures
+from bzzz.peers.latency import LATENCY_BUCKETS, RoundTrips
+from bzzz.peers.latency import MEASURED as PEER_MEASURED
 
 if TYPE_CHECKING:
     from bzzz.node import Node
@@ -35,7 +39,6 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
-LATENCY_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5)
 LATENCY_MEASURED = (
     "round trip of a JetStream stream-info request from this node to the server holding "
     "the log, on this node's monotonic clock"
@@ -60,7 +63,7 @@ class NodeMetrics:
         self.registry = CollectorRegistry(auto_describe=False)
         self.log_rtt = Histogram(
             "bzzz_log_round_trip_seconds",
-            f"Network latency: {LATENCY_MEASURED}",
+            f"Latency to the log: {LATENCY_MEASURED}",
             buckets=LATENCY_BUCKETS,
             registry=self.registry,
         )
@@ -107,17 +110,28 @@ class NodeMetrics:
         return dict(context) if context else None
 
     def latency(self) -> dict[str, Any]:
-        """What was measured of the network latency, and how."""
+        """What was measured of the network latency (node to node, and to the log), and how."""
         rtt = [s for family in self.log_rtt.collect() for s in family.samples]
         count = next((s.value for s in rtt if s.name.endswith("_count")), 0.0)
         total = next((s.value for s in rtt if s.name.endswith("_sum")), 0.0)
         return {
             "live": True,
-            "measured": LATENCY_MEASURED,
-            "last_seconds": round(self.last_rtt, 6) if self.last_rtt is not None else None,
-            "mean_seconds": round(total / count, 6) if count else None,
-            "samples": int(count),
+            "measured": PEER_MEASURED,
+            "peers": [
+                {"peer": peer, **trips.to_json()}
+                for peer, trips in sorted(self.round_trips().items())
+            ],
+            "log_round_trip": {
+                "measured": LATENCY_MEASURED,
+                "last_seconds": round(self.last_rtt, 6) if self.last_rtt is not None else None,
+                "mean_seconds": round(total / count, 6) if count else None,
+                "samples": int(count),
+            },
         }
+
+    def round_trips(self) -> dict[str, RoundTrips]:
+        peers = getattr(self._node, "peers", None)
+        return dict(peers.pinger.round_trips) if peers is not None else {}
 
 
 class _Snapshot:
@@ -132,6 +146,7 @@ class _Snapshot:
         yield from node_families(node.status(), node.healthy)
         yield from figure_families(self._owner.figures)
         yield from compression_families(self._owner.compression())
+        yield from latency_families(self._owner.round_trips())
 
 
 def node_families(status: dict[str, Any], healthy: bool) -> Iterator[Metric]:
@@ -249,6 +264,27 @@ def compression_families(context: dict[str, Any] | None) -> Iterator[Metric]:
         "1 - sent/raw prompt tokens of this node's hosted agents",
         context.get("reduction") if context.get("raw_tokens") else None,
     )
+
+
+def latency_families(round_trips: dict[str, RoundTrips]) -> Iterator[Metric]:
+    """The seed's network latency between nodes: a histogram per peer, and its unanswered pings."""
+    histogram = HistogramMetricFamily(
+        "bzzz_network_latency_seconds",
+        f"Network latency between nodes: {PEER_MEASURED}",
+        labels=["peer"],
+    )
+    timeouts = CounterMetricFamily(
+        "bzzz_network_latency_timeouts",
+        "Pings to the peer left unanswered within the timeout",
+        labels=["peer"],
+    )
+    for peer, trips in sorted(round_trips.items()):
+        buckets = [(str(b), float(n)) for b, n in zip(LATENCY_BUCKETS, trips.buckets, strict=True)]
+        buckets.append(("+Inf", float(trips.count)))
+        histogram.add_metric([peer], buckets, sum_value=trips.total)
+        timeouts.add_metric([peer], trips.timeouts)
+    yield histogram
+    yield timeouts
 
 
 def _div(part: int, whole: int) -> float | None:

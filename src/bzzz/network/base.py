@@ -34,6 +34,13 @@ class Stored:
 BatchHandler = Callable[[Sequence[BusMessage]], Awaitable[None]]
 # A peer board change: (node id, its newest heartbeat) or (node id, None) when it was removed.
 PeerHandler = Callable[[str, bytes | None], Awaitable[None]]
+# A ping addressed to this node: the answer's bytes, or None to leave it unanswered.
+PingHandler = Callable[[bytes], Awaitable[bytes | None]]
+
+
+def ping_subject(network: str, node_id: str) -> str:
+    """Where a node answers pings: outside ``bzzz.<network>.>``, so the log never stores one."""
+    return f"_bzzz.{network}.ping.{node_id}"
 
 
 class Bus(Protocol):
@@ -68,6 +75,28 @@ class Bus(Protocol):
         """The sequence of the newest stored envelope (0 when empty)."""
         ...
 
+    # Reading back and removing stored envelopes (retention and erasure, admission's CLI).
+
+    async def read_kind(
+        self, kind: str, key: str | None = None, *, before_seq: int | None = None
+    ) -> list[BusMessage]:
+        """Stored envelopes of ``bzzz.<network>.<kind>.<key>`` (every key when None), in log
+        order, only those below ``before_seq`` when given."""
+        ...
+
+    async def get(self, seq: int) -> BusMessage | None:
+        """The envelope stored at ``seq``; None when there is none (purged, deleted, beyond)."""
+        ...
+
+    async def purge(self, kind: str, key: str | None = None, *, before_seq: int) -> None:
+        """Remove every stored envelope of ``bzzz.<network>.<kind>.<key>`` (every key when
+        None) below ``before_seq``; the others keep their sequences."""
+        ...
+
+    async def delete(self, seq: int) -> None:
+        """Remove the one envelope stored at ``seq`` (nothing when it is gone already)."""
+        ...
+
     # The peer board: each node's newest heartbeat, kept apart from the log (it is not history).
 
     async def put_peer(self, node_id: str, data: bytes) -> None:
@@ -80,6 +109,16 @@ class Bus(Protocol):
 
     async def watch_peers(self, handler: PeerHandler) -> None:
         """Hand every current entry, then every change, to ``handler``. Runs until cancelled."""
+        ...
+
+    # Node to node: a request/reply for round trips (core NATS, nothing stored).
+
+    async def serve_pings(self, node_id: str, handler: PingHandler) -> None:
+        """Answer the pings addressed to ``node_id`` with ``handler``. Runs until cancelled."""
+        ...
+
+    async def ping(self, node_id: str, data: bytes, within: float) -> bytes:
+        """Send a ping to ``node_id``; its answer, or NetworkError (none ``within`` seconds)."""
         ...
 
     # Other networks (federation): read their agents, post to them.

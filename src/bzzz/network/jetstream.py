@@ -37,7 +37,14 @@ from nats.js.errors import (
 from nats.js.kv import KeyValue
 
 from bzzz.errors import NetworkError
-from bzzz.network.base import BatchHandler, BusMessage, PeerHandler, Stored
+from bzzz.network.base import (
+    BatchHandler,
+    BusMessage,
+    PeerHandler,
+    PingHandler,
+    Stored,
+    ping_subject,
+)
 from bzzz.network.nats_auth import NatsAuth, redact_url
 
 logger = logging.getLogger(__name__)
@@ -352,12 +359,17 @@ class JetStreamBus:
         info = await self._jetstream().stream_info(self.stream)
         return int(info.state.last_seq)
 
-    async def read_kind(self, kind: str) -> list[BusMessage]:
-        """Every stored envelope of subjects ``bzzz.<network>.<kind>.>``, in log order (the CLI
-        derives the admitted nodes from these alone)."""
+    def _filter(self, kind: str, key: str | None) -> str:
+        return f"bzzz.{self._network}.{kind}.{key if key is not None else '>'}"
+
+    async def read_kind(
+        self, kind: str, key: str | None = None, *, before_seq: int | None = None
+    ) -> list[BusMessage]:
+        """Every stored envelope of subjects ``bzzz.<network>.<kind>.<key or >>``, in log order,
+        below ``before_seq`` when given (the CLI derives the admitted nodes from these alone)."""
         js = self._jetstream()
         sub = await js.pull_subscribe(
-            f"bzzz.{self._network}.{kind}.>",
+            self._filter(kind, key),
             stream=self.stream,
             config=ConsumerConfig(
                 deliver_policy=DeliverPolicy.ALL,
@@ -372,10 +384,46 @@ class JetStreamBus:
                 batch = min(256, pending - len(found))
                 msgs = await sub.fetch(batch, timeout=self._publish_timeout)
                 found.extend(self._to_bus(msg) for msg in msgs)
+                if before_seq is not None and found and found[-1].seq >= before_seq:
+                    break
+            if before_seq is not None:
+                found = [msg for msg in found if msg.seq < before_seq]
             return found
         finally:
             with contextlib.suppress(ConnectionClosedError, NatsTimeoutError, BadSubscriptionError):
                 await sub.unsubscribe()
+
+    async def get(self, seq: int) -> BusMessage | None:
+        """The envelope at ``seq`` (a direct stream read), None when it is not there."""
+        try:
+            raw = await self._jetstream().get_msg(self.stream, seq)
+        except NotFoundError:
+            return None
+        except (*_RETRYABLE, NatsError) as exc:
+            raise NetworkError(f"the network did not return entry {seq} ({exc!r})") from exc
+        if raw.data is None or raw.subject is None:
+            return None
+        return BusMessage(subject=raw.subject, data=raw.data, seq=int(raw.seq or seq))
+
+    async def purge(self, kind: str, key: str | None = None, *, before_seq: int) -> None:
+        """JetStream purge of the subject filter up to (not including) ``before_seq``."""
+        if before_seq <= 1:
+            return  # seq 0 (or none) would purge the whole subject: nothing lies below 1
+        try:
+            await self._jetstream().purge_stream(
+                self.stream, seq=before_seq, subject=self._filter(kind, key)
+            )
+        except (*_RETRYABLE, NatsError) as exc:
+            raise NetworkError(f"the network did not purge {kind} ({exc!r})") from exc
+
+    async def delete(self, seq: int) -> None:
+        """Remove one stored envelope (JetStream's message delete, which erases it)."""
+        try:
+            await self._jetstream().delete_msg(self.stream, seq)
+        except NotFoundError:
+            return
+        except (*_RETRYABLE, NatsError) as exc:
+            raise NetworkError(f"the network did not delete entry {seq} ({exc!r})") from exc
 
     # --- the peer board ----------------------------------------------------------------------
 
@@ -449,6 +497,38 @@ class JetStreamBus:
                 continue
             gone = entry.operation in ("DEL", "PURGE") or entry.value is None
             await handler(entry.key, None if gone else entry.value)
+
+    # --- node to node ----------------------------------------------------------------------
+
+    def _client(self) -> NatsClient:
+        if self._nc is None:
+            raise RuntimeError("bus not started")
+        return self._nc
+
+    async def serve_pings(self, node_id: str, handler: PingHandler) -> None:
+        """Answer pings on the node's subject (core NATS; resubscribed on reconnect)."""
+
+        async def on_ping(msg: Msg) -> None:
+            answer = await handler(msg.data)
+            if answer is not None and msg.reply:
+                with contextlib.suppress(NatsError):
+                    await msg.respond(answer)
+
+        sub = await self._client().subscribe(ping_subject(self._network, node_id), cb=on_ping)
+        try:
+            await asyncio.Event().wait()
+        finally:
+            with contextlib.suppress(NatsError, BadSubscriptionError):
+                await sub.unsubscribe()
+
+    async def ping(self, node_id: str, data: bytes, within: float) -> bytes:
+        """One request/reply to the node's ping subject."""
+        subject = ping_subject(self._network, node_id)
+        try:
+            reply = await self._client().request(subject, data, timeout=within)
+        except (*_RETRYABLE, NatsError) as exc:
+            raise NetworkError(f"node {node_id} did not answer the ping ({exc!r})") from exc
+        return reply.data
 
     # --- other networks --------------------------------------------------------------------
 

@@ -5,20 +5,23 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Sequence
 
-from bzzz.network.base import BatchHandler, BusMessage, PeerHandler, Stored
+from bzzz.errors import NetworkError
+from bzzz.network.base import BatchHandler, BusMessage, PeerHandler, PingHandler, Stored
 
 
 class InMemoryBus:
     """A list of messages and a cursor per durable consumer."""
 
     def __init__(self, batch_size: int = 256) -> None:
-        self._log: list[BusMessage] = []
+        # Position n holds sequence n + 1; a purged or deleted entry leaves None in its place.
+        self._log: list[BusMessage | None] = []
         self._ids: dict[str, int] = {}
         self._cursors: dict[str, int] = {}
         self._changed = asyncio.Condition()
         self._batch_size = batch_size
         self._peers: dict[str, bytes] = {}
         self._peer_watchers: list[asyncio.Queue[tuple[str, bytes | None]]] = []
+        self._pingers: dict[str, PingHandler] = {}
         self.closed = False
 
     async def start(self) -> None:
@@ -50,13 +53,45 @@ class InMemoryBus:
             start = self._cursors.get(durable, 0)
             async with self._changed:
                 await self._changed.wait_for(lambda: len(self._log) > self._cursors.get(durable, 0))
-            batch = self._log[start : start + self._batch_size]
-            await handler(batch)
-            self._cursors[durable] = start + len(batch)
+            window = self._log[start : start + self._batch_size]
+            batch = [msg for msg in window if msg is not None]
+            if batch:
+                await handler(batch)
+            self._cursors[durable] = start + len(window)
 
     async def last_sequence(self) -> int:
         """The newest sequence."""
         return len(self._log)
+
+    def _matches(self, msg: BusMessage | None, kind: str, key: str | None) -> bool:
+        if msg is None:
+            return False
+        parts = msg.subject.split(".", 3)
+        return len(parts) == 4 and parts[2] == kind and (key is None or parts[3] == key)
+
+    async def read_kind(
+        self, kind: str, key: str | None = None, *, before_seq: int | None = None
+    ) -> list[BusMessage]:
+        """Stored entries of that kind (and key), in order, below ``before_seq`` if given."""
+        limit = len(self._log) if before_seq is None else min(len(self._log), before_seq - 1)
+        return [
+            m for m in self._log[: max(0, limit)] if m is not None and self._matches(m, kind, key)
+        ]
+
+    async def get(self, seq: int) -> BusMessage | None:
+        """The entry at ``seq``, None when purged or beyond the end."""
+        return self._log[seq - 1] if 1 <= seq <= len(self._log) else None
+
+    async def purge(self, kind: str, key: str | None = None, *, before_seq: int) -> None:
+        """Drop the entries of that kind (and key) below ``before_seq``."""
+        for index in range(min(len(self._log), max(0, before_seq - 1))):
+            if self._matches(self._log[index], kind, key):
+                self._log[index] = None
+
+    async def delete(self, seq: int) -> None:
+        """Drop the entry at ``seq``."""
+        if 1 <= seq <= len(self._log):
+            self._log[seq - 1] = None
 
     async def put_peer(self, node_id: str, data: bytes) -> None:
         """Replace a node's board entry and tell the watchers."""
@@ -80,6 +115,23 @@ class InMemoryBus:
                 await handler(node_id, entry)
         finally:
             self._peer_watchers.remove(queue)
+
+    async def serve_pings(self, node_id: str, handler: PingHandler) -> None:
+        """Answer the node's pings until cancelled."""
+        self._pingers[node_id] = handler
+        try:
+            await asyncio.Event().wait()
+        finally:
+            if self._pingers.get(node_id) is handler:
+                del self._pingers[node_id]
+
+    async def ping(self, node_id: str, data: bytes, within: float) -> bytes:
+        """The answer of the node's handler; an unanswered ping fails at once (no one waits)."""
+        handler = self._pingers.get(node_id)
+        answer = await handler(data) if handler is not None else None
+        if answer is None:
+            raise NetworkError(f"node {node_id} did not answer the ping")
+        return answer
 
     async def follow(self, network: str, kinds: Sequence[str], handler: BatchHandler) -> None:
         """One in-memory bus holds one network: following another finds nothing, forever."""

@@ -28,6 +28,7 @@ from bzzz.eventlog import EventLog
 from bzzz.network.base import Bus
 from bzzz.network.envelope import Envelope, EnvelopeRejected, open_envelope, seal
 from bzzz.network.identity import NodeIdentity
+from bzzz.peers.latency import Pinger
 
 logger = logging.getLogger(__name__)
 
@@ -46,6 +47,8 @@ class NetworkPeer:
     boot: str = ""
     beat: int = 0
     public_key: str = ""
+    # What this peer measured: the last round trip (ms) to each node it pings.
+    latency: dict[str, float] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
         """The API reference's NetworkPeer shape."""
@@ -74,7 +77,15 @@ def peer_from_heartbeat(envelope: Envelope, now: datetime) -> NetworkPeer:
         boot=str(p.get("boot", ""))[:64],
         beat=int(p.get("beat", 0)),
         public_key=envelope.origin_key,
+        latency=_latency_of(p.get("latency")),
     )
+
+
+def _latency_of(value: object) -> dict[str, float]:
+    if not isinstance(value, dict):
+        return {}
+    items = list(value.items())[:64]
+    return {str(k)[:128]: float(v) for k, v in items if isinstance(v, int | float)}
 
 
 def read_heartbeat(
@@ -173,6 +184,15 @@ class PeerService:
         self._status_changed = asyncio.Event()
         self._gone = False
         self.rejected: Counter[str] = Counter()
+        self.pinger = Pinger(
+            bus,
+            identity,
+            network,
+            trusted=settings.trusted,
+            admits=settings.admits,
+            # A round ends before the next is due; a slow peer counts as a timeout.
+            timeout=min(max(settings.interval, 0.5), 5.0),
+        )
 
     @property
     def node_id(self) -> str:
@@ -183,6 +203,18 @@ class PeerService:
         """Every known peer (this node included), with its status as of now."""
         now = self._clock()
         return [self._as_of(peer, now) for peer in sorted(self._peers.values(), key=_peer_key)]
+
+    def view(self) -> list[dict[str, Any]]:
+        """Every peer in the seed's shape, with this node's last round trip to it (ms)."""
+        trips = self.pinger.round_trips
+        return [
+            peer.to_json()
+            | {
+                "latency_ms": self.latency_ms(peer.id),
+                "latency": trips[peer.id].to_json() if peer.id in trips else None,
+            }
+            for peer in self.peers()
+        ]
 
     def peer(self, node_id: str) -> NetworkPeer | None:
         """One peer as of now, or None when never seen."""
@@ -205,6 +237,10 @@ class PeerService:
             group.create_task(self._every_interval(self.beat), name="bzzz-peer-beat")
             group.create_task(self._every_interval(self.check), name="bzzz-peer-check")
             group.create_task(self._record_status(), name="bzzz-peer-status")
+            group.create_task(
+                self._bus.serve_pings(self.node_id, self.pinger.answer), name="bzzz-peer-pong"
+            )
+            group.create_task(self._every_interval(self.ping_peers), name="bzzz-peer-ping")
 
     async def _every_interval(self, step: Callable[[], Awaitable[object]]) -> None:
         while True:
@@ -214,6 +250,26 @@ class PeerService:
                 # The network is away for a moment; the next round tries again.
                 logger.warning("peer round failed: %s", exc)
             await asyncio.sleep(self._settings.interval)
+
+    async def ping_peers(self) -> None:
+        """Time a round trip to every peer heard and online (admitted ones only)."""
+        if self._gone:
+            return
+        now = self._clock()
+        admits = self._settings.admits
+        peers = [
+            peer.id
+            for peer in self._peers.values()
+            if peer.id != self.node_id
+            and self._as_of(peer, now).status != "offline"
+            and (admits is None or admits(peer.public_key, peer.id))
+        ]
+        await self.pinger.round(peers)
+
+    def latency_ms(self, node_id: str) -> float | None:
+        """The last round trip to that peer (ms), None when not measured (or this node)."""
+        trips = self.pinger.round_trips.get(node_id)
+        return trips.last_ms if trips is not None else None
 
     async def _record_status(self) -> None:
         """Put this node's status changes (online <-> busy) on the log, one at a time."""
@@ -247,6 +303,7 @@ class PeerService:
             "status": status,
             "boot": self._self.boot,
             "beat": self._self.beat,
+            "latency": self.pinger.summary(),
         }
         envelope = seal(
             self._identity,
@@ -308,6 +365,7 @@ class PeerService:
     async def _on_entry(self, node_id: str, data: bytes | None) -> None:
         if data is None:
             self._peers.pop(node_id, None)
+            self.pinger.forget(node_id)
         else:
             self._take(node_id, data)
         async with self._changed:

@@ -34,6 +34,7 @@ from sqlalchemy.orm import Session
 from bzzz import domain
 from bzzz.audit.projection import AUDIT_APPLIERS
 from bzzz.network.envelope import Envelope
+from bzzz.retention.projection import RETENTION_APPLIERS
 from bzzz.store.access_projection import ACCESS_APPLIERS
 from bzzz.store.llm_projection import LLM_APPLIERS
 from bzzz.store.models import (
@@ -73,6 +74,7 @@ _APPLIERS = (
     | SUBSCRIPTION_APPLIERS
     | ACCESS_APPLIERS
     | AUDIT_APPLIERS
+    | RETENTION_APPLIERS
 )
 
 _TRACK = "bzzz_projection"
@@ -144,6 +146,9 @@ def apply_batch(
     for env, seq in envelopes:
         if env.id in result.outcomes:
             continue
+        if env.type in RETENTION_APPLIERS:
+            # Retention and erasure query the messages this batch staged so far.
+            _write_staged(session, result)
         if isolate:
             applied = _apply_isolated(session, env, ctx.limits, result)
         else:

@@ -384,6 +384,44 @@ class Database:
                 connection.close()
             raise
 
+    async def compact(self) -> None:
+        """Give the space of deleted rows back so their bytes leave the disk (retention).
+
+        SQLite: the WAL is checkpointed into the file and truncated, the file is rebuilt
+        (VACUUM, which leaves no free page holding old rows), and the rebuild's WAL is
+        checkpointed and truncated again. PostgreSQL: VACUUM, outside any transaction.
+        """
+        try:
+            if self._writer is not None:
+                loop = asyncio.get_running_loop()
+                self._in_thread += 1
+                running = self._writer.submit(self._compact_sqlite)
+                running.add_done_callback(lambda _: loop.call_soon_threadsafe(self._thread_done))
+                await asyncio.wrap_future(running)
+                return
+            async with self.engine.connect() as connection:
+                plain = await connection.execution_options(isolation_level="AUTOCOMMIT")
+                await plain.exec_driver_sql("VACUUM")
+        except (SQLAlchemyError, sqlite3.Error) as exc:
+            logger.exception("database error")
+            raise StoreError("the node's database could not be compacted") from exc
+        finally:
+            self._writes += 1
+
+    def _compact_sqlite(self) -> None:
+        assert self._sync_engine is not None
+        if self._writer_connection is None:
+            self._writer_connection = self._sync_engine.connect()
+        driver = self._writer_connection.connection.dbapi_connection
+        assert driver is not None
+        # The writer's connection runs in autocommit (isolation_level None): VACUUM may run.
+        for statement in (
+            "PRAGMA wal_checkpoint(TRUNCATE)",
+            "VACUUM",
+            "PRAGMA wal_checkpoint(TRUNCATE)",
+        ):
+            driver.execute(statement).close()
+
     @asynccontextmanager
     async def session(self) -> AsyncIterator[AsyncSession]:
         """A session in a transaction, committed on success."""

@@ -400,3 +400,46 @@ class AuditHeadRow(Base):
     signature: Mapped[str] = mapped_column(String(128))
     envelope_id: Mapped[str] = mapped_column(String(26))
     signed_at: Mapped[datetime] = mapped_column(TZ)
+
+
+class MessageTombstoneRow(Base):
+    """What is left of a message whose content retention or erasure removed: its id and time.
+
+    The message row stays (sender, recipients, thread, time: counts and pages stay honest) with
+    its content replaced by a ``bzzz_tombstone`` marker; this row says when and why.
+    """
+
+    __tablename__ = "message_tombstones"
+    id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    posted_at: Mapped[datetime] = mapped_column(TZ)
+    purged_at: Mapped[datetime] = mapped_column(TZ)
+    reason: Mapped[str] = mapped_column(String(16))
+    __table_args__ = (Index("ix_message_tombstones_posted", "posted_at"),)
+
+
+class RetentionRunRow(Base):
+    """A ``retention.applied`` or ``retention.forget`` envelope, as every node applied it."""
+
+    __tablename__ = "retention_runs"
+    id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    kind: Mapped[str] = mapped_column(String(16))
+    origin: Mapped[str] = mapped_column(String(64))
+    principal: Mapped[str] = mapped_column(String(256))
+    at: Mapped[datetime] = mapped_column(TZ, index=True)
+    cutoffs: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+    counts: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+
+
+class AuditAnchorRow(Base):
+    """Where a node's audit chain starts after retention pruned its older records.
+
+    ``seq`` and ``hash`` are the last pruned record's: the first kept record must link to
+    ``hash``, and a signed head of the node at ``seq`` (kept on every node) must hold it.
+    """
+
+    __tablename__ = "audit_anchors"
+    node_id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    seq: Mapped[int] = mapped_column(BigInteger)
+    hash: Mapped[str] = mapped_column(String(64))
+    pruned: Mapped[int] = mapped_column(BigInteger)
+    pruned_at: Mapped[datetime] = mapped_column(TZ)

@@ -1,0 +1,92 @@
+"""A replaying node applies the stand-ins of purged envelopes at their original sequences.
+
+The log's purges leave gaps in its sequence numbers. When the projector meets a gap it has not
+seen covered yet, it reads the network's ``retention.restated`` envelopes (each signed by the
+node that purged, and opened like any envelope) and applies the stand-ins that fall in the gap
+in their original order, so the state it reaches is the state of the nodes that applied the
+originals. Stand-ins are read only when a gap is met, and only those past what the store has
+applied are kept: a node that is up to date holds none.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+
+from pydantic import ValidationError
+
+from bzzz.network.base import Bus, BusMessage
+from bzzz.network.envelope import Envelope, EnvelopeRejected, open_envelope
+
+logger = logging.getLogger(__name__)
+
+KIND = "tomb"
+TYPE = "retention.restated"
+
+
+class StandIns:
+    """The stand-ins a node still has to apply, by original sequence."""
+
+    def __init__(self, bus: Bus, network: str, trusted: frozenset[str] | None) -> None:
+        self._bus = bus
+        self._network = network
+        self._trusted = trusted
+        self._by_seq: dict[int, Envelope] = {}
+        # Every purge below this sequence was re-stated before it happened, so what was read
+        # at that point covers every gap below it.
+        self._horizon = 0
+        self.loaded = 0
+
+    async def fill(
+        self, applied: int, messages: Sequence[BusMessage]
+    ) -> list[tuple[Envelope, int]]:
+        """The stand-ins for the gaps of a batch that follows sequence ``applied``."""
+        gaps = _gaps(applied, messages)
+        if not gaps:
+            return []
+        if max(high for _, high in gaps) > self._horizon:
+            await self._load(applied)
+        found: list[tuple[Envelope, int]] = []
+        for low, high in gaps:
+            for seq in range(low, high + 1):
+                envelope = self._by_seq.pop(seq, None)
+                if envelope is not None:
+                    found.append((envelope, seq))
+        return found
+
+    async def _load(self, applied: int) -> None:
+        self._horizon = await self._bus.last_sequence()
+        for msg in await self._bus.read_kind(KIND):
+            try:
+                holder = open_envelope(msg.data, self._network, self._trusted)
+            except EnvelopeRejected as exc:
+                logger.warning("ignored restated envelopes at seq %d: %s", msg.seq, exc.reason)
+                continue
+            if holder.type == TYPE:
+                self._take(holder, applied)
+
+    def _take(self, holder: Envelope, applied: int) -> None:
+        entries = holder.payload.get("entries")
+        for entry in entries if isinstance(entries, list) else []:
+            seq = entry.get("seq") if isinstance(entry, dict) else None
+            if not isinstance(seq, int) or seq <= applied or seq in self._by_seq:
+                continue
+            try:
+                envelope = Envelope.model_validate(entry["envelope"])
+            except (ValidationError, KeyError, TypeError):
+                logger.warning("a restated envelope for seq %d is malformed", seq)
+                continue
+            if envelope.network == self._network:
+                self._by_seq[seq] = envelope
+                self.loaded += 1
+
+
+def _gaps(applied: int, messages: Sequence[BusMessage]) -> list[tuple[int, int]]:
+    """The missing sequence ranges (inclusive) before and between a batch's messages."""
+    gaps = []
+    previous = applied
+    for msg in messages:
+        if msg.seq > previous + 1:
+            gaps.append((previous + 1, msg.seq - 1))
+        previous = max(previous, msg.seq)
+    return gaps

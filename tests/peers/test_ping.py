@@ -1,0 +1,96 @@
+"""Ping/pong between nodes: only signed, admitted, addressed pings are answered; only the pinged
+peer's pong carrying the ping's nonce is counted."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+
+import pytest
+
+from bzzz.network.identity import NodeIdentity
+from bzzz.network.memory import InMemoryBus
+from bzzz.peers.latency import PING, PONG, Pinger
+
+NETWORK = "main"
+
+
+def _pinger(bus: InMemoryBus, me: NodeIdentity, admitted: set[str] | None = None) -> Pinger:
+    admits = None if admitted is None else (lambda key, node_id: node_id in admitted)
+    return Pinger(bus, me, NETWORK, trusted=None, admits=admits, timeout=1.0)
+
+
+@pytest.fixture
+async def bus() -> AsyncIterator[InMemoryBus]:
+    yield InMemoryBus()
+
+
+async def _serving(bus: InMemoryBus, node_id: str, pinger: Pinger) -> asyncio.Task[None]:
+    task = asyncio.create_task(bus.serve_pings(node_id, pinger.answer))
+    await asyncio.sleep(0)  # let it register
+    return task
+
+
+async def test_a_round_trip_to_a_peer_is_timed_and_kept(bus: InMemoryBus) -> None:
+    a, b = NodeIdentity.generate(), NodeIdentity.generate()
+    pa, pb = _pinger(bus, a), _pinger(bus, b)
+    serving = await _serving(bus, b.node_id, pb)
+    try:
+        first = await pa.ping(b.node_id)
+        await pa.round([b.node_id])
+    finally:
+        serving.cancel()
+    trips = pa.round_trips[b.node_id]
+    assert first is not None and first > 0
+    assert (trips.count, trips.timeouts) == (2, 0)
+    assert trips.last_ms is not None and trips.last_ms > 0
+    assert pa.summary() == {b.node_id: trips.last_ms}
+
+
+async def test_an_unadmitted_node_gets_no_answer(bus: InMemoryBus) -> None:
+    a, b, stranger = (NodeIdentity.generate() for _ in range(3))
+    pb = _pinger(bus, b, admitted={a.node_id, b.node_id})
+    serving = await _serving(bus, b.node_id, pb)
+    try:
+        refused = await _pinger(bus, stranger).ping(b.node_id)
+        answered = await _pinger(bus, a).ping(b.node_id)
+    finally:
+        serving.cancel()
+    assert refused is None and answered is not None
+    assert pb.refused == 1
+
+
+async def test_a_ping_addressed_to_another_node_or_forged_is_not_answered(
+    bus: InMemoryBus,
+) -> None:
+    a, b = NodeIdentity.generate(), NodeIdentity.generate()
+    pa, pb = _pinger(bus, a), _pinger(bus, b)
+    elsewhere = pa._seal(PING, "node-somewhere-else", "n1")
+    assert await pb.answer(elsewhere) is None
+    tampered = pa._seal(PING, b.node_id, "n2").replace(b'"n2"', b'"n3"')
+    assert await pb.answer(tampered) is None
+    assert await pb.answer(b"not an envelope") is None
+    assert pb.refused == 3
+
+
+async def test_only_the_pinged_peers_pong_with_the_pings_nonce_counts(bus: InMemoryBus) -> None:
+    a, b, impostor = (NodeIdentity.generate() for _ in range(3))
+    pa = _pinger(bus, a)
+    liar = _pinger(bus, impostor)
+
+    async def someone_else_answers(data: bytes) -> bytes:
+        return liar._seal(PONG, a.node_id, "whatever")
+
+    async def an_old_pong(data: bytes) -> bytes:
+        return _pinger(bus, b)._seal(PONG, a.node_id, "an-earlier-nonce")
+
+    for handler in (someone_else_answers, an_old_pong):
+        serving = asyncio.create_task(bus.serve_pings(b.node_id, handler))
+        await asyncio.sleep(0)
+        try:
+            assert await pa.ping(b.node_id) is None
+        finally:
+            serving.cancel()
+            await asyncio.gather(serving, return_exceptions=True)
+    assert (pa.round_trips[b.node_id].count, pa.round_trips[b.node_id].timeouts) == (0, 2)
+    assert pa.summary() == {}
