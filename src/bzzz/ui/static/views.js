@@ -99,15 +99,20 @@ function latencyOf(peer, metrics) {
     if (typeof peer[key] === "number") return `${peer[key].toFixed(1)} ms`;
   }
   if (typeof peer.latency === "number") return `${(peer.latency * 1000).toFixed(1)} ms`;
-  const latency = metrics && metrics.network_latency;
+  const latency = logRoundTrip(metrics);
   if (peer.self && latency && latency.last_seconds !== null && latency.last_seconds !== undefined) {
     return `${(latency.last_seconds * 1000).toFixed(1)} ms (log)`;
   }
   return "—";
 }
 
-export function renderPeers(peers, metrics, nodeId) {
+function logRoundTrip(metrics) {
   const latency = metrics && metrics.network_latency;
+  return latency ? latency.log_round_trip || latency : null;
+}
+
+export function renderPeers(peers, metrics, nodeId) {
+  const latency = logRoundTrip(metrics);
   const shown = peers.map((p) => ({ ...p, self: p.id === nodeId }));
   replace("peers", el("h2", {}, "Peers"),
     el("div", { class: "cards" },
