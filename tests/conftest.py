@@ -9,6 +9,7 @@ from pathlib import Path
 
 import asyncpg
 import pytest
+from pgserver import IN_CI, PG_HOST, PG_PORT, PG_USER, pg_admin
 
 from bzzz.config import Settings, load_settings
 from bzzz.network import sealing
@@ -16,11 +17,6 @@ from bzzz.network.embedded import EmbeddedNats
 from bzzz.network.memory import InMemoryBus
 from bzzz.node import Node
 
-PG_HOST = os.environ.get("BZZZ_TEST_PG_HOST", "127.0.0.1")
-PG_PORT = int(os.environ.get("BZZZ_TEST_PG_PORT", "5432"))
-PG_USER = os.environ.get("BZZZ_TEST_PG_USER", "postgres")
-PG_ADMIN_DB = os.environ.get("BZZZ_TEST_PG_DB", "test")
-IN_CI = bool(os.environ.get("CI"))
 # The network key the nodes of a test share, as an operator gives every node of a network the
 # same one (BZZZ_NETWORK_KEY). A test of a wrong key configures its own.
 TEST_NETWORK_KEY = bytes(range(32))
@@ -33,17 +29,11 @@ def _shared_network_key(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(sealing, "first_secret", lambda: TEST_NETWORK_KEY)
 
 
-async def _pg_admin() -> asyncpg.Connection:
-    return await asyncpg.connect(
-        host=PG_HOST, port=PG_PORT, user=PG_USER, database=PG_ADMIN_DB, timeout=5
-    )
-
-
 @pytest.fixture
 async def postgres_url() -> AsyncIterator[str]:
     """A fresh PostgreSQL database for one test; CI fails (never skips) without the server."""
     try:
-        admin = await _pg_admin()
+        admin = await pg_admin()
     except (OSError, asyncpg.PostgresError) as exc:
         if IN_CI:
             pytest.fail(f"PostgreSQL at {PG_HOST}:{PG_PORT} is required in CI: {exc}")

@@ -27,6 +27,10 @@ EVENT_TYPES = (
 THREAD_STATUSES = ("active", "paused", "completed", "escalated")
 STANCES = ("agree", "disagree")
 RESERVED_AGENT_IDS = frozenset({"subscriptions", "peers", "costs", "network", "node"})
+# A person in a thread (the human console) is the agent ``human-<name>`` of role ``human``;
+# ':' cannot be in an agent id (it separates agent and role in an address).
+HUMAN_ROLE = "human"
+HUMAN_AGENT_PREFIX = "human-"
 
 
 # Agent keys of sessionless callers: a principal or a minted handle holds the agent on any
@@ -197,6 +201,16 @@ class Thread:
     def active_participants(self) -> list[str]:
         """Ids of the agents currently in the thread."""
         return [p.agent_id for p in self.participants if p.active]
+
+    @property
+    def asks_a_human(self) -> bool:
+        """Whether one of its escalations was addressed to humans (a notify_human action)."""
+        return any(
+            isinstance(action, dict) and action.get("type") == "notify_human"
+            for escalation in self.escalation_history
+            if isinstance(escalation, dict)
+            for action in escalation.get("actions") or []
+        )
 
 
 @dataclass(slots=True)

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import asyncpg
 import pytest
-from conftest import IN_CI, PG_HOST, PG_PORT, PG_USER, _pg_admin
+from pgserver import IN_CI, PG_HOST, PG_PORT, PG_USER, pg_admin
 
 from bzzz.config import Settings, load_settings
 
@@ -21,7 +21,7 @@ async def new_store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIter
     admin: asyncpg.Connection | None = None
     if request.param == "postgresql":
         try:
-            admin = await _pg_admin()
+            admin = await pg_admin()
         except (OSError, asyncpg.PostgresError) as exc:
             if IN_CI:
                 pytest.fail(f"PostgreSQL at {PG_HOST}:{PG_PORT} is required in CI: {exc}")

@@ -11,6 +11,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from enum import IntEnum
 
+from bzzz.domain import HUMAN_ROLE
 from bzzz.errors import PermissionDenied
 
 ALL = "*"
@@ -63,6 +64,11 @@ class Principal:
         if self.all_projects:
             return True
         return project is not None and project in self.projects
+
+    @property
+    def is_human(self) -> bool:
+        """A person: granted the role ``human`` by name (a ``*`` role grant is not enough)."""
+        return HUMAN_ROLE in self.roles
 
     def may_role(self, role: str) -> bool:
         """Whether the principal may announce agents as ``role``."""

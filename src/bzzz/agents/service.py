@@ -89,6 +89,7 @@ class AgentService:
                 f"agent id '{params.agent_id}' is reserved; choose another",
                 details={"reserved": sorted(RESERVED_AGENT_IDS)},
             )
+        _check_human(params)
         params = self._granted(caller.principal, params)
         self._check_look_alike(params.agent_id)
         existing = self.directory.get(params.agent_id)
@@ -513,9 +514,13 @@ class AgentService:
         return agent
 
     def may_read_thread(self, caller: Caller, thread: domain.Thread) -> bool:
-        """A participant (through an agent the caller acts as), or an admin of its project."""
+        """A participant (through an agent the caller acts as), an admin of its project, or
+        a person (role ``human``) of its project once it escalated to humans."""
         who = caller.principal
-        if who.is_admin_of(thread_project(thread)):
+        project = thread_project(thread)
+        if who.is_admin_of(project):
+            return True
+        if who.is_human and who.may_see_project(project) and thread.asks_a_human:
             return True
         members = set(thread.active_participants)
         return any(a.id in members for a in self._acting(caller))
@@ -568,6 +573,19 @@ class AgentService:
                 await self.expire_leases()
             except BzzzError as exc:
                 logger.warning("could not expire agent leases: %s", exc.message)
+
+
+def _check_human(params: AnnounceInput) -> None:
+    """``human-…`` ids are for agents of role ``human``, and the other way round: an agent
+    cannot pass for a person in a thread."""
+    human_id = params.agent_id.lower().startswith(domain.HUMAN_AGENT_PREFIX)
+    if human_id != (params.role == domain.HUMAN_ROLE):
+        raise InvalidParameters(
+            f"agent ids starting with '{domain.HUMAN_AGENT_PREFIX}' are for the role "
+            f"'{domain.HUMAN_ROLE}' (people in the human console), and that role takes such ids "
+            "only",
+            details={"field": "agent_id" if human_id else "role"},
+        )
 
 
 def visible_projects(who: Principal) -> frozenset[str] | None:

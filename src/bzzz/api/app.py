@@ -20,6 +20,7 @@ from bzzz.access.principal import ANONYMOUS, Principal
 from bzzz.access.service import AccessService, serves_loopback_only
 from bzzz.api.routes import api_routes
 from bzzz.api.sessions import SessionQuota
+from bzzz.api.ui import UI_PATH
 from bzzz.audit.http import AuditHTTP
 from bzzz.domain import iso
 from bzzz.errors import BzzzError, InvalidParameters, PermissionDenied, Unauthenticated
@@ -36,6 +37,14 @@ SCOPES_SUPPORTED = ["bzzz:read", "bzzz:write", "bzzz:admin", "bzzz:project:*", "
 OPEN_PATHS = frozenset(
     {"/healthz", "/openapi.json", RESOURCE_METADATA_PATH, f"{RESOURCE_METADATA_PATH}/mcp"}
 )
+
+
+def is_open(path: str) -> bool:
+    """Whether a path answers without a credential: the open ones and the dashboard's files
+    (the page holds no data; it reads /api/v1 with the token it signs in with)."""
+    return path in OPEN_PATHS or path == UI_PATH or path.startswith(f"{UI_PATH}/")
+
+
 # Credentials travel in the Authorization header only: a URL ends up in logs and histories.
 _QUERY_CREDENTIALS = frozenset({"access_token", "token", "api_key", "apikey", "key", "auth"})
 
@@ -65,7 +74,7 @@ class Authenticate:
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         """Pass on with the principal set; answer 401 to the rest."""
-        if scope["type"] != "http" or scope["path"] in OPEN_PATHS:
+        if scope["type"] != "http" or is_open(scope["path"]):
             await self.app(scope, receive, send)
             return
         try:

@@ -161,6 +161,12 @@ def _node_paths() -> dict[str, Any]:
         "responses": {"200": _json("a JSON-RPC answer"), "401": _error(401), "400": _error(400)},
     }
     open_doc = _simple("openapi", "This document", _json("the OpenAPI 3.1 document"))
+    html = {
+        "description": "the dashboard",
+        "content": {"text/html": {"schema": {"type": "string"}}},
+    }
+    asset = {"description": "a script, style or image of the page", "content": {"*/*": {}}}
+    name = [{"name": "name", "in": "path", "required": True, "schema": {"type": "string"}}]
     return {
         "/healthz": {"get": _simple("healthz", "Liveness and status", _json("node status"))},
         "/metrics": {"get": _simple("metrics_text", "Counters (Prometheus)", text, 401)},
@@ -186,6 +192,18 @@ def _node_paths() -> dict[str, Any]:
             | {"operationId": "mcp_end", "summary": "End an MCP session"},
         },
         OPENAPI_PATH: {"get": open_doc},
+        "/ui": {"get": _simple("ui", "The dashboard and human console (open; signs in)", html)},
+        "/ui/": {
+            "get": {
+                "operationId": "ui_slash",
+                "summary": "Redirects to /ui",
+                "tags": ["node"],
+                "responses": {"308": {"description": "to /ui"}},
+            }
+        },
+        "/ui/{name}": {
+            "get": _simple("ui_asset", "A file of the dashboard", asset) | {"parameters": name}
+        },
     }
 
 

@@ -17,6 +17,7 @@ from bzzz.access.principal import Scope
 from bzzz.agents.service import thread_project
 from bzzz.api.handlers import Operation, body_of, caller_of, query_of
 from bzzz.api.whoosh import agent_address
+from bzzz.conversations.humans import HumanDesk
 from bzzz.domain import iso
 from bzzz.errors import PermissionDenied, ThreadNotFound
 from bzzz.eventlog import Caller
@@ -87,6 +88,17 @@ class ResolveBody(_Model):
     reason: str = Field(min_length=1, max_length=2000, description="the resolution")
     agent_id: Identifier | None = None
     agent_handle: str | None = Field(None, max_length=512)
+    as_human: bool = Field(
+        False,
+        description="resolve as the caller's person (human-<name>, role 'human'), "
+        "announced and joined to the thread by the node",
+    )
+
+
+class CostsQuery(_Model):
+    """GET /api/v1/costs."""
+
+    days: int = Field(30, ge=1, le=366, description="how many days the history shows")
 
 
 class RedriveBody(_Model):
@@ -108,6 +120,7 @@ class Routes:
 
     def __init__(self, node: Node) -> None:
         self.node = node
+        self.humans = HumanDesk(node.db, node.agents, node.conversations)
 
     async def list_agents(self, request: Request) -> dict[str, Any]:
         """Agents matching an address and the lookup filters (bzzz_lookup)."""
@@ -186,6 +199,8 @@ class Routes:
         escalation_id = request.path_params["escalation_id"]
         body = await body_of(request, ResolveBody)
         caller = caller_of(request, body.agent_handle)
+        if body.as_human:
+            return await self.humans.resolve(caller, escalation_id, body.reason)
         async with self.node.db.session() as session:
             repo = Repository(session)
             escalation = await repo.escalation(escalation_id)
@@ -205,8 +220,10 @@ class Routes:
         return {"success": True, "escalation_id": escalation_id, "thread": resolved["result"]}
 
     async def costs(self, request: Request) -> dict[str, Any]:
-        """Model usage and spend against the limits (the bzzz://costs resource)."""
-        return {"success": True} | await self.node.llm.usage()
+        """Model usage and spend against the limits (the bzzz://costs resource), by day."""
+        query = query_of(request, CostsQuery)
+        history = await self.node.llm.costs.history(query.days)
+        return {"success": True} | await self.node.llm.usage() | {"history": history}
 
     async def peers(self, request: Request) -> dict[str, Any]:
         """The nodes this node hears (the bzzz://peers resource)."""
@@ -265,7 +282,8 @@ def operations(node: Node) -> list[Operation]:
                   "Resolve an escalation (bzzz_thread resolve of its thread)",
                   r.resolve_escalation, "escalations", body=ResolveBody,
                   errors=(400, 403, 404, 503)),
-        Operation("GET", f"{API}/costs", "Model usage and spend", r.costs, "node", errors=()),
+        Operation("GET", f"{API}/costs", "Model usage and spend, with a daily history", r.costs,
+                  "node", query=CostsQuery, errors=(400,)),
         Operation("GET", f"{API}/peers", "The peers this node hears", r.peers, "node", errors=()),
         Operation("GET", f"{API}/metrics", "The node's counters", r.metrics, "node", errors=()),
         Operation("GET", f"{API}/webhooks", "Webhook deliveries (dead letters by default)",

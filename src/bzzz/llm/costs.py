@@ -13,7 +13,7 @@ import itertools
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from ulid import ULID
@@ -260,6 +260,21 @@ class CostTracker:
             except NetworkError:
                 self._unbooked.insert(0, booking)
                 return
+
+    async def history(self, days: int, *, node_only: bool = True) -> list[dict[str, Any]]:
+        """The spend of each of the last ``days`` days (today included), oldest first."""
+        today = self._clock().astimezone(UTC).date()
+        first = today - timedelta(days=days - 1)
+        node_id = self._log.node_id if node_only else None
+        async with self._db.session() as session:
+            totals = await LLMRepository(session).daily_totals(first.isoformat(), node_id)
+        spent = {day: (calls, nanos) for day, calls, nanos in totals}
+        shown = []
+        for n in range(days):
+            day = (first + timedelta(days=n)).isoformat()
+            calls, nanos = spent.get(day, (0, 0))
+            shown.append({"date": day, "apiCalls": calls, "totalCost": nanos / NANOS_PER_USD})
+        return shown
 
     async def usage(self, *, node_only: bool = True) -> dict[str, Any]:
         """Today's and this month's CostUsage with the limits (this node's, or the network's)."""

@@ -105,6 +105,19 @@ class LLMRepository:
         rows = await self.session.execute(query)
         return [ModelSpend(m, int(c), int(p), int(o), int(n)) for m, c, p, o, n in rows]
 
+    async def daily_totals(self, since_day: str, node_id: str | None) -> list[tuple[str, int, int]]:
+        """(day, calls, cost nano-USD) of each day from ``since_day`` on that has any cost."""
+        query = (
+            select(CostRow.day, func.count(), func.coalesce(func.sum(CostRow.cost_nanos), 0))
+            .where(CostRow.day >= since_day)
+            .group_by(CostRow.day)
+            .order_by(CostRow.day)
+        )
+        if node_id is not None:
+            query = query.where(CostRow.node_id == node_id)
+        rows = await self.session.execute(query)
+        return [(str(day), int(calls), int(nanos)) for day, calls, nanos in rows]
+
     async def memories(self, agent_id: str, project: str, limit: int) -> list[Memory]:
         """An agent's newest episodes in one project, newest first."""
         rows = await self.session.scalars(

@@ -544,13 +544,15 @@ class Repository:
     async def threads_of(self, agent_ids: Sequence[str], limit: int = 100) -> list[domain.Thread]:
         """Threads any of the agents takes part in (or took), most recently active first."""
         ids = select(ParticipantRow.thread_id).where(ParticipantRow.agent_id.in_(list(agent_ids)))
+        return await self._threads(select(ThreadRow).where(ThreadRow.id.in_(ids)), limit)
+
+    async def recent_threads(self, limit: int = 100) -> list[domain.Thread]:
+        """The most recently active threads of the network."""
+        return await self._threads(select(ThreadRow), limit)
+
+    async def _threads(self, query: Any, limit: int) -> list[domain.Thread]:
         rows = (
-            await self.session.scalars(
-                select(ThreadRow)
-                .where(ThreadRow.id.in_(ids))
-                .order_by(ThreadRow.last_activity.desc())
-                .limit(limit)
-            )
+            await self.session.scalars(query.order_by(ThreadRow.last_activity.desc()).limit(limit))
         ).all()
         escalations: dict[str, list[EscalationRow]] = {}
         found = await self.session.scalars(

@@ -1,0 +1,213 @@
+// The dashboard: signs in, loads each section from /api/v1 and keeps it current from the
+// event stream (no reload). It shows what the token's grants let the routes answer.
+import { api, ApiError, auth, EventStream } from "./api.js";
+import { el, replace } from "./dom.js";
+import { renderConsole, renderThread } from "./console.js";
+import {
+  eventLine, renderAgents, renderCosts, renderPeers, renderSearch, renderTasks, renderThreads,
+  renderWebhooks,
+} from "./views.js";
+
+const state = { who: null, stream: null, metrics: null, escalations: [], threads: [],
+  openThread: null, timer: null, pending: new Set(), periodic: null };
+const $ = (id) => document.getElementById(id);
+
+function report(error) {
+  if (error instanceof ApiError && error.status === 401) {
+    signOut("The token was refused; sign in again.");
+    return;
+  }
+  const banner = $("error");
+  banner.textContent = error instanceof Error ? error.message : String(error);
+  banner.hidden = false;
+}
+
+function clearError() { $("error").hidden = true; }
+
+const loaders = {
+  async metrics() { state.metrics = await api("/api/v1/metrics"); },
+  async agents() {
+    const found = await api("/api/v1/agents", { query: { address: "bzzz://*", limit: 1000 } });
+    renderAgents(found.matches, state.metrics);
+  },
+  async threads() {
+    state.threads = (await api("/api/v1/overview/threads", { query: { limit: 200 } })).threads;
+    renderThreads(state.threads, openThread);
+  },
+  async tasks() { renderTasks((await api("/api/v1/overview/tasks", { query: { limit: 200 } })).tasks); },
+  async costs() { renderCosts(await api("/api/v1/costs", { query: { days: 30 } })); },
+  async peers() {
+    const listed = await api("/api/v1/peers");
+    renderPeers(listed.peers, state.metrics, state.nodeId);
+  },
+  async webhooks() {
+    const listed = await api("/api/v1/webhooks", { query: { status: "dead" } });
+    renderWebhooks(listed.deliveries, state.who.admin, redrive);
+  },
+  async console() {
+    state.escalations = (await api("/api/v1/escalations", { query: { limit: 200 } })).escalations;
+    renderConsole(state.escalations, state.threads, openThread);
+    await loaders.thread();
+  },
+  async thread() {
+    if (state.openThread) await renderThread(state.openThread, state.who, state.escalations, report);
+  },
+};
+const ORDER = ["metrics", "agents", "threads", "tasks", "costs", "peers", "webhooks", "console",
+  "thread"];
+
+// Which sections an event changes.
+const AFFECTS = {
+  agent_announcement: ["metrics", "agents"],
+  network_status: ["agents", "peers"],
+  task_assignment: ["agents", "tasks"],
+  thread_created: ["threads", "console"],
+  thread_escalated: ["threads", "console"],
+  thread_status: ["threads", "console", "agents"],
+  thread_consensus: ["threads", "console"],
+  human_notification: ["console"],
+  slurp_context: ["threads"],
+  cost_warning: ["costs"],
+  limit_exceeded: ["costs"],
+};
+
+function refresh(sections) {
+  for (const section of sections) state.pending.add(section);
+  if (state.timer) return;
+  state.timer = setTimeout(async () => {
+    state.timer = null;
+    const due = ORDER.filter((s) => state.pending.has(s));
+    state.pending.clear();
+    for (const section of due) {
+      try { await loaders[section](); } catch (error) { report(error); }
+    }
+  }, 80);
+}
+
+function onEvent(type, payload) {
+  if (type === "stream_open") return;
+  const list = $("events");
+  list.prepend(eventLine(type, payload));
+  while (list.children.length > 40) list.lastElementChild.remove();
+  refresh([...(AFFECTS[type] || ["agents", "threads"]), ...(type.startsWith("task") ? ["tasks"] : [])]);
+}
+
+function onStreamState(stateName) {
+  const live = $("live");
+  live.textContent = stateName === "live" ? "live" : "reconnecting";
+  live.className = `live ${stateName === "live" ? "on" : "off"}`;
+  if (stateName === "live") refresh(ORDER);  // whatever changed while the stream was down
+  if (stateName === "unauthorized") signOut("The token was refused; sign in again.");
+}
+
+async function redrive(ids) {
+  try {
+    await api("/api/v1/webhooks/redrive", { method: "POST", body: ids ? { delivery_ids: ids } : {} });
+    refresh(["webhooks"]);
+  } catch (error) { report(error); }
+}
+
+function showTab(name) {
+  for (const button of document.querySelectorAll(".tabs button")) {
+    button.classList.toggle("active", button.dataset.tab === name);
+  }
+  for (const section of document.querySelectorAll(".tab")) {
+    section.hidden = section.id !== `tab-${name}`;
+  }
+}
+
+async function openThread(threadId) {
+  state.openThread = threadId;
+  showTab("console");
+  try {
+    await loaders.console();
+    $("thread-view").scrollIntoView({ block: "start" });
+  } catch (error) { report(error); }
+}
+
+async function search(event) {
+  event.preventDefault();
+  const address = $("search-address").value.trim();
+  if (!address) return;
+  clearError();
+  try {
+    // One agent, or a path (inbox, tasks, a thread): bzzz_get; a wildcard: bzzz_lookup.
+    const rest = address.replace(/^bzzz:\/\//i, "");
+    const authority = rest.split(/[/?]/)[0];
+    const agent = authority.split("@")[0].split(":")[0];
+    const concrete = (agent && agent !== "*") || rest.slice(authority.length).startsWith("/");
+    const result = concrete
+      ? await api("/api/v1/content", { query: { address } })
+      : await api("/api/v1/agents", { query: { address, limit: 100 } });
+    $("search-tab").hidden = false;
+    renderSearch(address, result);
+    showTab("search");
+  } catch (error) { report(error); }
+}
+
+function showWho(who) {
+  const p = who.principal;
+  replace("whoami", el("strong", {}, p.name || p.id), ` · ${p.scope} · `,
+    p.projects.join(", ") || "no project", who.human ? ` · ${who.human.agent_id}` : "");
+  $("console-tab").textContent = who.human ? "Human console" : "Escalations";
+  $("console-tab").hidden = false;
+  $("sign-out").hidden = !auth.token;
+}
+
+async function start() {
+  $("signin").hidden = true;
+  try {
+    state.who = await api("/api/v1/whoami");
+    state.nodeId = (await api("/healthz")).node_id;
+  } catch (error) {
+    const refused = auth.token ? "The token was refused." : "This node needs a token.";
+    signOut(error instanceof ApiError && error.status === 401
+      ? refused : `Cannot reach the node: ${error.message}`);
+    return;
+  }
+  showWho(state.who);
+  $("main").hidden = false;
+  showTab(state.who.human ? "console" : "agents");
+  state.stream = new EventStream(onEvent, onStreamState);
+  state.stream.start();
+  refresh(ORDER);
+  // Figures no event announces (spend, peers' heartbeats, dead letters): every 15 s.
+  state.periodic = setInterval(() => refresh(["metrics", "costs", "peers", "webhooks"]), 15000);
+  // A thread's messages are not among the stream's event types: the open thread is re-read.
+  state.threadPoll = setInterval(() => {
+    if (state.openThread && !$("tab-console").hidden) refresh(["thread"]);
+  }, 2000);
+}
+
+function signOut(message) {
+  auth.token = null;
+  if (state.stream) state.stream.stop();
+  if (state.periodic) clearInterval(state.periodic);
+  if (state.threadPoll) clearInterval(state.threadPoll);
+  state.openThread = null;
+  state.stream = null;
+  $("main").hidden = true;
+  $("sign-out").hidden = true;
+  replace("whoami");
+  $("signin").hidden = false;
+  $("signin-error").textContent = message || "";
+}
+
+function wire() {
+  for (const button of document.querySelectorAll(".tabs button")) {
+    button.addEventListener("click", () => showTab(button.dataset.tab));
+  }
+  $("search").addEventListener("submit", search);
+  $("signin-form").addEventListener("submit", (event) => {
+    event.preventDefault();
+    auth.token = $("token").value.trim();
+    $("token").value = "";
+    start();
+  });
+  $("anonymous").addEventListener("click", () => { auth.token = null; start(); });
+  $("sign-out").addEventListener("click", () => signOut("Signed out."));
+  if (auth.token) start();
+  else signOut("");
+}
+
+wire();
