@@ -55,7 +55,8 @@ def node_settings(
             "node": {"data_dir": str(tmp_path / name), "database_url": database_url},
             "bzzz": {"nats_url": [nats_url], "heartbeat_interval": 0.5},
             "retention": dict(retention),
-            # Threads ten days old (a manual clock) must not close as idle while compared.
-            "conversation": {"default_timeout": 365 * 86_400},
+            # Threads ten days old (a manual clock) must not close as idle, nor escalate (the
+            # monitor's rules), while the nodes' states are compared.
+            "conversation": {"default_timeout": 365 * 86_400, "escalation_rules": []},
         },
     )
