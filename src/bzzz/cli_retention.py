@@ -16,6 +16,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from bzzz.access.principal import LOCAL
+from bzzz.cli_start import with_tool_node
 from bzzz.config import Settings
 from bzzz.schemas import Identifier
 
@@ -41,23 +42,12 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
         "run": _run,
         "status": _status,
     }
-    return asyncio.run(_with_node(settings, args, commands[args.retention_command]))
+    return asyncio.run(with_tool_node(settings, args, commands[args.retention_command]))
 
 
 def forget(args: argparse.Namespace, settings: Settings) -> int:
     """Run `bzzz forget`."""
-    return asyncio.run(_with_node(settings, args, _forget))
-
-
-async def _with_node(
-    settings: Settings,
-    args: argparse.Namespace,
-    command: Callable[[argparse.Namespace, Any], Awaitable[int]],
-) -> int:
-    from bzzz.node import Node
-
-    async with Node(settings, address="cli", tool=True) as node:
-        return await command(args, node)
+    return asyncio.run(with_tool_node(settings, args, _forget))
 
 
 def _days(value: float) -> str:

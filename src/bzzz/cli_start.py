@@ -1,4 +1,5 @@
-"""Starting `bzzz serve`: the HTTP port bound first, and the start shown on a terminal."""
+"""Starting nodes: `bzzz serve` (the HTTP port bound first, the start shown on a terminal) and
+the tool node a CLI command joins the network with."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ import contextlib
 import os
 import socket
 import sys
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 from bzzz import cli_output as out
@@ -57,3 +58,13 @@ async def show_start(node: Any) -> None:
         while True:
             update(min(node.projector.applied_sequence, last), total=last)
             await asyncio.sleep(0.2)
+
+
+async def with_tool_node(
+    settings: Any, args: Any, command: Callable[[Any, Any], Awaitable[int]]
+) -> int:
+    """Run one CLI ``command(args, node)`` on a tool node that joins the network for it."""
+    from bzzz.node import Node
+
+    async with Node(settings, address="cli", tool=True) as node:
+        return await command(args, node)

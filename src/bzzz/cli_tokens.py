@@ -16,6 +16,7 @@ from typing import Any
 
 from bzzz.access.principal import LOCAL, Scope
 from bzzz.access.tokens import parse_duration
+from bzzz.cli_start import with_tool_node
 from bzzz.config import Settings
 from bzzz.domain import utcnow
 from bzzz.errors import InvalidParameters
@@ -48,18 +49,7 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
         "list": _list,
         "revoke": _revoke,
     }
-    return asyncio.run(_with_node(settings, args, commands[args.token_command]))
-
-
-async def _with_node(
-    settings: Settings,
-    args: argparse.Namespace,
-    command: Callable[[argparse.Namespace, Any], Awaitable[int]],
-) -> int:
-    from bzzz.node import Node
-
-    async with Node(settings, address="cli", tool=True) as node:
-        return await command(args, node)
+    return asyncio.run(with_tool_node(settings, args, commands[args.token_command]))
 
 
 async def _create(args: argparse.Namespace, node: Any) -> int:
