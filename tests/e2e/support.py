@@ -28,7 +28,7 @@ from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
 from mcp.client.streamable_http import streamable_http_client
 
-from bzzz.network.sealing import encode_secret
+from bzzz.network.sealing import Keyring, NetworkKey, encode_secret
 
 START_TIMEOUT = 20.0
 STOP_TIMEOUT = 10.0
@@ -119,6 +119,8 @@ async def eventually(
 
 # The network key of the tests' nodes (tests/conftest.py gives in-process nodes the same one).
 TEST_NETWORK_KEY_B64 = encode_secret(bytes(range(32)))
+# What opens the sealed payloads a test reads raw from the stream.
+TEST_KEYRING = Keyring([NetworkKey.of(bytes(range(32)))])
 
 
 def node_env(base: dict[str, str], data_dir: Path, **extra: str) -> dict[str, str]:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import sqlite3
 from collections import Counter
 from collections.abc import AsyncIterator
@@ -15,9 +14,19 @@ import pytest
 from mcp import ClientSession
 
 from bzzz.network.jetstream import stream_name
+from bzzz.retention.strip import opened_fields
 
 from .cluster import NatsCluster
-from .support import HttpNode, call, call_error, eventually, http_session, kill_orphans, node_env
+from .support import (
+    TEST_KEYRING,
+    HttpNode,
+    call,
+    call_error,
+    eventually,
+    http_session,
+    kill_orphans,
+    node_env,
+)
 
 pytestmark = pytest.mark.integration
 
@@ -69,7 +78,9 @@ async def _stored_message_ids(urls: list[str]) -> Counter[str]:
         seen: Counter[str] = Counter()
         while True:
             msg = await sub.next_msg(timeout=10)
-            envelope = json.loads(msg.data)
+            # The stream holds sealed payloads: open them with the test network's key.
+            envelope = opened_fields(msg.data, TEST_KEYRING)
+            assert envelope is not None, msg.data[:200]
             seen[envelope["payload"]["message_id"]] += 1
             if msg.metadata.num_pending == 0:
                 return seen
