@@ -19,6 +19,7 @@ import asyncpg
 import nats
 import pytest
 from mcp import Client
+from sqlalchemy import select
 
 from bzzz.access.principal import LOCAL
 from bzzz.config import Settings, load_settings
@@ -29,6 +30,7 @@ from bzzz.network.envelope import SEALED
 from bzzz.network.jetstream import stream_name
 from bzzz.network.sealing import KeyMissing, box_key_id, encode_secret, is_sealed
 from bzzz.node import Node
+from bzzz.store.models import AuditRecordRow, MessageRow
 
 from .support import bzzz_executable, node_env
 
@@ -128,11 +130,7 @@ async def post_canaries(node: Node, boss: Client, bob: Client) -> dict[str, str]
     """The canary in a direct message, a thread message, a task and a hosted agent's work."""
     await call(boss, "bzzz_announce", {"agent_id": "boss", "role": "lead", "project": "shop"})
     await call(bob, "bzzz_announce", {"agent_id": "bob", "role": "reviewer", "project": "shop"})
-    await call(
-        boss,
-        "bzzz_post",
-        {"target_address": "bzzz://bob", "message_type": "direct", "content": {"text": CANARY}},
-    )
+    await post_direct(boss, "bob", {"text": CANARY})
     opened = await call(
         boss, "bzzz_thread", {"action": "create", "topic": "release", "participants": ["bob"]}
     )
@@ -223,17 +221,18 @@ async def test_with_encryption_off_the_canary_is_in_the_store(tmp_path: Path) ->
         async with Client(server, mode="legacy") as boss, Client(server, mode="legacy") as bob:
             await call(boss, "bzzz_announce", {"agent_id": "boss", "role": "lead"})
             await call(bob, "bzzz_announce", {"agent_id": "bob", "role": "reviewer"})
-            await call(
-                boss,
-                "bzzz_post",
-                {
-                    "target_address": "bzzz://bob",
-                    "message_type": "direct",
-                    "content": {"c": CANARY},
-                },
-            )
+            await post_direct(boss, "bob", {"c": CANARY})
         assert any(CANARY.encode() in m for m in await raw_stream(node))
     assert files_holding(data_dir, CANARY.encode()) != []
+
+
+async def post_direct(client: Client, target: str, content: dict[str, Any]) -> None:
+    """A direct message from the client's agent to ``target``."""
+    await call(
+        client,
+        "bzzz_post",
+        {"target_address": f"bzzz://{target}", "message_type": "direct", "content": content},
+    )
 
 
 def modes(root: Path) -> dict[str, int]:
@@ -248,11 +247,7 @@ async def test_the_data_directory_and_every_file_in_it_are_private(tmp_path: Pat
         server, _ = build_server(node)
         async with Client(server, mode="legacy") as boss:
             await call(boss, "bzzz_announce", {"agent_id": "boss", "role": "lead"})
-            await call(
-                boss,
-                "bzzz_post",
-                {"target_address": "bzzz://boss", "message_type": "direct", "content": {"x": 1}},
-            )
+            await post_direct(boss, "boss", {"x": 1})
         running = modes(data_dir)
     stopped = modes(data_dir)
     for seen in (running, stopped):
@@ -293,26 +288,10 @@ async def test_after_rotation_old_content_reads_and_new_content_uses_the_new_key
             server, _ = build_server(a)
             async with Client(server, mode="legacy") as boss:
                 await call(boss, "bzzz_announce", {"agent_id": "boss", "role": "lead"})
-                await call(
-                    boss,
-                    "bzzz_post",
-                    {
-                        "target_address": "bzzz://boss",
-                        "message_type": "direct",
-                        "content": {"n": "before"},
-                    },
-                )
+                await post_direct(boss, "boss", {"n": "before"})
                 rotated = await a.keys.rotate(LOCAL, utcnow())
                 assert rotated.id != old and rotated.current
-                await call(
-                    boss,
-                    "bzzz_post",
-                    {
-                        "target_address": "bzzz://boss",
-                        "message_type": "direct",
-                        "content": {"n": "after"},
-                    },
-                )
+                await post_direct(boss, "boss", {"n": "after"})
                 inbox = await call(boss, "bzzz_get", {"address": "bzzz://boss/inbox"})
             texts = json.dumps(inbox)
             assert '"before"' in texts and '"after"' in texts
@@ -323,10 +302,6 @@ async def test_after_rotation_old_content_reads_and_new_content_uses_the_new_key
                 )
             assert b.keyring is not None and b.keyring.current.id == rotated.id
             async with b.db.session() as session:
-                from sqlalchemy import select
-
-                from bzzz.store.models import MessageRow
-
                 contents = [c for c in (await session.scalars(select(MessageRow.content)))]
             assert {"n": "before"} in contents and {"n": "after"} in contents
         posts = [json.loads(m) for m in await raw_stream(a) if b'"message.posted"' in m]
@@ -357,15 +332,7 @@ async def test_a_node_with_another_key_is_refused_with_one_clear_reason(
         server, _ = build_server(a)
         async with Client(server, mode="legacy") as boss:
             await call(boss, "bzzz_announce", {"agent_id": "boss", "role": "lead"})
-            await call(
-                boss,
-                "bzzz_post",
-                {
-                    "target_address": "bzzz://boss",
-                    "message_type": "direct",
-                    "content": {"x": CANARY},
-                },
-            )
+            await post_direct(boss, "boss", {"x": CANARY})
         stranger = node_settings(tmp_path / "b", key=OTHER_KEY)
         stranger.bzzz.nats_url = [a.embedded.client_url]
         with pytest.raises(KeyMissing) as refused:
@@ -439,10 +406,6 @@ def test_keys_rotate_from_the_command_line_adds_a_key_new_writes_use(
         async with Node(node_settings(data_dir)) as node:
             assert node.keyring is not None and node.keyring.current.id == rotated["id"]
             async with node.db.session() as session:
-                from sqlalchemy import select
-
-                from bzzz.store.models import AuditRecordRow
-
                 return list(await session.scalars(select(AuditRecordRow.action)))
 
     assert "cli:keys rotate" in asyncio.run(audited())
