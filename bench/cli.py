@@ -10,11 +10,16 @@ process, stdout piped. The bench makes a temporary data directory, starts `bzzz 
 - the changes through the idle running node: ``token create``, ``token revoke``, ``node admit``
   (each run admits a fresh key; the data directory's own key is admitted first, untimed).
 
-Figures are wall-clock seconds per run (median, p90, min, max over ``--runs`` runs). With
-``--before FILE`` (the JSON of an earlier run) the earlier medians are printed beside the new.
+Figures are wall-clock seconds per run (median, p90, min, max over ``--runs`` runs) and the
+CPU seconds of the command's process (user + system, median): on a shared machine the CPU
+figure moves less with the load than the wall clock. With ``--before FILE`` (the JSON of an
+earlier run) the earlier medians are printed beside the new.
 
     .venv/bin/python bench/cli.py [--runs 7] [--json bench/results/cli.json]
                                   [--before bench/results/cli-before.json]
+
+To measure an older version of the code, put its source tree first on the path, e.g.
+``git archive <commit> src/bzzz | tar -x -C /tmp/old && PYTHONPATH=/tmp/old/src …``.
 """
 
 from __future__ import annotations
@@ -23,6 +28,7 @@ import argparse
 import contextlib
 import json
 import os
+import resource
 import socket
 import statistics
 import subprocess
@@ -81,7 +87,14 @@ def _free_port() -> int:
         return port
 
 
-def _run(env: dict[str, str], args: list[str]) -> tuple[float, str]:
+def _children_cpu() -> float:
+    used = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return used.ru_utime + used.ru_stime
+
+
+def _run(env: dict[str, str], args: list[str]) -> tuple[tuple[float, float], str]:
+    """((wall seconds, CPU seconds), stdout) of one `bzzz …`, which must succeed."""
+    cpu = _children_cpu()
     started = time.perf_counter()
     done = subprocess.run(
         [BZZZ, *args], env=env, capture_output=True, text=True, stdin=subprocess.DEVNULL
@@ -89,16 +102,17 @@ def _run(env: dict[str, str], args: list[str]) -> tuple[float, str]:
     took = time.perf_counter() - started
     if done.returncode != 0:
         raise SystemExit(f"bzzz {' '.join(args)} failed ({done.returncode}): {done.stderr[-2000:]}")
-    return took, done.stdout
+    return (took, _children_cpu() - cpu), done.stdout
 
 
-def _figures(times: list[float]) -> dict[str, float]:
-    ordered = sorted(times)
+def _figures(runs: list[tuple[float, float]]) -> dict[str, float]:
+    ordered = sorted(wall for wall, _ in runs)
     return {
         "median": round(statistics.median(ordered), 3),
         "p90": round(percentile(ordered, 90), 3),
         "min": round(ordered[0], 3),
         "max": round(ordered[-1], 3),
+        "cpu_median": round(statistics.median(cpu for _, cpu in runs), 3),
         "runs": len(ordered),
     }
 
@@ -143,7 +157,7 @@ def _time(env: dict[str, str], args: list[str], runs: int) -> dict[str, float]:
 
 
 def _changes(env: dict[str, str], root: Path, runs: int) -> dict[str, dict[str, float]]:
-    created: list[float] = []
+    created: list[tuple[float, float]] = []
     ids: list[str] = []
     for n in range(runs):
         took, out = _run(env, ["token", "create", f"bench-{n}", "--project", "bench", "--json"])
@@ -177,9 +191,9 @@ def measure(runs: int) -> dict[str, Any]:
 
 
 def _show(results: dict[str, Any], before: dict[str, Any] | None) -> None:
-    head = f"{'command':34} {'median':>8} {'p90':>8} {'min':>8} {'max':>8}"
+    head = f"{'command':34} {'median':>8} {'p90':>8} {'min':>8} {'max':>8} {'cpu':>8}"
     if before is not None:
-        head += f" {'before':>8} {'b. p90':>8}"
+        head += f" {'before':>8} {'b. p90':>8} {'b. cpu':>8}"
     for group in ("help", "reads", "changes"):
         print(f"\n{group} (seconds)\n{head}")
         for name, f in results[group].items():
@@ -199,12 +213,15 @@ def main() -> None:
     parser.add_argument("--before", type=Path, help="an earlier run's JSON, shown beside")
     args = parser.parse_args()
     before = json.loads(args.before.read_text())["results"] if args.before else None
+    load = os.getloadavg()
     results = measure(args.runs)
     _show(results, before)
     report = {
         "bench": "cli",
         "runs": args.runs,
         "machine": machine(),
+        # The machine's load average at the start and the end: a loaded machine slows it all.
+        "load": {"start": load, "end": os.getloadavg()},
         "code": code_version(),
         "results": results,
     }
