@@ -146,7 +146,7 @@ def _table(found: list[Record]) -> None:
         out.Column("agent", whole=True),
         out.Column("session"),
         out.Column("action"),
-        out.Column("target"),
+        out.Column("target", whole=True),
         out.Column("outcome"),
     ]
     cells = [
