@@ -107,9 +107,10 @@ def _since(text: str | None) -> str | None:
 
 
 async def _open(settings: Settings) -> Database:
+    from bzzz.network.sealing import keyring_of
     from bzzz.store.database import Database
 
-    db = Database(settings.database_url(), settings.keyring(create=False))
+    db = Database(settings.database_url(), keyring_of(settings, create=False))
     await db.open()
     return db
 
@@ -304,10 +305,10 @@ async def record_cli(
     settings: Settings, action: str, target: str | None, params: dict[str, Any], outcome: str
 ) -> None:
     """Append one CLI change to the data directory's chain (as the local user)."""
-    from bzzz.access.principal import LOCAL
     from bzzz.audit.records import Action, digest, stamp
     from bzzz.audit.trail import append
     from bzzz.network.identity import NodeIdentity
+    from bzzz.principal import LOCAL
 
     identity = NodeIdentity.load_or_create(settings.node.data_dir.expanduser())
     entry = Action(

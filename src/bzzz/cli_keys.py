@@ -40,10 +40,11 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
 
 def _list(args: argparse.Namespace, settings: Settings) -> int:
     from bzzz.access.network_keys import NetworkKeys
-    from bzzz.access.principal import LOCAL
     from bzzz.domain import utcnow
+    from bzzz.network.sealing import keyring_of
+    from bzzz.principal import LOCAL
 
-    keys = NetworkKeys(settings.keyring(create=False), None).list(LOCAL)
+    keys = NetworkKeys(keyring_of(settings, create=False), None).list(LOCAL)
     now = utcnow()
     shown = [k.to_json(now) for k in keys]
     if args.json:
@@ -64,9 +65,9 @@ def _age(key: dict[str, Any]) -> str:
 
 
 async def _rotate(args: argparse.Namespace, settings: Settings) -> int:
-    from bzzz.access.principal import LOCAL
     from bzzz.domain import utcnow
     from bzzz.node import Node
+    from bzzz.principal import LOCAL
 
     async with Node(settings, address="cli", tool=True) as node:
         key: KeyInfo = await node.keys.rotate(LOCAL, utcnow())

@@ -46,6 +46,7 @@ class DirectoryLog:
     ) -> dict[str, Any]:
         """Store one change on ``bzzz.<network>.<kind>.<key>``; its outcome (``ok``, ``reason``)."""
         from bzzz.network.envelope import seal
+        from bzzz.network.sealing import keyring_of
 
         refusal = await self._refusal()
         if refusal is not None:
@@ -57,7 +58,7 @@ class DirectoryLog:
             type_,
             f"bzzz.{self.network}.{kind}.{key}",
             payload,
-            keyring=self.settings.keyring(create=False),
+            keyring=keyring_of(self.settings, create=False),
         )
         stored = await bus.store(envelope.subject, envelope.to_bytes(), envelope.id)
         # The admitted set may have changed between the check and the store: what counts is
@@ -71,7 +72,7 @@ class DirectoryLog:
 
     async def _joined(self) -> JetStreamBus:
         if self._bus is None:
-            from bzzz.node_admin import joined_bus
+            from bzzz.network.join import joined_bus
 
             self._bus = await self._exits.enter_async_context(joined_bus(self.settings))
         return self._bus

@@ -56,7 +56,7 @@ def _days(value: float) -> str:
 
 
 async def _run(args: argparse.Namespace, node: Any) -> int:
-    from bzzz.access.principal import LOCAL
+    from bzzz.principal import LOCAL
 
     result = await node.retention.run(LOCAL)
     if args.json:
@@ -78,8 +78,8 @@ async def _run(args: argparse.Namespace, node: Any) -> int:
 async def _forget(args: argparse.Namespace, node: Any) -> int:
     from pydantic import TypeAdapter, ValidationError
 
-    from bzzz.access.principal import LOCAL
     from bzzz.errors import InvalidParameters
+    from bzzz.principal import LOCAL
     from bzzz.schemas import Identifier
 
     try:

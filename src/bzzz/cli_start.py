@@ -101,9 +101,10 @@ def require_node(settings: Settings, needs: str = "bzzz.db") -> Path:
 @contextlib.asynccontextmanager
 async def opened_store(settings: Settings) -> AsyncIterator[Database]:
     """The data directory's store, open (and migrated) for the time of a command."""
+    from bzzz.network.sealing import keyring_of
     from bzzz.store.database import Database
 
-    db = Database(settings.database_url(), settings.keyring(create=False))
+    db = Database(settings.database_url(), keyring_of(settings, create=False))
     try:
         with out.progress("opening the store (migrations)"):
             await db.open()

@@ -74,9 +74,9 @@ async def _stored_tokens(settings: Settings) -> TokenRegistry:
 
 async def _create(args: argparse.Namespace, settings: Settings) -> int:
     from bzzz import cli_log
-    from bzzz.access.principal import LOCAL, Scope
     from bzzz.access.tokens import TokenRegistry, parse_duration
     from bzzz.domain import utcnow
+    from bzzz.principal import LOCAL, Scope
 
     try:
         expires = parse_duration(args.expires) if args.expires else None
@@ -103,8 +103,8 @@ async def _create(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def _list(args: argparse.Namespace, tokens: TokenRegistry) -> int:
-    from bzzz.access.principal import LOCAL
     from bzzz.domain import utcnow
+    from bzzz.principal import LOCAL
 
     now = utcnow()
     shown: list[dict[str, Any]] = [t.to_json(now) for t in _service(tokens).list_tokens(LOCAL)]
@@ -138,8 +138,8 @@ def _list(args: argparse.Namespace, tokens: TokenRegistry) -> int:
 
 async def _revoke(args: argparse.Namespace, settings: Settings) -> int:
     from bzzz import cli_log
-    from bzzz.access.principal import LOCAL
     from bzzz.domain import utcnow
+    from bzzz.principal import LOCAL
 
     # The token must be known to this directory's store: it holds what the log applied.
     tokens = await _stored_tokens(settings)

@@ -20,11 +20,11 @@ from access.support import bzzz_cli, cli_env
 from e2e.support import bzzz_executable
 
 from bzzz import cli_metrics
-from bzzz.access.principal import LOCAL, Scope
 from bzzz.config import load_settings
 from bzzz.eventlog import Caller
 from bzzz.network.memory import InMemoryBus
 from bzzz.node import Node
+from bzzz.principal import LOCAL, Scope
 from bzzz.schemas import SubscribeInput
 
 pytestmark = pytest.mark.integration
