@@ -201,31 +201,51 @@ def _versions(env: dict[str, str], against: Path | None) -> Versions:
     return [env, env | {"PYTHONPATH": str(against)}]
 
 
-def measure(runs: int, against: Path | None = None) -> list[dict[str, Any]]:
+GROUPS = ("help", "reads", "changes")
+
+
+def measure(
+    runs: int, against: Path | None = None, groups: tuple[str, ...] = GROUPS
+) -> list[dict[str, Any]]:
     """Every figure of one run of the bench, per version (this one, then ``against``)."""
-    results: list[dict[str, Any]] = [{"help": {}, "reads": {}} for _ in _versions({}, against)]
+    results: list[dict[str, Any]] = [
+        {"help": {}, "reads": {}, "changes": {}} for _ in _versions({}, against)
+    ]
+    if "reads" in groups or "changes" in groups:
+        _measure_served(results, runs, against, groups)
+    if "help" in groups:
+        plain = _versions(dict(os.environ), against)
+        for words in [["--help"], *([c, "--help"] for c in _commands())]:
+            for i, figures in enumerate(_time(plain, words, runs)):
+                results[i]["help"][" ".join(words)] = figures
+    return results
+
+
+def _measure_served(
+    results: list[dict[str, Any]], runs: int, against: Path | None, groups: tuple[str, ...]
+) -> None:
     with tempfile.TemporaryDirectory(prefix="bzzz-bench-cli-") as tmp:
         root = Path(tmp)
         port = _free_port()
         envs = _versions(_env(root / "data", port), against)
         with _served(envs[0], port):
-            for i, figures in enumerate(_changes(envs, root, runs)):
-                results[i]["changes"] = figures
-            for args in READS:
-                for i, figures in enumerate(_time(envs, args, runs)):
-                    results[i]["reads"][" ".join(args)] = figures
-    plain = _versions(dict(os.environ), against)
-    for words in [["--help"], *([c, "--help"] for c in _commands())]:
-        for i, figures in enumerate(_time(plain, words, runs)):
-            results[i]["help"][" ".join(words)] = figures
-    return results
+            # Changes first: the reads then see the tokens and the admitted nodes they made.
+            if "changes" in groups:
+                for i, figures in enumerate(_changes(envs, root, runs)):
+                    results[i]["changes"] = figures
+            if "reads" in groups:
+                for args in READS:
+                    for i, figures in enumerate(_time(envs, args, runs)):
+                        results[i]["reads"][" ".join(args)] = figures
 
 
 def _show(results: dict[str, Any], before: dict[str, Any] | None) -> None:
     head = f"{'command':34} {'median':>8} {'p90':>8} {'min':>8} {'max':>8} {'cpu':>8}"
     if before is not None:
         head += f" {'before':>8} {'b. p90':>8} {'b. cpu':>8}"
-    for group in ("help", "reads", "changes"):
+    for group in GROUPS:
+        if not results[group]:
+            continue
         print(f"\n{group} (seconds)\n{head}")
         for name, f in results[group].items():
             line = (
@@ -243,10 +263,14 @@ def main() -> None:
     parser.add_argument("--json", type=Path, default=Path("bench/results/cli.json"))
     parser.add_argument("--before", type=Path, help="an earlier run's JSON, shown beside")
     parser.add_argument("--against", type=Path, help="another version's src/, measured beside")
+    parser.add_argument(
+        "--groups", default=",".join(GROUPS), help="which of help,reads,changes (default all)"
+    )
     args = parser.parse_args()
     before = json.loads(args.before.read_text())["results"] if args.before else None
     load = os.getloadavg()
-    measured = measure(args.runs, args.against)
+    groups = tuple(g for g in args.groups.split(",") if g in GROUPS)
+    measured = measure(args.runs, args.against, groups)
     results = measured[0]
     if args.against is not None:
         before = measured[1]
