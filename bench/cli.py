@@ -45,6 +45,7 @@ from typing import Any
 
 from benchutil import code_version, machine, percentile
 
+NAN = float("nan")
 BZZZ = str(Path(sys.executable).parent / "bzzz")
 READS = [
     ["token", "list"],
@@ -248,12 +249,12 @@ def _show(results: dict[str, Any], before: dict[str, Any] | None) -> None:
             continue
         print(f"\n{group} (seconds)\n{head}")
         for name, f in results[group].items():
-            line = (
-                f"bzzz {name:29} {f['median']:8.3f} {f['p90']:8.3f} {f['min']:8.3f} {f['max']:8.3f}"
-            )
+            figures = (f["median"], f["p90"], f["min"], f["max"], f.get("cpu_median", NAN))
+            line = f"bzzz {name:29}" + "".join(f" {x:8.3f}" for x in figures)
             then = (before or {}).get(group, {}).get(name)
             if then is not None:
-                line += f" {then['median']:8.3f} {then['p90']:8.3f}"
+                earlier = (then["median"], then["p90"], then.get("cpu_median", NAN))
+                line += "".join(f" {x:8.3f}" for x in earlier)
             print(line)
 
 
