@@ -514,8 +514,9 @@ class AgentService:
         return agent
 
     def may_read_thread(self, caller: Caller, thread: domain.Thread) -> bool:
-        """A participant (through an agent the caller acts as), an admin of its project, or
-        a person (role ``human``) of its project once it escalated to humans."""
+        """A participant (through an agent the caller acts as, or one its principal owns,
+        whatever client announced it), the principal that created it, an admin of its
+        project, or a person (role ``human``) of its project once it escalated to humans."""
         who = caller.principal
         project = thread_project(thread)
         if who.is_admin_of(project):
@@ -523,7 +524,14 @@ class AgentService:
         if who.is_human and who.may_see_project(project) and thread.asks_a_human:
             return True
         members = set(thread.active_participants)
-        return any(a.id in members for a in self._acting(caller))
+        if any(a.id in members for a in self._acting(caller)):
+            return True
+        if not who.authenticated or not who.may_see_project(project):
+            return False
+        return thread.creator == who.actor or any(
+            agent is not None and agent.owner == who.id
+            for agent in map(self.directory.get, members)
+        )
 
     def require_thread_reader(self, caller: Caller, thread: domain.Thread) -> None:
         """THREAD_NOT_FOUND outside the thread's project; PERMISSION_DENIED for a non-member."""
