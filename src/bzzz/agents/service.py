@@ -96,7 +96,7 @@ class AgentService:
         held = existing is not None and existing.online
         handle = caller.handle if existing and self._handle_fits(caller, existing) else None
         if held and existing is not None and not (handle or self._holds_by_key(caller, existing)):
-            raise self._exists(params.agent_id)
+            raise self._exists(params.agent_id, caller)
         if not held:
             self._check_quota(caller.principal)
         handle = handle or mint_handle(params.agent_id)
@@ -114,7 +114,7 @@ class AgentService:
                     f"the network already has its maximum of {self._max_agents} online agents",
                     details={"max_agents": self._max_agents},
                 )
-            raise self._exists(params.agent_id)
+            raise self._exists(params.agent_id, caller)
         agent = self.directory.get(params.agent_id)
         assert agent is not None
         self.leases.renew(agent.id)
@@ -185,9 +185,10 @@ class AgentService:
         return not caller.principal.authenticated or agent.owner == caller.principal.id
 
     @staticmethod
-    def _exists(agent_id: str) -> InvalidParameters:
+    def _exists(agent_id: str, caller: Caller) -> InvalidParameters:
         return InvalidParameters(
-            f"Agent ID already exists: '{agent_id}' is held by a live agent of another session",
+            f"Agent ID already exists: '{agent_id}' is held by a live agent of another "
+            f"{caller.holder}",
             details={"agent_id": agent_id},
         )
 
@@ -219,6 +220,8 @@ class AgentService:
 
         Only agents of the caller's projects are seen.
         """
+        if caller.handle is not None:
+            await self.agents_of(caller)  # as every call that names its agent: renews its lease
         address = parse_address(params.semantic_address)
         criteria = params.filter_criteria or FilterCriteria()
         visible = visible_projects(caller.principal)

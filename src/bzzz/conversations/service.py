@@ -87,9 +87,10 @@ class ConversationService:
                 "the agent_handle that bzzz_announce returned",
                 details={"hint": "agent_handle"},
             )
+        holder = caller.holder
         if not mine:
             raise InvalidParameters(
-                "this session has not announced an agent; call bzzz_announce first",
+                f"this {holder} has not announced an agent; call bzzz_announce first",
                 details={"hint": "bzzz_announce"},
             )
         if agent_id is not None:
@@ -97,12 +98,12 @@ class ConversationService:
                 if agent.id == agent_id:
                     return agent
             raise InvalidParameters(
-                f"agent '{agent_id}' was not announced by this session",
+                f"agent '{agent_id}' was not announced by this {holder}",
                 details={"session_agents": [a.id for a in mine]},
             )
         if len(mine) > 1:
             raise InvalidParameters(
-                "this session announced several agents; pass agent_id to choose one",
+                f"this {holder} announced several agents; pass agent_id to choose one",
                 details={"session_agents": [a.id for a in mine]},
             )
         return mine[0]
@@ -130,32 +131,8 @@ class ConversationService:
         if address is not None and address.network not in (None, self._log.network):
             return await self._post_federated(caller, params, address, started)
         sender = await self._sender_id(caller, params.agent_id, as_principal)
-        if params.thread_id and not domain.names_an_agent(sender):
-            raise InvalidParameters(
-                "this call acts as no agent, and only a thread's participants post into it: "
-                "pass agent_id or agent_handle of an agent in the thread",
-                details={"field": "thread_id", "thread_id": params.thread_id},
-            )
         self._limiter.take(sender)
-        stance: tuple[str, str] | None = None
-        if params.thread_id:
-            async with self._db.session() as session:
-                repo = Repository(session)
-                recipients = await self._thread_recipients(repo, params, sender)
-                if address is not None:
-                    await self._check_thread_target(repo, params.thread_id, address)
-                stance = await self._stance(repo, params, sender)
-        else:
-            assert address is not None  # PostInput requires one without thread_id
-            if params.stance is not None:
-                raise InvalidParameters(
-                    "a stance needs thread_id and reply_to", details={"field": "stance"}
-                )
-            if await self._assigned_by_principal(params):
-                # Its assigner acted without an agent: it has no inbox and reads the task.
-                recipients = []
-            else:
-                recipients = self._address_recipients(address, sender, who=caller.principal)
+        recipients, stance = await self._recipients(caller, params, address, sender)
         task_id = None
         if params.message_type in TASK_UPDATE_TYPES:
             async with self._db.session() as session:
@@ -194,6 +171,33 @@ class ConversationService:
         if outcome.get("consensus"):
             result["consensus"] = outcome["consensus"]
         return result
+
+    async def _recipients(
+        self, caller: Caller, params: PostInput, address: Address | None, sender: str
+    ) -> tuple[list[str], tuple[str, str] | None]:
+        """Who a post reaches (a thread's other participants, or an address), and its stance."""
+        if params.thread_id:
+            if not domain.names_an_agent(sender):
+                raise InvalidParameters(
+                    "this call acts as no agent, and only a thread's participants post into "
+                    "it: pass agent_id or agent_handle of an agent in the thread",
+                    details={"field": "thread_id", "thread_id": params.thread_id},
+                )
+            async with self._db.session() as session:
+                repo = Repository(session)
+                recipients = await self._thread_recipients(repo, params, sender)
+                if address is not None:
+                    await self._check_thread_target(repo, params.thread_id, address)
+                return recipients, await self._stance(repo, params, sender)
+        assert address is not None  # PostInput requires one without thread_id
+        if params.stance is not None:
+            raise InvalidParameters(
+                "a stance needs thread_id and reply_to", details={"field": "stance"}
+            )
+        if await self._assigned_by_principal(params):
+            # Its assigner acted without an agent: it has no inbox and reads the task.
+            return [], None
+        return self._address_recipients(address, sender, who=caller.principal), None
 
     async def _assigned_by_principal(self, params: PostInput) -> bool:
         """Whether a post updates a task that a principal assigned itself (``token:…``)."""

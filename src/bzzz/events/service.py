@@ -174,7 +174,8 @@ class SubscriptionService:
         sub = await self._subscription(params.subscription_id)
         if (sub.node_id, sub.session_id) != (self._log.node_id, caller.session_id):
             raise PermissionDenied(
-                f"subscription '{sub.id}' belongs to another session; only its owner removes it",
+                f"subscription '{sub.id}' belongs to another {caller.holder}; only its owner "
+                "removes it",
                 details={"subscription_id": sub.id, "missing": "subscription_owner"},
             )
         await self.remove(sub.id, caller.session_id, "unsubscribed")
