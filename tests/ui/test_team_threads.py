@@ -37,6 +37,8 @@ async def test_a_team_token_lists_the_threads_of_agents_its_legacy_sessions_anno
              "content": {"task_type": "documentation", "description": "document the API"}},
         )  # fmt: skip
 
+        served.clock.advance(601)  # the thread stalls: the 'stuck' rule escalates it
+        await served.node.escalations.check_all()
         as_team = {"Authorization": f"Bearer {team}"}
         as_rival = {"Authorization": f"Bearer {rival}"}
         threads = await http.get("/api/v1/threads", headers=as_team)
@@ -44,6 +46,7 @@ async def test_a_team_token_lists_the_threads_of_agents_its_legacy_sessions_anno
         escalations = await http.get("/api/v1/escalations", headers=as_team)
         theirs = await http.get("/api/v1/threads", headers=as_rival)
         their_tasks = await http.get("/api/v1/tasks", headers=as_rival)
+        their_escalations = await http.get("/api/v1/escalations", headers=as_rival)
 
         await dashboard.sign_in(team)
         page = dashboard.page
@@ -57,6 +60,8 @@ async def test_a_team_token_lists_the_threads_of_agents_its_legacy_sessions_anno
     assert tasks.status_code == 200, tasks.text
     assert [(t["agent_id"], t["assigner"]) for t in tasks.json()["tasks"]] == [("dev", "arch")]
     assert escalations.status_code == 200, escalations.text
+    assert [e["thread_id"] for e in escalations.json()["escalations"]] == [thread_id]
     assert theirs.json()["threads"] == [] and their_tasks.json()["tasks"] == []
+    assert their_escalations.json()["escalations"] == []
     assert "API shape" in shown and "arch" in shown and "dev" in shown
     assert dashboard.problems.messages == []
