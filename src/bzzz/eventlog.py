@@ -6,13 +6,11 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from bzzz.access.keys import STATELESS
-from bzzz.access.principal import ANONYMOUS, LOCAL, Principal
 from bzzz.clock import Clock, SystemClock
-from bzzz.domain import network_wide_key
 from bzzz.network.envelope import seal
 from bzzz.network.identity import NodeIdentity
 from bzzz.network.sealing import Keyring
+from bzzz.principal import ANONYMOUS, LOCAL, Principal
 from bzzz.projector import Projector
 from bzzz.store.projection import Outcome
 
@@ -29,13 +27,6 @@ class Caller:
     session_id: str
     principal: Principal = ANONYMOUS
     handle: str | None = None
-
-    @property
-    def holder(self) -> str:
-        """What holds the caller's agents, as messages name it: ``session``, or ``caller`` for
-        a call without one (2026-07-28, REST), whose principal or handle holds them."""
-        sessionless = self.session_id == STATELESS or network_wide_key(self.session_id)
-        return "caller" if sessionless else "session"
 
 
 class EventLog:

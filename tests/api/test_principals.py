@@ -8,9 +8,9 @@ import httpx
 from audit.support import chain_of
 from mcp import Client
 
-from bzzz.access.principal import LOCAL, Scope
 from bzzz.mcp.server import build_server
 from bzzz.node import Node
+from bzzz.principal import LOCAL, Scope
 
 from .test_console import Net, net  # noqa: F401 - the fixture
 from .test_rest import HANDLE, announce, refused

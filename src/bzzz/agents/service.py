@@ -11,8 +11,14 @@ from datetime import datetime
 from typing import Any
 
 from bzzz import domain
-from bzzz.access.keys import STATELESS, handle_agent, handle_hash, handle_key, mint_handle
-from bzzz.access.principal import Principal, Scope
+from bzzz.access.keys import (
+    STATELESS,
+    handle_agent,
+    handle_hash,
+    handle_key,
+    holder_of,
+    mint_handle,
+)
 from bzzz.address import Address, parse_address
 from bzzz.agents.leases import Leases
 from bzzz.agents.views import agent_info, message_info, task_info, thread_info
@@ -28,6 +34,7 @@ from bzzz.errors import (
 )
 from bzzz.eventlog import Caller, EventLog
 from bzzz.federation.service import FederationService, not_federated
+from bzzz.principal import Principal, Scope
 from bzzz.schemas import AnnounceInput, FilterCriteria, GetInput, LookupInput
 from bzzz.store.database import Database
 from bzzz.store.directory import AgentDirectory
@@ -188,7 +195,7 @@ class AgentService:
     def _exists(agent_id: str, caller: Caller) -> InvalidParameters:
         return InvalidParameters(
             f"Agent ID already exists: '{agent_id}' is held by a live agent of another "
-            f"{caller.holder}",
+            f"{holder_of(caller)}",
             details={"agent_id": agent_id},
         )
 

@@ -9,7 +9,7 @@ from typing import Any
 from ulid import ULID
 
 from bzzz import domain
-from bzzz.access.keys import STATELESS
+from bzzz.access.keys import STATELESS, holder_of
 from bzzz.address import parse_address
 from bzzz.domain import EVENT_TYPES, iso
 from bzzz.errors import InvalidParameters, PermissionDenied, RateLimited
@@ -174,7 +174,7 @@ class SubscriptionService:
         sub = await self._subscription(params.subscription_id)
         if (sub.node_id, sub.session_id) != (self._log.node_id, caller.session_id):
             raise PermissionDenied(
-                f"subscription '{sub.id}' belongs to another {caller.holder}; only its owner "
+                f"subscription '{sub.id}' belongs to another {holder_of(caller)}; only its owner "
                 "removes it",
                 details={"subscription_id": sub.id, "missing": "subscription_owner"},
             )
