@@ -60,7 +60,7 @@ async def test_a_team_token_lists_the_threads_of_agents_its_legacy_sessions_anno
     assert tasks.status_code == 200, tasks.text
     assert [(t["agent_id"], t["assigner"]) for t in tasks.json()["tasks"]] == [("dev", "arch")]
     assert escalations.status_code == 200, escalations.text
-    assert [e["thread_id"] for e in escalations.json()["escalations"]] == [thread_id]
+    assert [e["threadId"] for e in escalations.json()["escalations"]] == [thread_id]
     assert theirs.json()["threads"] == [] and their_tasks.json()["tasks"] == []
     assert their_escalations.json()["escalations"] == []
     assert "API shape" in shown and "arch" in shown and "dev" in shown
