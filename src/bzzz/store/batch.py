@@ -54,7 +54,7 @@ from bzzz.store.projection import (
     ProjectionLimits,
     stage,
 )
-from bzzz.store.repository import agent_from_row
+from bzzz.store.rows import agent_from_row
 from bzzz.store.subscriptions import (
     SUBSCRIPTION_APPLIERS,
     SUBSCRIPTION_CHANGES,
