@@ -339,12 +339,14 @@ def _subscriptions(args: argparse.Namespace, settings: Settings) -> int:
     from rich.table import Table
 
     table = Table(title="subscriptions")
-    for column in ("id", "subscriber", "event types", "filter", "webhook", "node", "created"):
+    columns = ("id", "status", "subscriber", "event types", "filter", "webhook", "node", "created")
+    for column in columns:
         table.add_column(column)
     for s in subs:
         shown_row = admin.subscription_json(s)
         table.add_row(
             s.id,
+            s.status,  # "dead": a webhook that failed for webhooks.max_age
             s.subscriber_id,
             ", ".join(s.event_types),
             s.filter_address or "",

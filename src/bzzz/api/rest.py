@@ -235,18 +235,41 @@ class Routes:
         return {"success": True, "up": self.node.healthy, **figures}
 
     async def webhooks(self, request: Request) -> dict[str, Any]:
-        """Webhook deliveries: every one with its error for node admins, else the caller's own."""
+        """Webhook deliveries and this node's webhook subscriptions (active or dead): every one
+        with its error for node admins, else the caller's own."""
         query = query_of(request, WebhooksQuery)
         caller = caller_of(request)
         admin = caller.principal.is_admin_of(None)
         views = await self.node.subscriptions.delivery_views(
             query.status, query.limit, detailed=admin
         )
+        # This node's webhook subscriptions (a dead one's URL failed for webhooks.max_age).
+        hooks = [
+            s
+            for s in await self.node.subscriptions.subscriptions()
+            if s.callback_webhook is not None
+            and s.node_id == self.node.node_id
+            and (admin or s.session_id == caller.session_id)
+        ]
         if not admin:
-            subs = await self.node.subscriptions.subscriptions()
-            mine = {s.id for s in subs if s.session_id == caller.session_id}
+            mine = {s.id for s in hooks}
             views = [v for v in views if v["subscription_id"] in mine]
-        return {"success": True, "deliveries": views, "count": len(views)}
+        subscriptions = [
+            {
+                "subscription_id": s.id,
+                "callback_webhook": s.callback_webhook,
+                "event_types": s.event_types,
+                "status": s.status,
+                "created_at": iso(s.created_at),
+            }
+            for s in hooks
+        ]
+        return {
+            "success": True,
+            "deliveries": views,
+            "count": len(views),
+            "subscriptions": subscriptions,
+        }
 
     async def redrive(self, request: Request) -> dict[str, Any]:
         """Queue dead letters again (`bzzz webhooks redrive`): node admins only."""

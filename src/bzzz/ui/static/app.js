@@ -42,7 +42,7 @@ const loaders = {
   },
   async webhooks() {
     const listed = await api("/api/v1/webhooks", { query: { status: "dead" } });
-    renderWebhooks(listed.deliveries, state.who.admin, redrive);
+    renderWebhooks(listed.deliveries, listed.subscriptions || [], state.who.admin, redrive);
   },
   async console() {
     state.escalations = (await api("/api/v1/escalations", { query: { limit: 200 } })).escalations;

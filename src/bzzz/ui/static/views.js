@@ -138,21 +138,38 @@ export function renderPeers(peers, metrics, nodeId) {
     ], shown, "No peer heard yet."));
 }
 
-export function renderWebhooks(deliveries, admin, onRedrive) {
+// This node's webhook subscriptions (a dead one's URL failed for webhooks.max_age), then the
+// dead letters, which node admins redrive.
+export function renderWebhooks(deliveries, subscriptions, admin, onRedrive) {
+  const dead = subscriptions.filter((s) => s.status === "dead").length;
+  const hooks = el("div", { id: "webhook-subscriptions" },
+    el("h2", {}, "Webhook subscriptions"),
+    dead ? el("p", { class: "warn" }, `${dead} dead: the URL failed for webhooks.max_age; `
+      + "no event goes to it until the subscription is removed and made again.") : null,
+    table([
+      { label: "Subscription", cell: (s) => el("span", { class: "mono id",
+        dataset: { subscription: s.subscription_id } }, s.subscription_id) },
+      { label: "Status", cell: (s) => badge(s.status) },
+      { label: "URL", cell: (s) => el("span", { class: "mono id" }, s.callback_webhook) },
+      { label: "Events", class: "text", cell: (s) => s.event_types.join(", ") },
+      { label: "Created", cell: (s) => when(s.created_at) },
+    ], subscriptions, "No webhook subscription on this node."));
   const action = admin && deliveries.length
     ? el("button", { type: "button", onclick: () => onRedrive(null) }, "Redrive all") : null;
-  replace("webhooks", el("div", { class: "section-head" }, el("h2", {}, "Webhook dead letters"), action),
+  const letters = el("div", { id: "dead-letters" },
+    el("div", { class: "section-head" }, el("h2", {}, "Webhook dead letters"), action),
     table([
       { label: "Id", class: "num", cell: (d) => String(d.id) },
       { label: "Subscription", cell: (d) => el("span", { class: "mono id" }, d.subscription_id) },
-      { label: "URL", cell: (d) => d.url || "—" },
+      { label: "URL", cell: (d) => el("span", { class: "mono id" }, d.url || "—") },
       { label: "Status", cell: (d) => badge(d.status) },
       { label: "Attempts", class: "num", cell: (d) => String(d.attempts) },
-      { label: "Last error", cell: (d) => d.last_error || "—" },
+      { label: "Last error", class: "text", cell: (d) => d.last_error || "—" },
       { label: "Created", cell: (d) => when(d.created_at) },
       { label: "", cell: (d) => admin ? el("button", { type: "button", class: "small",
         onclick: () => onRedrive([d.id]) }, "Redrive") : "" },
     ], deliveries, "No dead letter."));
+  replace("webhooks", hooks, letters);
 }
 
 export function renderSearch(address, result) {
