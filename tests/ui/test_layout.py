@@ -17,7 +17,7 @@ import pytest
 from playwright.async_api import Browser, Page
 
 from bzzz.eventlog import Caller
-from bzzz.schemas import AnnounceInput, PostInput, ThreadInput
+from bzzz.schemas import AnnounceInput, PostInput, SubscribeInput, ThreadInput
 
 from .conftest import Served, open_tab
 
@@ -80,7 +80,8 @@ LAYOUT_PROBLEMS = """
 
 
 async def _populate(served: Served) -> None:
-    """Two agents with long ids, a task with a long description, a thread between them."""
+    """Two agents with long ids, a task with a long description, a thread between them, and
+    two webhook subscriptions with long URLs, one of them dead."""
     node = served.node
     planner, builder = Caller("layout-planner"), Caller("layout-builder")
     await node.agents.announce(
@@ -106,6 +107,11 @@ async def _populate(served: Served) -> None:
         ThreadInput(action="create", topic="Retry policy of the payment service",
                     participants=[BUILDER]),
     )  # fmt: skip
+    for name in ("payments-audit-receiver", "gone"):
+        url = f"http://127.0.0.1:9/hooks/{name}/" + "x" * 40
+        hook = SubscribeInput(event_types=["thread_created"], callback_webhook=url)
+        made = await node.subscriptions.subscribe(planner, hook)
+    assert await node.subscriptions.mark_dead(made["subscription_id"], "failing since a day")
 
 
 async def _layout_problems(page: Page, shots: str, label: str) -> list[str]:
@@ -160,7 +166,11 @@ async def test_no_box_leaves_the_page_and_no_id_wraps(
         await page.locator(f'[data-agent="{PLANNER}"]').wait_for(timeout=5000)
         await page.locator("#events li", has_text=PLANNER).first.wait_for(timeout=5000)
         problems = await _layout_problems(page, shots, f"agents-{width}")
-        for tab, ready in (("tasks", "#tasks [data-task]"), ("threads", "#threads [data-thread]")):
+        for tab, ready in (
+            ("tasks", "#tasks [data-task]"),
+            ("threads", "#threads [data-thread]"),
+            ("webhooks", "#webhook-subscriptions .badge.s-dead"),
+        ):
             await page.click(f"[data-tab={tab}]")
             await page.locator(ready).first.wait_for(timeout=5000)
             problems += await _layout_problems(page, shots, f"{tab}-{width}")
