@@ -41,7 +41,7 @@ function ids(list) {
 
 export function renderThreads(threads, onOpen) {
   replace("threads", el("h2", {}, "Threads"), table([
-    { label: "Topic", cell: (t) => el("button", { type: "button", class: "link",
+    { label: "Topic", class: "text", cell: (t) => el("button", { type: "button", class: "link",
       dataset: { thread: t.id }, onclick: () => onOpen(t.id) }, t.topic) },
     { label: "Status", cell: (t) => badge(t.status) },
     { label: "Participants", cell: (t) => ids(t.participants) },
