@@ -526,6 +526,7 @@ class ConversationService:
     async def _membership(self, caller: Caller, params: ThreadInput, kind: str) -> dict[str, Any]:
         self._require(params, "thread_id")
         assert params.thread_id is not None
+        caller.principal.require(Scope.WRITE, f"'{params.action}' of a thread")
         agent = await self.sender_of(caller, params.agent_id)
         thread = await self._thread_dict(params.thread_id)
         project = (thread.get("metadata") or {}).get("project")
