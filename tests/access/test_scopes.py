@@ -26,7 +26,6 @@ from starlette.applications import Starlette
 from starlette.routing import Route
 from ulid import ULID
 
-from bzzz.access.principal import Scope
 from bzzz.access.service import admin_principal
 from bzzz.api.app import build_app
 from bzzz.cli import _parser
@@ -35,6 +34,7 @@ from bzzz.mcp.server import BzzzMCP, build_server
 from bzzz.network.identity import KEY_FILE
 from bzzz.network.memory import InMemoryBus
 from bzzz.node import Node
+from bzzz.principal import Scope
 from bzzz.schemas import SubscribeInput, ThreadInput
 
 README = Path(__file__).resolve().parents[2] / "README.md"

@@ -9,11 +9,11 @@ import pytest
 from pydantic import SecretStr
 
 from bzzz.access.keys import principal_key
-from bzzz.access.principal import ALL, Principal, Scope, principal
 from bzzz.clock import ManualClock
 from bzzz.errors import BzzzError, ThreadNotFound
 from bzzz.eventlog import Caller
 from bzzz.node import Node
+from bzzz.principal import ALL, Principal, Scope, principal
 from bzzz.schemas import AnnounceInput, GetInput, PostInput, ThreadInput
 
 from .conftest import NodeFactory, ReceiverFactory, events_of, rule, thread_view, watch

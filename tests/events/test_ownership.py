@@ -15,12 +15,12 @@ from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
 from bzzz.access.keys import STATELESS, principal_key
-from bzzz.access.principal import ALL, Principal, Scope, principal
 from bzzz.api.app import build_app
 from bzzz.errors import PermissionDenied
 from bzzz.eventlog import Caller
 from bzzz.mcp.server import build_server
 from bzzz.node import Node
+from bzzz.principal import ALL, Principal, Scope, principal
 from bzzz.schemas import AnnounceInput, SubscribeInput
 
 READER = principal("token:reader", "token", ["p1"], [ALL], Scope.READ, "reader")

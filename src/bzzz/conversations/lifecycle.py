@@ -16,12 +16,12 @@ import logging
 from datetime import timedelta
 
 from bzzz import domain
-from bzzz.access.principal import Principal
 from bzzz.agents.service import raise_store_failure, thread_project
 from bzzz.clock import Clock
 from bzzz.domain import iso
 from bzzz.errors import InvalidParameters, ThreadNotFound
 from bzzz.eventlog import EventLog
+from bzzz.principal import Principal
 from bzzz.store.database import Database
 from bzzz.store.repository import Repository
 

@@ -10,12 +10,12 @@ from ulid import ULID
 
 from bzzz import domain
 from bzzz.access.keys import STATELESS, handle_key
-from bzzz.access.principal import Scope
 from bzzz.address import parse_address
 from bzzz.domain import EVENT_TYPES, iso
 from bzzz.errors import InvalidParameters, PermissionDenied, RateLimited
 from bzzz.eventlog import Caller, EventLog
 from bzzz.events.targets import TargetPolicy
+from bzzz.principal import Scope
 from bzzz.schemas import SubscribeInput
 from bzzz.store.database import Database
 from bzzz.store.repository import Repository
