@@ -20,6 +20,7 @@ from .conftest import NodeFactory, ReceiverFactory, events_of, rule, thread_view
 
 ALPHA = principal("token:alpha", "token", ["alpha"], [ALL], Scope.WRITE, "alpha team")
 BETA = principal("token:beta", "token", ["beta"], [ALL], Scope.WRITE, "beta team")
+BETA_PERSON = principal("token:bea", "token", ["beta"], ["human"], Scope.WRITE, "bea")
 STUCK = [{"type": "no_progress", "threshold": True, "timeframe": 600}]
 SECRET = "human-channel-test-secret"
 
@@ -82,6 +83,10 @@ async def test_an_escalation_in_a_project_without_an_architect_turns_to_humans_n
             listed = await node.conversations.thread(
                 as_(ALPHA), ThreadInput(action="list", agent_id="alpha-arch")
             )
+            # Addressed to humans now: beta's people read it in the console.
+            read_by_person = await node.agents.get(
+                as_(BETA_PERSON), GetInput(address=f"bzzz://*/threads/{thread_id}")
+            )
 
     architect, expert, decision = view["escalation_history"][0]["actions"]
     assert (architect["type"], architect["requested"]) == ("notify_human", "escalate_to_architect")
@@ -100,6 +105,7 @@ async def test_an_escalation_in_a_project_without_an_architect_turns_to_humans_n
     assert refusals == dict.fromkeys(refusals, "THREAD_NOT_FOUND")
     assert after == before
     assert listed["result"] == []
+    assert read_by_person["content"]["thread"]["id"] == thread_id
 
 
 async def alphas_attempts(node: Node, thread_id: str, view: dict[str, Any]) -> dict[str, str]:
