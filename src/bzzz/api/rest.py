@@ -200,6 +200,8 @@ class Routes:
         escalation_id = request.path_params["escalation_id"]
         body = await body_of(request, ResolveBody)
         caller = caller_of(request, body.agent_handle)
+        # Before the escalation is looked up: 'read' is refused whichever escalation it names.
+        caller.principal.require(Scope.WRITE, "resolving an escalation")
         if body.as_human:
             return await self.humans.resolve(caller, escalation_id, body.reason)
         async with self.node.db.session() as session:
