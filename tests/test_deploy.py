@@ -32,7 +32,7 @@ import yaml
 from e2e.support import bzzz_executable, free_port, kill_orphans
 from nats.errors import Error as NatsError
 
-from bzzz.cli import _check_exposure
+from bzzz.cli_serve import check_exposure
 from bzzz.config import ENV_ALIASES, Settings, load_settings
 from bzzz.errors import ConfigError
 from bzzz.network.embedded import nats_server_binary
@@ -242,7 +242,7 @@ def test_the_image_runs_bzzz_serve_as_a_user_on_all_interfaces_with_auth_require
     settings = node_settings(image_env())
     assert settings.node.http_host == "0.0.0.0"
     assert settings.auth.required is True
-    _check_exposure(settings)  # the node starts on 0.0.0.0 with these settings
+    check_exposure(settings)  # the node starts on 0.0.0.0 with these settings
     assert str(settings.node.http_port) in instruction("EXPOSE").split()
     assert str(settings.node.data_dir) in json.loads(instruction("VOLUME"))
     assert "/healthz" in " ".join(health_check_command())
@@ -412,7 +412,7 @@ def test_every_bzzz_variable_of_a_node_is_a_setting_the_node_reads(service: str)
     assert settings.node.auth_tokens == [secret["BZZZ_ADMIN_TOKENS"]]
     assert settings.auth.required is True
     assert settings.node.http_host == "0.0.0.0"
-    _check_exposure(settings)
+    check_exposure(settings)
 
 
 @pytest.mark.parametrize(
@@ -614,7 +614,7 @@ def test_the_env_file_example_holds_settings_the_node_reads() -> None:
     settings = node_settings(example | {"BZZZ_AUTH_TOKENS": "x0"})
     assert settings.node.http_host == "0.0.0.0" and settings.auth.required is True
     assert example["BZZZ_AUTH_TOKENS"] == "", "no token committed"
-    _check_exposure(settings)
+    check_exposure(settings)
 
 
 @pytest.fixture

@@ -8,50 +8,16 @@ admitted set from the log's admission envelopes in log order.
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import AsyncIterator
 from typing import Any
 
 from bzzz.config import Settings
 from bzzz.errors import InvalidParameters, NetworkError
 from bzzz.network import admission
 from bzzz.network.admission import Admission
-from bzzz.network.embedded import EmbeddedNats
 from bzzz.network.envelope import Envelope, EnvelopeRejected, open_envelope, seal
 from bzzz.network.identity import NodeIdentity, origin_of
 from bzzz.network.jetstream import JetStreamBus
-from bzzz.network.nats_auth import NatsAuth
-
-
-@contextlib.asynccontextmanager
-async def joined_bus(settings: Settings) -> AsyncIterator[JetStreamBus]:
-    """The network's log, joined as a local process joins it."""
-    embedded: EmbeddedNats | None = None
-    urls = settings.bzzz.nats_url
-    auth = NatsAuth(creds_file=settings.bzzz.nats_creds)
-    if not urls:
-        embedded = EmbeddedNats(
-            settings.node.data_dir.expanduser(),
-            max_file_store=settings.bzzz.max_file_store,
-            max_memory_store=settings.bzzz.max_memory_store,
-        )
-        urls = [await embedded.start()]
-        auth = embedded.auth
-    bus = JetStreamBus(
-        urls,
-        settings.bzzz.network_id,
-        replicas=settings.bzzz.stream_replicas,
-        publish_timeout=settings.bzzz.publish_timeout,
-        name="bzzz-cli",
-        auth=auth,
-    )
-    try:
-        await bus.start()
-        yield bus
-    finally:
-        await bus.close()
-        if embedded is not None:
-            await embedded.close()
+from bzzz.network.join import joined_bus
 
 
 def _static(settings: Settings) -> frozenset[str]:
@@ -59,9 +25,14 @@ def _static(settings: Settings) -> frozenset[str]:
 
 
 async def derive(
-    settings: Settings, bus: JetStreamBus, until: str | None = None
+    settings: Settings,
+    bus: JetStreamBus,
+    until: str | None = None,
+    *,
+    before_seq: int | None = None,
 ) -> tuple[Admission, dict[str, Any] | None]:
-    """The admitted set as the log has it, and the outcome of envelope ``until`` if given.
+    """The admitted set as the log has it (below ``before_seq`` if given), and the outcome of
+    envelope ``until`` if given.
 
     The same rules in the same order as every node's projector: envelopes a node would reject
     (bad signature, outside a static list without admission) or drop (not admitted) change
@@ -70,7 +41,7 @@ async def derive(
     enforce = settings.bzzz.admission
     state = Admission(_static(settings), enforce=enforce)
     trusted = None if enforce else (_static(settings) or None)
-    for msg in await bus.read_kind(admission.KIND):
+    for msg in await bus.read_kind(admission.KIND, before_seq=before_seq):
         try:
             env = open_envelope(msg.data, settings.bzzz.network_id, trusted)
         except EnvelopeRejected as exc:

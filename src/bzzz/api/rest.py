@@ -13,7 +13,6 @@ from pydantic import BaseModel, ConfigDict, Field
 from starlette.requests import Request
 
 from bzzz import domain
-from bzzz.access.principal import Scope
 from bzzz.agents.service import thread_project
 from bzzz.api.handlers import Operation, body_of, caller_of, query_of
 from bzzz.api.whoosh import agent_address
@@ -23,6 +22,7 @@ from bzzz.errors import PermissionDenied, ThreadNotFound
 from bzzz.eventlog import Caller
 from bzzz.metrics.views import metrics_json
 from bzzz.node import Node
+from bzzz.principal import Scope
 from bzzz.schemas import (
     AnnounceInput,
     FilterCriteria,
@@ -199,6 +199,8 @@ class Routes:
         escalation_id = request.path_params["escalation_id"]
         body = await body_of(request, ResolveBody)
         caller = caller_of(request, body.agent_handle)
+        # Before the escalation is looked up: 'read' is refused whichever escalation it names.
+        caller.principal.require(Scope.WRITE, "resolving an escalation")
         if body.as_human:
             return await self.humans.resolve(caller, escalation_id, body.reason)
         async with self.node.db.session() as session:

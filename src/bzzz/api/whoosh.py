@@ -127,7 +127,17 @@ def operations(node: Node) -> list[Operation]:
         got = await node.agents.get(
             caller, GetInput(address=f"bzzz://*/threads/{body.thread_id}", max_history=0)
         )
-        topic = got["content"]["thread"]["topic"]
+        thread = got["content"]["thread"]
+        topic = thread["topic"]
+        project = (thread.get("metadata") or {}).get("project")
+        invited = node.agents.visible_agent(caller.principal, agent_id)
+        if invited is not None and invited.project != project:
+            # A thread's invitations stay in its project, as an escalation's do.
+            raise InvalidParameters(
+                f"agent '{agent_id}' is not of the thread's project; invitations into a "
+                "thread go to agents of its project",
+                details={"agent_id": agent_id, "thread_id": body.thread_id},
+            )
         invitation = {
             "text": body.message or f"Please join thread '{topic}' ({body.thread_id})",
             "invitation": {"thread_id": body.thread_id, "topic": topic, "join": "bzzz_thread"},
