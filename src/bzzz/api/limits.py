@@ -2,7 +2,8 @@
 
 ``BodyLimit`` counts a body while it is read: a declared ``Content-Length`` past the limit is
 answered 413 before the route runs; a chunked body is answered 413 as soon as the count passes
-the limit, the route then sees the client gone and nothing more is read or kept.
+the limit, the route never sees the body end (the client is gone at its next read), and the
+connection closes: nothing more is read or kept.
 
 ``RequestLimit`` bounds the requests served at once. It counts requests whose head has
 arrived, never connections: a socket that sends nothing holds no slot (uvicorn's own
@@ -94,7 +95,10 @@ class _Counted:
         if not self._app_answering:
             self._answered_here = True
             await too_large(self._limit)(self._scope, self._receive, self._send)
-        return _DISCONNECT
+        # The chunk that crossed the limit still goes to the app, never the end of the body:
+        # an app with a limit of its own (the MCP SDK's) refuses it quietly; any other sees
+        # the client leave at its next read.
+        return message
 
     async def send(self, message: Message) -> None:
         """Pass the app's answer on, unless the 413 answered already."""
