@@ -65,14 +65,18 @@ async def test_another_principal_naming_a_session_is_answered_as_for_an_unknown_
     env = cli_env(clean_env, data_dir)
     owner = create_token(env, "owner", "--project", "p1")["token"]
     other = create_token(env, "other", "--project", "p1")["token"]
-    call = {"jsonrpc": "2.0", "id": 7, "method": "tools/call",
-            "params": {"name": "bzzz_lookup", "arguments": {"semantic_address": "bzzz://*"}}}  # fmt: skip
+    lookup = {"name": "bzzz_lookup", "arguments": {"semantic_address": "bzzz://*"}}
+    call = {"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": lookup}
     try:
         async with legacy_client(node.mcp_url, owner) as (client, seen):
             await ok(client, "bzzz_announce", {"agent_id": "owned", "role": "dev"})
             (session_id,) = seen
-            stolen = {"Authorization": f"Bearer {other}", "Accept": ACCEPT,
-                      "Mcp-Session-Id": session_id, "Mcp-Protocol-Version": "2025-11-25"}  # fmt: skip
+            stolen = {
+                "Authorization": f"Bearer {other}",
+                "Accept": ACCEPT,
+                "Mcp-Session-Id": session_id,
+                "Mcp-Protocol-Version": "2025-11-25",
+            }
             unknown = stolen | {"Mcp-Session-Id": "0" * 32}
             async with httpx.AsyncClient(base_url=node.base_url, timeout=10) as http:
                 answers = {
