@@ -3,6 +3,7 @@ opening sessions in a loop leaves room for every other."""
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -147,3 +148,35 @@ async def test_only_sessions_holding_agents_count_toward_a_refusal(
     body: dict[str, Any] = refused_answer.json()
     assert body["code"] == "RATE_LIMITED" and body["details"]["limit"] == "sessions_per_principal"
     assert "2 MCP sessions with agents" in body["error"]
+
+
+async def test_a_listener_hears_only_its_own_subscription_of_those_it_names(
+    data_dir: Path, tmp_path: Path, clean_env: dict[str, str]
+) -> None:
+    node = await spawn(data_dir, tmp_path / "logs", clean_env, BZZZ_AUTH_TOKENS=ADMIN)
+    env = cli_env(clean_env, data_dir)
+    maker = create_token(env, "maker", "--project", "p1")["token"]
+    other = create_token(env, "other", "--project", "p1")["token"]
+    wanted = {"event_types": ["agent_announcement"]}
+    try:
+        async with (
+            mcp_client(node.mcp_url, "stateless", maker) as a,
+            mcp_client(node.mcp_url, "stateless", other) as b,
+        ):
+            theirs = (await ok(a, "bzzz_subscribe", wanted))["resource_uri"]
+            own = (await ok(b, "bzzz_subscribe", wanted))["resource_uri"]
+            async with (
+                a.listen(resource_subscriptions=[theirs]) as makers,
+                b.listen(resource_subscriptions=[theirs, own]) as others,
+            ):
+                await ok(b, "bzzz_announce", {"agent_id": "fires", "role": "dev"})
+                async with asyncio.timeout(CALL_TIMEOUT):
+                    heard = await makers.__anext__()
+                    heard_own = await others.__anext__()
+    finally:
+        await node.kill()
+    assert makers.honored is not None and others.honored is not None
+    assert makers.honored.resource_subscriptions == [theirs]
+    # Another's subscription is left out, as an unknown URI would be.
+    assert others.honored.resource_subscriptions == [own]
+    assert str(heard.uri) == theirs and str(heard_own.uri) == own
