@@ -313,7 +313,11 @@ class Node:
         # A lease that runs out ends the agents' plain subscriptions before they go offline.
         self.agents.before_offline = self.subscriptions.end_for_agents
         self.webhooks = WebhookDispatcher(
-            self.db, self.settings.webhooks, node_secret, targets=self.subscriptions.targets
+            self.db,
+            self.settings.webhooks,
+            node_secret,
+            targets=self.subscriptions.targets,
+            on_dead=self.subscriptions.mark_dead,
         )
         self.projector.add_listener(self._wake_webhooks)
         self.peers = PeerService(
@@ -694,6 +698,7 @@ class Node:
                 "delivered": self.webhooks.delivered,
                 "failed_attempts": self.webhooks.failed_attempts,
                 "dead": self.webhooks.dead,
+                "dead_subscriptions": self.webhooks.dead_subscriptions,
             }
             if hasattr(self, "webhooks")
             else None,

@@ -195,6 +195,7 @@ class HttpNode:
             async with asyncio.timeout(within):
                 await self._wait_healthy()
         except TimeoutError:
+            await self.kill()  # a node that failed to start must not outlive the test
             pytest.fail(f"bzzz serve not healthy within {within} s:\n{self.stderr_tail()}")
 
     async def _wait_healthy(self) -> None:

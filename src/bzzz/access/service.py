@@ -8,7 +8,7 @@ import ipaddress
 import logging
 import re
 from datetime import timedelta
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
 from ulid import ULID
 
@@ -17,13 +17,20 @@ from bzzz.access.tokens import TokenRecord, TokenRegistry, mint_secret, secret_h
 from bzzz.errors import BzzzError, InvalidParameters, PermissionDenied, Unauthenticated
 from bzzz.principal import ALL, Principal, Scope, principal
 
-if TYPE_CHECKING:
-    from bzzz.eventlog import EventLog
-
 logger = logging.getLogger(__name__)
 
 MAX_TOKEN_LENGTH = 8192
 _SPACE = re.compile(r"\s")
+
+
+class TokenLog(Protocol):
+    """Where token changes go: the node's event log, or the CLI's one-envelope join."""
+
+    async def emit(
+        self, type_: str, kind: str, key: str, payload: dict[str, Any]
+    ) -> dict[str, Any]:
+        """Store one change on the network's log; its outcome (``ok``, ``reason``)."""
+        ...
 
 
 class TokenVerifier(Protocol):
@@ -78,7 +85,7 @@ class AccessService:
         required: bool | None,
         loopback: bool = True,
         issuer: bool = False,
-        log: EventLog | None = None,
+        log: TokenLog | None = None,
         jwt: TokenVerifier | None = None,
     ) -> None:
         self.tokens = tokens

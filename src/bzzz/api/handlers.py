@@ -117,6 +117,8 @@ class Operation:
     tag: str
     body: type[BaseModel] | None = None
     query: type[BaseModel] | None = None
+    # The success answer's shape (bzzz.api.answers), for the OpenAPI document.
+    answer: type[BaseModel] | None = None
     status: int = 200
     # Error statuses this route can answer (beyond 401, which every route can).
     errors: tuple[int, ...] = (400, 403)

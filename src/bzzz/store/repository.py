@@ -637,10 +637,11 @@ class Repository:
         error: str | None,
         finished_at: datetime | None,
     ) -> None:
-        """Record the outcome of one delivery attempt."""
+        """Record the outcome of one delivery attempt (of a delivery still pending: one whose
+        subscription was marked dead meanwhile stays a dead letter)."""
         await self.session.execute(
             update(DeliveryRow)
-            .where(DeliveryRow.id == delivery_id)
+            .where(DeliveryRow.id == delivery_id, DeliveryRow.status == "pending")
             .values(
                 status=status,
                 attempts=DeliveryRow.attempts + 1,
