@@ -20,7 +20,6 @@ from bzzz.access.network_keys import NetworkKeys
 from bzzz.access.service import (
     AccessService,
     TokenVerifier,
-    auth_required,
     serves_loopback_only,
 )
 from bzzz.access.tokens import TokenRegistry
@@ -321,9 +320,14 @@ class Node:
         self.tokens = TokenRegistry()
         self.projector.add_applied_listener(self.tokens.on_applied)
         loopback = serves_loopback_only(self.settings.node.http_host)
-        required = auth_required(auth.required, loopback, bool(tokens or auth.issuer))
         self.access = AccessService(
-            self.tokens, tokens, required=required, log=self.log, jwt=self._jwt_verifier()
+            self.tokens,
+            tokens,
+            required=auth.required,
+            loopback=loopback,
+            issuer=bool(auth.issuer),
+            log=self.log,
+            jwt=self._jwt_verifier(),
         )
 
     def _jwt_verifier(self) -> TokenVerifier | None:
