@@ -153,6 +153,8 @@ class HttpNode:
     port: int = field(default_factory=free_port)
     proc: asyncio.subprocess.Process | None = None
     runs: int = 0
+    # Run in the child before it starts (resource limits, say).
+    preexec: Callable[[], None] | None = None
 
     @property
     def base_url(self) -> str:
@@ -187,6 +189,7 @@ class HttpNode:
                 stderr=err,
                 env=self.env,
                 start_new_session=new_session,
+                preexec_fn=self.preexec,
             )
         try:
             async with asyncio.timeout(within):

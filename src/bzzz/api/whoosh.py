@@ -21,6 +21,7 @@ from typing import Any, Literal, get_args
 from pydantic import BaseModel, ConfigDict, Field
 from starlette.requests import Request
 
+from bzzz.api import answers as a
 from bzzz.api.handlers import Operation, body_of, caller_of
 from bzzz.errors import InvalidParameters
 from bzzz.llm.tasks import TASK_TYPES
@@ -155,6 +156,7 @@ def operations(node: Node) -> list[Operation]:
             "An agent's status (WHOOSH status_check)",
             agent_status,
             "whoosh",
+            answer=a.AgentStatusAnswer,
             errors=(400, 403, 404),
         ),
         Operation(
@@ -163,6 +165,7 @@ def operations(node: Node) -> list[Operation]:
             "Assign a task to an agent (WHOOSH task_assign; a task_assignment post)",
             assign_task,
             "whoosh",
+            answer=a.PostOutput,
             body=TaskBody,
             status=201,
             errors=(400, 403, 404, 429, 503),
@@ -173,6 +176,7 @@ def operations(node: Node) -> list[Operation]:
             "Open a thread with an agent, or invite it into one (WHOOSH collaborate)",
             collaborate,
             "whoosh",
+            answer=a.CollaborateAnswer,
             body=CollaborateBody,
             status=201,
             errors=(400, 403, 404, 429, 503),

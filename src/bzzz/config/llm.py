@@ -55,8 +55,8 @@ class CostSettings(_Section):
         default_factory=dict, description="per-model prices overriding the shipped table"
     )
     fallback_price: ModelPrice = Field(
-        default_factory=lambda: ModelPrice(input=10.0, output=30.0),
-        description="price of a model missing from the table (a warning is logged)",
+        default_factory=lambda: ModelPrice(input=0.0, output=0.0),
+        description="price of a model missing from the table, e.g. a local one (logged once)",
     )
     token_budget: int = Field(
         32_000, gt=0, description="tokens of context per task; past 80% old messages compress"

@@ -236,6 +236,17 @@ class SubscriptionService:
         if not outcome["ok"]:
             raise no_subscription(subscription_id)
 
+    async def mark_dead(self, subscription_id: str, reason: str) -> bool:
+        """Mark a webhook subscription of this node dead (the dispatcher: its URL has failed
+        for ``webhooks.max_age``); True when this call marked it."""
+        outcome = await self._log.emit(
+            "subscription.dead",
+            "sub",
+            subscription_id,
+            {"subscription_id": subscription_id, "reason": reason[:500]},
+        )
+        return bool(outcome.get("ok")) and not outcome.get("already")
+
     async def end_for_session(self, session_id: str, reason: str = "session ended") -> int:
         """End this node's subscriptions without a webhook that ``session_id`` made."""
         return await self._end({"session_id": session_id}, reason)
