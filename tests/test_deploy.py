@@ -558,7 +558,7 @@ def _to_local(url: str, servers: list[LocalServer]) -> str:
 
 @pytest.mark.integration
 async def test_the_compose_cluster_needs_the_login_and_carries_a_node_with_r3_streams(
-    tmp_path: Path, postgres_url: str
+    tmp_path: Path, empty_postgres_url: str
 ) -> None:
     password = "x" + secrets.token_hex(16)
     async with compose_cluster(tmp_path, password) as servers:
@@ -567,7 +567,7 @@ async def test_the_compose_cluster_needs_the_login_and_carries_a_node_with_r3_st
             await nats.connect(local[0], allow_reconnect=False, error_cb=_quiet)
         env = node_environment("bzzz-a", placeholders() | {"NATS_PASSWORD": password})
         env["BZZZ_NATS_URL"] = _to_local(env["BZZZ_NATS_URL"], servers)
-        env["BZZZ_DATABASE_URL"] = postgres_url
+        env["BZZZ_DATABASE_URL"] = empty_postgres_url
         assert password in env["BZZZ_NATS_URL"] and "nats-1" not in env["BZZZ_NATS_URL"]
         async with serve_like_the_image(tmp_path, **env) as node:
             await until_healthy(node)

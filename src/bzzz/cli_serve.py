@@ -75,16 +75,8 @@ async def _serve_stdio(settings: Settings) -> None:
 
 
 async def _serve_http(settings: Settings) -> None:
-    import uvicorn
-
-    class _QuietServer(uvicorn.Server):
-        # uvicorn re-raises the signal it caught after its own shutdown, which would kill us
-        # before the node stops; the CLI owns SIGINT/SIGTERM instead.
-        def capture_signals(self) -> contextlib.nullcontext[None]:  # type: ignore[override]
-            return contextlib.nullcontext()
-
     from bzzz.api.app import build_app
-    from bzzz.api.protocol import with_header_timeout
+    from bzzz.api.server import http_server
     from bzzz.mcp.server import build_server
     from bzzz.metrics.logs import RequestIds
     from bzzz.node import Node
@@ -95,26 +87,12 @@ async def _serve_http(settings: Settings) -> None:
     # The real port (port 0 picks one), so peers see it in this node's address.
     port = listener.getsockname()[1]
     address = f"http://{host}:{port}/mcp"
-    limits = settings.limits
     try:
         async with start.started(Node(settings, address=address)) as node:
             server, _ = build_server(node)
             app = build_app(node, server, host, address.removesuffix("/mcp"))
-            config = uvicorn.Config(
-                RequestIds(app),
-                host=host,
-                port=port,
-                log_level="warning",
-                timeout_graceful_shutdown=3,
-                lifespan="on",
-                # One client's idle sockets cannot hold every connection: past the limit
-                # uvicorn answers 503 at once, and idle keep-alive connections close.
-                limit_concurrency=limits.http_connections,
-                timeout_keep_alive=max(1, int(limits.http_keepalive_seconds)),
-                # A socket that never sends a request head is closed after the header timeout.
-                http=with_header_timeout(limits.http_header_timeout),
-            )
-            web = _QuietServer(config)
+            # uvicorn with the node's bounds (bzzz.api.server says which and why).
+            web = http_server(RequestIds(app), listener, settings.limits)
             loop = asyncio.get_running_loop()
             for sig in (signal.SIGTERM, signal.SIGINT):
                 loop.add_signal_handler(sig, setattr, web, "should_exit", True)

@@ -13,7 +13,9 @@ from pydantic import BaseModel, ConfigDict, Field
 from starlette.requests import Request
 
 from bzzz import domain
+from bzzz.agents.overview import Overview
 from bzzz.agents.service import thread_project
+from bzzz.api import answers as a
 from bzzz.api.handlers import Operation, body_of, caller_of, query_of
 from bzzz.api.whoosh import agent_address
 from bzzz.conversations.humans import HumanDesk
@@ -56,10 +58,13 @@ class HistoryQuery(_Model):
     max_history: int = Field(10, ge=0, le=1000)
 
 
-class AgentQuery(HistoryQuery):
-    """Which of the caller's agents a route acts as (default: its only one)."""
+class ReadableQuery(_Model):
+    """GET /api/v1/threads and /api/v1/tasks: what the caller reads, or one agent's."""
 
-    agent_id: Identifier | None = None
+    agent_id: Identifier | None = Field(
+        None, description="only this agent's (default: every one the caller reads)"
+    )
+    limit: int = Field(100, ge=1, le=500)
 
 
 class EscalationsQuery(_Model):
@@ -121,6 +126,7 @@ class Routes:
     def __init__(self, node: Node) -> None:
         self.node = node
         self.humans = HumanDesk(node.db, node.agents, node.conversations)
+        self.overview = Overview(node.db, node.agents, node.node_id)
 
     async def list_agents(self, request: Request) -> dict[str, Any]:
         """Agents matching an address and the lookup filters (bzzz_lookup)."""
@@ -149,11 +155,17 @@ class Routes:
         return await self.node.agents.get(caller_of(request), params)
 
     async def list_threads(self, request: Request) -> dict[str, Any]:
-        """The threads of the caller's agent (bzzz_thread list)."""
-        query = query_of(request, AgentQuery)
-        params = ThreadInput(action="list", agent_id=query.agent_id)
-        listed = await self.node.conversations.thread(caller_of(request), params)
-        return {"success": True, "threads": listed["result"]}
+        """The threads the caller reads (a participant's principal, a project's admin), or one
+        agent's (its /threads, as bzzz_get shows them); no agent needed to ask."""
+        query = query_of(request, ReadableQuery)
+        caller = caller_of(request)
+        if query.agent_id is None:
+            threads = await self.overview.threads(caller, query.limit)
+        else:
+            address = agent_address(query.agent_id) + "/threads"
+            params = GetInput(address=address, max_history=query.limit)
+            threads = (await self.node.agents.get(caller, params))["content"]["threads"]
+        return {"success": True, "threads": threads, "count": len(threads)}
 
     async def get_thread(self, request: Request) -> dict[str, Any]:
         """One thread with its messages, escalations and consensus (bzzz_get)."""
@@ -163,16 +175,17 @@ class Routes:
         return await self.node.agents.get(caller_of(request), params)
 
     async def list_tasks(self, request: Request) -> dict[str, Any]:
-        """The tasks of an agent (default: the caller's own), as bzzz_get of its /tasks."""
-        query = query_of(request, AgentQuery)
+        """The tasks of the agents whose work the caller reads (owner, project admin), or of
+        one agent (bzzz_get of its /tasks); no agent needed to ask."""
+        query = query_of(request, ReadableQuery)
         caller = caller_of(request)
-        agent_id = query.agent_id
-        if agent_id is None:
-            agent_id = (await self.node.conversations.sender_of(caller, None)).id
-        address = agent_address(agent_id) + "/tasks"
-        params = GetInput(address=address, max_history=max(query.max_history, 1))
-        got = await self.node.agents.get(caller, params)
-        return {"success": True, "agent_id": agent_id, "tasks": got["content"]["tasks"]}
+        if query.agent_id is None:
+            tasks = await self.overview.tasks(caller, query.limit)
+            return {"success": True, "agent_id": None, "tasks": tasks, "count": len(tasks)}
+        address = agent_address(query.agent_id) + "/tasks"
+        params = GetInput(address=address, max_history=query.limit)
+        tasks = (await self.node.agents.get(caller, params))["content"]["tasks"]
+        return {"success": True, "agent_id": query.agent_id, "tasks": tasks, "count": len(tasks)}
 
     async def list_escalations(self, request: Request) -> dict[str, Any]:
         """Escalations of the threads the caller reads (participants, project admins)."""
@@ -199,6 +212,8 @@ class Routes:
         escalation_id = request.path_params["escalation_id"]
         body = await body_of(request, ResolveBody)
         caller = caller_of(request, body.agent_handle)
+        # Before the escalation is looked up: 'read' is refused whichever escalation it names.
+        caller.principal.require(Scope.WRITE, "resolving an escalation")
         if body.as_human:
             return await self.humans.resolve(caller, escalation_id, body.reason)
         async with self.node.db.session() as session:
@@ -235,18 +250,41 @@ class Routes:
         return {"success": True, "up": self.node.healthy, **figures}
 
     async def webhooks(self, request: Request) -> dict[str, Any]:
-        """Webhook deliveries: every one with its error for node admins, else the caller's own."""
+        """Webhook deliveries and this node's webhook subscriptions (active or dead): every one
+        with its error for node admins, else the caller's own."""
         query = query_of(request, WebhooksQuery)
         caller = caller_of(request)
         admin = caller.principal.is_admin_of(None)
         views = await self.node.subscriptions.delivery_views(
             query.status, query.limit, detailed=admin
         )
+        # This node's webhook subscriptions (a dead one's URL failed for webhooks.max_age).
+        hooks = [
+            s
+            for s in await self.node.subscriptions.subscriptions()
+            if s.callback_webhook is not None
+            and s.node_id == self.node.node_id
+            and (admin or s.session_id == caller.session_id)
+        ]
         if not admin:
-            subs = await self.node.subscriptions.subscriptions()
-            mine = {s.id for s in subs if s.session_id == caller.session_id}
+            mine = {s.id for s in hooks}
             views = [v for v in views if v["subscription_id"] in mine]
-        return {"success": True, "deliveries": views, "count": len(views)}
+        subscriptions = [
+            {
+                "subscription_id": s.id,
+                "callback_webhook": s.callback_webhook,
+                "event_types": s.event_types,
+                "status": s.status,
+                "created_at": iso(s.created_at),
+            }
+            for s in hooks
+        ]
+        return {
+            "success": True,
+            "deliveries": views,
+            "count": len(views),
+            "subscriptions": subscriptions,
+        }
 
     async def redrive(self, request: Request) -> dict[str, Any]:
         """Queue dead letters again (`bzzz webhooks redrive`): node admins only."""
@@ -264,30 +302,40 @@ def operations(node: Node) -> list[Operation]:
     read = (400, 403)
     return [
         Operation("GET", f"{API}/agents", "Find agents (bzzz_lookup filters)", r.list_agents,
-                  "agents", query=AgentsQuery, errors=read),
+                  "agents", answer=a.LookupOutput, query=AgentsQuery, errors=read),
         Operation("POST", f"{API}/agents", "Announce an agent (bzzz_announce)", r.announce,
-                  "agents", body=AnnounceBody, status=201, errors=(400, 403, 409, 429, 503)),
+                  "agents",
+                  answer=a.AnnounceOutput, body=AnnounceBody, status=201,
+                  errors=(400, 403, 409, 429, 503)),
         Operation("GET", f"{API}/agents/{{agent_id}}", "One agent", r.get_agent, "agents",
+                  answer=a.GetOutput,
                   query=HistoryQuery, errors=(400, 403, 404)),
-        Operation("GET", f"{API}/threads", "The threads of the caller's agent", r.list_threads,
-                  "threads", query=AgentQuery, errors=read),
+        Operation("GET", f"{API}/threads", "The threads the caller reads (or one agent's)",
+                  r.list_threads, "threads", answer=a.ThreadsAnswer, query=ReadableQuery,
+                  errors=(400, 403, 404)),
         Operation("GET", f"{API}/threads/{{thread_id}}",
                   "One thread with its messages, escalations and consensus", r.get_thread,
-                  "threads", query=HistoryQuery, errors=(400, 403, 404)),
-        Operation("GET", f"{API}/tasks", "The tasks of an agent (default: the caller's)",
-                  r.list_tasks, "tasks", query=AgentQuery, errors=(400, 403, 404)),
+                  "threads", answer=a.GetOutput, query=HistoryQuery, errors=(400, 403, 404)),
+        Operation("GET", f"{API}/tasks", "The tasks the caller reads (or one agent's)",
+                  r.list_tasks, "tasks",
+                  answer=a.TasksAnswer, query=ReadableQuery, errors=(400, 403, 404)),
         Operation("GET", f"{API}/escalations", "Escalations of the threads the caller reads",
-                  r.list_escalations, "escalations", query=EscalationsQuery, errors=read),
+                  r.list_escalations, "escalations",
+                  answer=a.EscalationsAnswer, query=EscalationsQuery, errors=read),
         Operation("POST", f"{API}/escalations/{{escalation_id}}/resolve",
                   "Resolve an escalation (bzzz_thread resolve of its thread)",
-                  r.resolve_escalation, "escalations", body=ResolveBody,
+                  r.resolve_escalation, "escalations", answer=a.ResolveAnswer, body=ResolveBody,
                   errors=(400, 403, 404, 503)),
         Operation("GET", f"{API}/costs", "Model usage and spend, with a daily history", r.costs,
-                  "node", query=CostsQuery, errors=(400,)),
-        Operation("GET", f"{API}/peers", "The peers this node hears", r.peers, "node", errors=()),
-        Operation("GET", f"{API}/metrics", "The node's counters", r.metrics, "node", errors=()),
+                  "node", answer=a.CostsAnswer, query=CostsQuery, errors=(400,)),
+        Operation("GET", f"{API}/peers", "The peers this node hears", r.peers, "node",
+                  answer=a.PeersAnswer, errors=()),
+        Operation("GET", f"{API}/metrics", "The node's counters", r.metrics, "node",
+                  answer=a.MetricsAnswer, errors=()),
         Operation("GET", f"{API}/webhooks", "Webhook deliveries (dead letters by default)",
-                  r.webhooks, "webhooks", query=WebhooksQuery, errors=read),
+                  r.webhooks, "webhooks",
+                  answer=a.WebhooksAnswer, query=WebhooksQuery, errors=read),
         Operation("POST", f"{API}/webhooks/redrive", "Send dead letters again (admins)",
-                  r.redrive, "webhooks", body=RedriveBody, errors=(400, 403)),
+                  r.redrive, "webhooks",
+                  answer=a.RedriveAnswer, body=RedriveBody, errors=(400, 403)),
     ]  # fmt: skip

@@ -1,14 +1,17 @@
 """The design's WHOOSH endpoints (§4.2): an agent's status, task assignment, collaboration.
 
 WHOOSH calls them at the paths its ``AgentEndpoints`` name. Assigning a task or inviting an
-agent is sending a message, so the caller must hold an agent to send as (as ``bzzz_post``'s
-sender): an authenticated principal's agents, or the one its ``agent_handle`` names.
+agent is sending a message: as one of the caller's agents when it acts as one (a credential's
+agents, ``agent_id`` to pick one, the one its ``agent_handle`` names), else as the principal
+itself, an orchestrator or a person that holds no agent (the sender and the task's assigner
+are then ``token:<id>``, ``jwt:…`` or ``principal:anonymous``).
 
 ``collaborate`` has two forms, both built from the services MCP tools use:
 
 * without ``thread_id``: the caller's agent opens a thread with the agent on ``topic``
   (``bzzz_thread create``): the agent is in the thread at once, as the design's
-  ``initiateCollaboration`` puts collaborators into a conversation;
+  ``initiateCollaboration`` puts collaborators into a conversation (a principal that opens it
+  is not in it: it reads the thread as its creator);
 * with ``thread_id``: the caller's agent, which must read the thread, sends the agent an
   invitation (a ``question`` naming the thread); the agent joins it with ``bzzz_thread join``
   (nobody joins a thread on another agent's behalf).
@@ -21,6 +24,7 @@ from typing import Any, Literal, get_args
 from pydantic import BaseModel, ConfigDict, Field
 from starlette.requests import Request
 
+from bzzz.api import answers as a
 from bzzz.api.handlers import Operation, body_of, caller_of
 from bzzz.errors import InvalidParameters
 from bzzz.llm.tasks import TASK_TYPES
@@ -100,7 +104,8 @@ def operations(node: Node) -> list[Operation]:
             "agent_id": body.agent_id,
         }
         params = validate_input(PostInput, {k: v for k, v in post.items() if v is not None})
-        return await node.conversations.post(caller_of(request, body.agent_handle), params)
+        caller = caller_of(request, body.agent_handle)
+        return await node.conversations.post(caller, params, as_principal=True)
 
     async def collaborate(request: Request) -> dict[str, Any]:
         agent_id = request.path_params["agent_id"]
@@ -121,13 +126,24 @@ def operations(node: Node) -> list[Operation]:
                     topic=body.topic,
                     agent_id=body.agent_id,
                 ),
+                as_principal=True,
             )
             return {"success": True, "mode": "thread_created", "thread": created["result"]}
         # Only a reader of the thread invites into it: THREAD_NOT_FOUND / PERMISSION_DENIED.
         got = await node.agents.get(
             caller, GetInput(address=f"bzzz://*/threads/{body.thread_id}", max_history=0)
         )
-        topic = got["content"]["thread"]["topic"]
+        thread = got["content"]["thread"]
+        topic = thread["topic"]
+        project = (thread.get("metadata") or {}).get("project")
+        invited = node.agents.visible_agent(caller.principal, agent_id)
+        if invited is not None and invited.project != project:
+            # A thread's invitations stay in its project, as an escalation's do.
+            raise InvalidParameters(
+                f"agent '{agent_id}' is not of the thread's project; invitations into a "
+                "thread go to agents of its project",
+                details={"agent_id": agent_id, "thread_id": body.thread_id},
+            )
         invitation = {
             "text": body.message or f"Please join thread '{topic}' ({body.thread_id})",
             "invitation": {"thread_id": body.thread_id, "topic": topic, "join": "bzzz_thread"},
@@ -135,7 +151,9 @@ def operations(node: Node) -> list[Operation]:
         post = {"target_address": target, "message_type": "question", "content": invitation}
         if body.agent_id is not None:
             post["agent_id"] = body.agent_id
-        sent = await node.conversations.post(caller, validate_input(PostInput, post))
+        sent = await node.conversations.post(
+            caller, validate_input(PostInput, post), as_principal=True
+        )
         return {"success": True, "mode": "invited", "thread_id": body.thread_id, "post": sent}
 
     return [
@@ -145,6 +163,7 @@ def operations(node: Node) -> list[Operation]:
             "An agent's status (WHOOSH status_check)",
             agent_status,
             "whoosh",
+            answer=a.AgentStatusAnswer,
             errors=(400, 403, 404),
         ),
         Operation(
@@ -153,6 +172,7 @@ def operations(node: Node) -> list[Operation]:
             "Assign a task to an agent (WHOOSH task_assign; a task_assignment post)",
             assign_task,
             "whoosh",
+            answer=a.PostOutput,
             body=TaskBody,
             status=201,
             errors=(400, 403, 404, 429, 503),
@@ -163,6 +183,7 @@ def operations(node: Node) -> list[Operation]:
             "Open a thread with an agent, or invite it into one (WHOOSH collaborate)",
             collaborate,
             "whoosh",
+            answer=a.CollaborateAnswer,
             body=CollaborateBody,
             status=201,
             errors=(400, 403, 404, 429, 503),

@@ -33,6 +33,7 @@ from bzzz.eventlog import Caller
 from bzzz.events.service import subscription_uri
 from bzzz.mcp import descriptions as text
 from bzzz.mcp.audit import McpAudit, register_audit
+from bzzz.mcp.listen import guard_listen, may_follow
 from bzzz.mcp.metrics import register_metrics
 from bzzz.mcp.models import (
     AnnounceOutput,
@@ -228,12 +229,13 @@ def build_server(node: Node) -> tuple[BzzzMCP, SessionRegistry]:
             ),
         ] = None,
         limit: Annotated[int, Field(strict=True, description="at most this many matches")] = 100,
+        agent_handle: Annotated[str | None, Field(description=text.HANDLE)] = None,
     ) -> Annotated[CallToolResult, LookupOutput]:
         params = validate_input(
             LookupInput,
             _args(semantic_address=semantic_address, filter_criteria=filter_criteria, limit=limit),
         )
-        return await run(node.agents.lookup(caller_of(ctx), params))
+        return await run(node.agents.lookup(caller_of(ctx, agent_handle), params))
 
     @server.tool(name="bzzz_get", description=text.GET)
     async def bzzz_get(
@@ -453,7 +455,10 @@ def _register_requests(server: BzzzMCP, node: Node, sessions: SessionRegistry) -
     async def on_subscribe(
         ctx: ServerRequestContext[Any], params: SubscribeRequestParams
     ) -> EmptyResult:
-        sessions.subscribe(sessions.caller(ctx.session, ctx.request).session_id, str(params.uri))
+        caller = sessions.caller(ctx.session, ctx.request)
+        # Another's subscription is answered as an unknown URI: accepted, and never fires.
+        if await may_follow(node.subscriptions, caller, str(params.uri)):
+            sessions.subscribe(caller.session_id, str(params.uri))
         return EmptyResult()
 
     async def on_unsubscribe(
@@ -485,6 +490,7 @@ def _register_requests(server: BzzzMCP, node: Node, sessions: SessionRegistry) -
         return EmptyResult()
 
     lowlevel.add_request_handler("resources/subscribe", SubscribeRequestParams, on_subscribe)
+    guard_listen(lowlevel, node.subscriptions, sessions.caller)
     lowlevel.add_request_handler("resources/unsubscribe", UnsubscribeRequestParams, on_unsubscribe)
     lowlevel.add_request_handler("logging/setLevel", SetLevelRequestParams, on_set_level)
 
