@@ -23,6 +23,7 @@ from bzzz.access.service import (
 )
 from bzzz.access.tokens import TokenRegistry
 from bzzz.agents.service import AgentService
+from bzzz.audit.dropped import drop_recorder
 from bzzz.audit.trail import AuditTrail
 from bzzz.clock import Clock, SystemClock
 from bzzz.config import Settings
@@ -268,6 +269,7 @@ class Node:
         )
         self.audit = AuditTrail(self.db, self.identity, self.log.emit, clock=self.clock)
         self.audit.enabled = self.settings.audit.enabled
+        self.projector.add_drop_listener(drop_recorder(self.audit))
         self.keys = NetworkKeys(self.keyring, self.log)
         self._build_access()
         limits_cfg = self.settings.limits
@@ -431,13 +433,12 @@ class Node:
         return listed
 
     async def _join_admitted(self) -> None:
-        """With admission on: be admitted, or say why this node's changes will be dropped.
+        """Be admitted, or say why this node's changes will be dropped.
 
         The first node of a network admits itself. A later process on the same data directory
-        shares its trust: the directory's own key (slot 0's) admits it.
+        shares its trust: the directory's own key (slot 0's) admits it. With admission off as
+        well: tokens, admissions, keys and retention are applied from admitted nodes only.
         """
-        if not self.settings.bzzz.admission:
-            return
         admitted = self.projector.admission
         me = self.identity
         if admitted.is_member(me.public_key_b64, me.node_id):
@@ -448,11 +449,15 @@ class Node:
             log = EventLog(sponsor, self.network, self.projector, self.clock, keyring=self.keyring)
         outcome = await self._admit_self(log) if log is not None else None
         if outcome is None or not outcome.get("ok"):
+            dropped = (
+                "its changes" if self.settings.bzzz.admission else "its token, node and key changes"
+            )
             logger.error(
-                "this node (%s) is not admitted to network %s: its changes are dropped until an "
+                "this node (%s) is not admitted to network %s: %s are dropped until an "
                 "admitted node runs `bzzz node admit %s`",
                 me.node_id,
                 self.network,
+                dropped,
                 me.public_key_b64,
             )
 
