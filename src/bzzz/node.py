@@ -436,21 +436,22 @@ class Node:
         """Be admitted, or say why this node's changes will be dropped.
 
         The first node of a network admits itself. A later process on the same data directory
-        shares its trust: the directory's own key (slot 0's) admits it. With admission off as
-        well: tokens, admissions, keys and retention are applied from admitted nodes only.
+        shares its trust: the directory's own key (slot 0's) admits it — and is the one that
+        admits itself first, whichever process of the directory gets here first. With
+        admission off as well: tokens, admissions, keys and retention come from admitted nodes.
         """
         admitted = self.projector.admission
         me = self.identity
         if admitted.is_member(me.public_key_b64, me.node_id):
             return
-        log: EventLog | None = self.log if admitted.open else None
-        sponsor = self._directory_identity()
-        if sponsor is not None and admitted.is_member(sponsor.public_key_b64, sponsor.node_id):
-            log = EventLog(sponsor, self.network, self.projector, self.clock, keyring=self.keyring)
-        outcome = await self._admit_self(log) if log is not None else None
-        if outcome is None or not outcome.get("ok"):
+        directory = self._directory_identity() or me
+        if admitted.open:
+            await self._admit(directory, directory)
+        if directory is not me and admitted.is_member(directory.public_key_b64, directory.node_id):
+            await self._admit(directory, me)
+        if not admitted.is_member(me.public_key_b64, me.node_id):
             dropped = (
-                "its changes" if self.settings.bzzz.admission else "its token, node and key changes"
+                "its changes" if self.settings.bzzz.admission else "its token, node, key changes"
             )
             logger.error(
                 "this node (%s) is not admitted to network %s: %s are dropped until an "
@@ -461,11 +462,15 @@ class Node:
                 me.public_key_b64,
             )
 
-    async def _admit_self(self, log: EventLog) -> dict[str, Any]:
-        me = self.identity
-        return await log.emit(
-            admission.ADMITTED, admission.KIND, me.node_id, {"public_key": me.public_key_b64}
+    async def _admit(self, by: NodeIdentity, newcomer: NodeIdentity) -> None:
+        """Publish ``by``'s admission of ``newcomer`` and wait for this node to apply it."""
+        log = (
+            self.log
+            if by is self.identity
+            else EventLog(by, self.network, self.projector, self.clock, keyring=self.keyring)
         )
+        key = newcomer.public_key_b64
+        await log.emit(admission.ADMITTED, admission.KIND, newcomer.node_id, {"public_key": key})
 
     def _directory_identity(self) -> NodeIdentity | None:
         """The data directory's own key (slot 0's), when this process holds another slot."""
