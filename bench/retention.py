@@ -22,13 +22,13 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
-from bzzz.access.principal import LOCAL
 from bzzz.clock import ManualClock
 from bzzz.config import Settings, load_settings
 from bzzz.domain import utcnow
 from bzzz.eventlog import Caller
 from bzzz.network.embedded import EmbeddedNats
 from bzzz.node import Node
+from bzzz.principal import LOCAL
 from bzzz.schemas import AnnounceInput, PostInput
 
 CALLER = Caller("bench", LOCAL)

@@ -416,11 +416,12 @@ def _identity(args: argparse.Namespace, settings: Settings) -> int:
 
 
 async def _read(settings: Settings, query: Any) -> list[Any]:
+    from bzzz.network.sealing import keyring_of
     from bzzz.store.database import Database
     from bzzz.store.repository import Repository
 
     _require_node(settings)
-    db = Database(settings.database_url(), settings.keyring(create=False))
+    db = Database(settings.database_url(), keyring_of(settings, create=False))
     try:
         with out.progress("opening the store (migrations)"):
             await db.open()
@@ -535,12 +536,13 @@ def _slurp(args: argparse.Namespace, settings: Settings) -> int:
 async def _usage(settings: Settings, node_id: str | None) -> list[dict[str, Any]]:
     from bzzz.domain import utcnow
     from bzzz.llm.costs import cost_usage, periods
+    from bzzz.network.sealing import keyring_of
     from bzzz.store.database import Database
     from bzzz.store.llm_repository import LLMRepository
 
     _require_node(settings)
     day, month = periods(utcnow())
-    db = Database(settings.database_url(), settings.keyring(create=False))
+    db = Database(settings.database_url(), keyring_of(settings, create=False))
     try:
         with out.progress("opening the store (migrations)"):
             await db.open()

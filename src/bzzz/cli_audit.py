@@ -20,7 +20,6 @@ from pathlib import Path
 from typing import IO, Any
 
 from bzzz import cli_output as out
-from bzzz.access.principal import LOCAL
 from bzzz.access.tokens import parse_duration
 from bzzz.audit import reading
 from bzzz.audit.records import Action, Record, digest, stamp
@@ -29,6 +28,8 @@ from bzzz.audit.verify import Report, heads_on_log, merged_heads, verify
 from bzzz.config import Settings
 from bzzz.errors import BzzzError, InvalidParameters
 from bzzz.network.identity import KEY_FILE, NodeIdentity
+from bzzz.network.sealing import keyring_of
+from bzzz.principal import LOCAL
 from bzzz.store.database import Database
 
 logger = logging.getLogger(__name__)
@@ -107,7 +108,7 @@ def _since(text: str | None) -> str | None:
 
 
 async def _open(settings: Settings) -> Database:
-    db = Database(settings.database_url(), settings.keyring(create=False))
+    db = Database(settings.database_url(), keyring_of(settings, create=False))
     await db.open()
     return db
 

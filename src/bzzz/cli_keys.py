@@ -15,9 +15,10 @@ import sys
 from typing import Any
 
 from bzzz.access.network_keys import KeyInfo, NetworkKeys
-from bzzz.access.principal import LOCAL
 from bzzz.config import Settings
 from bzzz.domain import utcnow
+from bzzz.network.sealing import keyring_of
+from bzzz.principal import LOCAL
 
 
 def add_parser(sub: Any) -> None:
@@ -38,7 +39,7 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def _list(args: argparse.Namespace, settings: Settings) -> int:
-    keys = NetworkKeys(settings.keyring(create=False), None).list(LOCAL)
+    keys = NetworkKeys(keyring_of(settings, create=False), None).list(LOCAL)
     now = utcnow()
     shown = [k.to_json(now) for k in keys]
     if args.json:

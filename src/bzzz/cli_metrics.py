@@ -74,9 +74,10 @@ async def _latency(settings: Settings) -> dict[str, Any]:
 
 
 async def _figures(settings: Settings) -> Figures:
+    from bzzz.network.sealing import keyring_of
     from bzzz.store.database import Database
 
-    db = Database(settings.database_url(), settings.keyring(create=False))
+    db = Database(settings.database_url(), keyring_of(settings, create=False))
     try:
         await db.open()
         async with db.session() as session:

@@ -15,9 +15,9 @@ import sys
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from bzzz.access.principal import LOCAL
 from bzzz.cli_start import with_tool_node
 from bzzz.config import Settings
+from bzzz.principal import LOCAL
 from bzzz.schemas import Identifier
 
 

@@ -14,12 +14,12 @@ import sys
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from bzzz.access.principal import LOCAL, Scope
 from bzzz.access.tokens import parse_duration
 from bzzz.cli_start import with_tool_node
 from bzzz.config import Settings
 from bzzz.domain import utcnow
 from bzzz.errors import InvalidParameters
+from bzzz.principal import LOCAL, Scope
 
 
 def add_parser(sub: Any) -> None:

@@ -15,7 +15,7 @@ import re
 import tomllib
 from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
 from pydantic import (
     BaseModel,
@@ -28,9 +28,6 @@ from pydantic import (
 )
 
 from bzzz.errors import ConfigError
-
-if TYPE_CHECKING:
-    from bzzz.network.sealing import Keyring
 
 ENV_PREFIX = "BZZZ_"
 
@@ -569,25 +566,6 @@ class Settings(_Section):
     privacy: PrivacySettings = Field(default_factory=PrivacySettings)
     encryption: EncryptionSettings = Field(default_factory=EncryptionSettings)
     audit: AuditSettings = Field(default_factory=AuditSettings)
-
-    def keyring(self, *, create: bool = True) -> Keyring | None:
-        """The network keyring; generated in the data directory if none is given and ``create``.
-
-        None with encryption off, or when there is no key and ``create`` is false (a CLI
-        command reading a store that was never sealed).
-        """
-        from bzzz.network.sealing import load_keyring
-
-        enc = self.encryption
-        if not enc.enabled:
-            return None
-        ring = load_keyring(
-            self.node.data_dir.expanduser(),
-            env_keys=enc.env_keys(),
-            key_file=enc.key_file,
-            create=create,
-        )
-        return ring if ring.all_keys() else None
 
     retention: RetentionSettings = Field(default_factory=RetentionSettings)
 

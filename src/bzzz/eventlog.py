@@ -6,11 +6,11 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from bzzz.access.principal import ANONYMOUS, LOCAL, Principal
 from bzzz.clock import Clock, SystemClock
 from bzzz.network.envelope import seal
 from bzzz.network.identity import NodeIdentity
 from bzzz.network.sealing import Keyring
+from bzzz.principal import ANONYMOUS, LOCAL, Principal
 from bzzz.projector import Projector
 from bzzz.store.projection import Outcome
 

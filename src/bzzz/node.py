@@ -49,7 +49,7 @@ from bzzz.network.embedded import EmbeddedNats
 from bzzz.network.identity import NodeIdentity
 from bzzz.network.jetstream import JetStreamBus
 from bzzz.network.nats_auth import NatsAuth
-from bzzz.network.sealing import KeyMissing, Keyring
+from bzzz.network.sealing import KeyMissing, Keyring, keyring_of
 from bzzz.peers.reclaim import Reclaimer
 from bzzz.peers.service import PeerService, PeerSettings
 from bzzz.projector import Projector
@@ -228,7 +228,13 @@ class Node:
         self._spawn("retention", self.retention.run_periodically())
         await self.hosted.start()
         # WHOOSH hears of the hosted agents in the background: an absent WHOOSH delays no start.
-        self.whoosh = registrar_for(self)
+        self.whoosh = registrar_for(
+            self.settings,
+            self.address,
+            self.hosted.hosted,
+            self.llm.costs.prices,
+            self.projector.directory,
+        )
         if self.whoosh is not None:
             self.whoosh.start()
 
@@ -240,7 +246,7 @@ class Node:
         self.node_dir, self._slot_lock, self.slot = _claim_slot(data_dir)
         self.identity = NodeIdentity.load_or_create(self.node_dir)
         node_secret = _load_secret(self.node_dir / "webhook.secret")
-        self.keyring = self.settings.keyring()
+        self.keyring = keyring_of(self.settings)
         self.bus = self._bus_override or await self._make_bus(data_dir)
         url = self.settings.database_url()
         if self.slot and not self.settings.node.database_url:

@@ -27,6 +27,7 @@ from bzzz.network.envelope import (
     sealed_key_id,
     unseal,
 )
+from bzzz.network.restate import StandIns
 from bzzz.network.sealing import (
     KEY_ADDED,
     KeyMissing,
@@ -35,7 +36,6 @@ from bzzz.network.sealing import (
     key_from_payload,
     missing_key_message,
 )
-from bzzz.retention.restate import StandIns
 from bzzz.store.batch import BatchContext, BatchResult, apply_batch
 from bzzz.store.database import Database, StoreError, WriterBusy
 from bzzz.store.directory import AgentDirectory

@@ -6,10 +6,10 @@ from typing import Any
 
 import pytest
 
-from bzzz.access.principal import ALL, Principal, Scope, principal
 from bzzz.errors import AgentNotFound, BzzzError, PermissionDenied, RateLimited, ThreadNotFound
 from bzzz.eventlog import LOCAL_CALLER, Caller
 from bzzz.node import Node
+from bzzz.principal import ALL, Principal, Scope, principal
 from bzzz.schemas import (
     AnnounceInput,
     GetInput,

@@ -12,13 +12,13 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from bzzz.access.keys import principal_key
-from bzzz.access.principal import ALL, Principal, Scope, principal
 from bzzz.address import parse_address
 from bzzz.config import load_settings
 from bzzz.errors import BzzzError
 from bzzz.eventlog import Caller
 from bzzz.network.memory import InMemoryBus
 from bzzz.node import Node
+from bzzz.principal import ALL, Principal, Scope, principal
 from bzzz.schemas import (
     AnnounceInput,
     GetInput,

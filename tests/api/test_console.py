@@ -14,7 +14,6 @@ import pytest
 from audit.support import chain_of
 
 from bzzz.access.keys import principal_key
-from bzzz.access.principal import LOCAL, Scope
 from bzzz.api.app import build_app
 from bzzz.clock import ManualClock
 from bzzz.config import EscalationRuleConfig, Settings
@@ -24,6 +23,7 @@ from bzzz.llm.types import TokenUsage
 from bzzz.mcp.server import build_server
 from bzzz.network.memory import InMemoryBus
 from bzzz.node import Node
+from bzzz.principal import LOCAL, Scope
 from bzzz.schemas import PostInput
 
 from .test_escalations import STUCK, _idle

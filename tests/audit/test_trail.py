@@ -11,12 +11,12 @@ from mcp import Client
 from mcp.server.mcpserver.exceptions import ResourceError
 from sqlalchemy import select
 
-from bzzz.access.principal import Scope, principal
 from bzzz.audit.records import digest
 from bzzz.audit.verify import verify, verify_chain
 from bzzz.mcp.server import build_server
 from bzzz.mcp.sessions import PRINCIPAL_STATE
 from bzzz.node import Node
+from bzzz.principal import Scope, principal
 from bzzz.store.models import AuditRecordRow
 
 from .support import call, chain_of

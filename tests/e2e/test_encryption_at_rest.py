@@ -21,7 +21,6 @@ import pytest
 from mcp import Client
 from sqlalchemy import select
 
-from bzzz.access.principal import LOCAL
 from bzzz.config import Settings, load_settings
 from bzzz.domain import utcnow
 from bzzz.llm.testing import ScriptedModelServer, Step
@@ -30,6 +29,7 @@ from bzzz.network.envelope import SEALED
 from bzzz.network.jetstream import stream_name
 from bzzz.network.sealing import KeyMissing, box_key_id, encode_secret, is_sealed
 from bzzz.node import Node
+from bzzz.principal import LOCAL
 from bzzz.store.models import AuditRecordRow, MessageRow
 
 from .support import bzzz_executable, node_env

@@ -6,12 +6,12 @@ from datetime import timedelta
 
 from audit.support import sql
 
-from bzzz.access.principal import LOCAL
 from bzzz.audit import reading
 from bzzz.audit.records import Action, stamp
 from bzzz.audit.verify import Report, verify
 from bzzz.config import RetentionSettings
 from bzzz.node import Node
+from bzzz.principal import LOCAL
 
 
 def _record(node: Node, name: str, days_ago: float) -> None:

@@ -13,13 +13,13 @@ import pytest
 from admitted import admit
 from sqlalchemy import select
 
-from bzzz.access.principal import LOCAL
 from bzzz.clock import ManualClock
 from bzzz.domain import utcnow
 from bzzz.eventlog import Caller
 from bzzz.network.jetstream import stream_name
 from bzzz.network.sealing import Keyring, NetworkKey
 from bzzz.node import Node
+from bzzz.principal import LOCAL
 from bzzz.retention.strip import opened_fields
 from bzzz.schemas import AnnounceInput, PostInput, ThreadInput
 from bzzz.store.models import (

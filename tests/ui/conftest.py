@@ -19,7 +19,6 @@ import uvicorn
 from e2e.support import wait_until
 from receiver import http_receiver  # noqa: F401 - the fixture
 
-from bzzz.access.principal import LOCAL, Scope
 from bzzz.api.app import build_app
 from bzzz.clock import ManualClock
 from bzzz.config import EscalationRuleConfig, Settings
@@ -28,6 +27,7 @@ from bzzz.events.webhooks import WebhookDispatcher
 from bzzz.mcp.server import build_server
 from bzzz.network.memory import InMemoryBus
 from bzzz.node import Node
+from bzzz.principal import LOCAL, Scope
 
 CHROMIUM = "/usr/bin/chromium"
 IN_CI = bool(os.environ.get("CI"))

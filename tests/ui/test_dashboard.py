@@ -14,9 +14,9 @@ import pytest
 from access.support import mcp_client, ok
 from receiver import ReceiverFactory
 
-from bzzz.access.principal import Scope
 from bzzz.eventlog import Caller
 from bzzz.llm.types import TokenUsage
+from bzzz.principal import Scope
 from bzzz.schemas import AnnounceInput, SubscribeInput
 
 from .conftest import Dashboard, Served

@@ -31,8 +31,8 @@ from urllib.parse import urlsplit
 import httpx
 import jwt
 
-from bzzz.access.principal import ALL, Principal, Scope, principal
 from bzzz.errors import ConfigError, Unauthenticated
+from bzzz.principal import ALL, Principal, Scope, principal
 
 logger = logging.getLogger(__name__)
 

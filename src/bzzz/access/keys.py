@@ -10,7 +10,7 @@ from __future__ import annotations
 import hashlib
 import secrets
 
-from bzzz.access.principal import Principal
+from bzzz.principal import Principal
 
 # The key of a sessionless call without a credential: it holds nothing by itself.
 STATELESS = "stateless"

@@ -10,7 +10,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 
-from bzzz.access.principal import ALL, Principal, Scope
 from bzzz.errors import InvalidParameters
 from bzzz.eventlog import EventLog
 from bzzz.network.sealing import (
@@ -21,6 +20,7 @@ from bzzz.network.sealing import (
     key_payload,
     new_secret,
 )
+from bzzz.principal import ALL, Principal, Scope
 
 
 @dataclass(frozen=True, slots=True)

@@ -13,9 +13,9 @@ from typing import TYPE_CHECKING, Any, Protocol
 from ulid import ULID
 
 from bzzz import domain
-from bzzz.access.principal import ALL, Principal, Scope, principal
 from bzzz.access.tokens import TokenRecord, TokenRegistry, mint_secret, secret_hash
 from bzzz.errors import BzzzError, InvalidParameters, PermissionDenied, Unauthenticated
+from bzzz.principal import ALL, Principal, Scope, principal
 
 if TYPE_CHECKING:
     from bzzz.eventlog import EventLog

@@ -11,8 +11,8 @@ from datetime import datetime, timedelta
 
 from sqlalchemy import select
 
-from bzzz.access.principal import Principal, Scope, principal
 from bzzz.network.envelope import Envelope
+from bzzz.principal import Principal, Scope, principal
 from bzzz.store.database import Database
 from bzzz.store.models import AccessTokenRow
 

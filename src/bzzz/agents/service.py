@@ -12,7 +12,6 @@ from typing import Any
 
 from bzzz import domain
 from bzzz.access.keys import STATELESS, handle_agent, handle_hash, handle_key, mint_handle
-from bzzz.access.principal import Principal, Scope
 from bzzz.address import Address, parse_address
 from bzzz.agents.leases import Leases
 from bzzz.agents.views import agent_info, message_info, task_info, thread_info
@@ -28,6 +27,7 @@ from bzzz.errors import (
 )
 from bzzz.eventlog import Caller, EventLog
 from bzzz.federation.service import FederationService, not_federated
+from bzzz.principal import Principal, Scope
 from bzzz.schemas import AnnounceInput, FilterCriteria, GetInput, LookupInput
 from bzzz.store.database import Database
 from bzzz.store.directory import AgentDirectory

@@ -16,12 +16,11 @@ from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from bzzz.access.oauth import protected_resource_metadata, www_authenticate
-from bzzz.access.principal import ANONYMOUS, Principal
 from bzzz.access.service import AccessService, serves_loopback_only
+from bzzz.api.audit import AuditHTTP
 from bzzz.api.routes import api_routes
 from bzzz.api.sessions import SessionQuota
 from bzzz.api.ui import UI_PATH
-from bzzz.audit.http import AuditHTTP
 from bzzz.domain import iso
 from bzzz.errors import BzzzError, InvalidParameters, PermissionDenied, Unauthenticated
 from bzzz.mcp.server import BzzzMCP
@@ -29,6 +28,7 @@ from bzzz.mcp.sessions import PRINCIPAL_STATE, principal_of
 from bzzz.metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE
 from bzzz.metrics import render_metrics
 from bzzz.node import Node
+from bzzz.principal import ANONYMOUS, Principal
 
 RESOURCE_METADATA_PATH = "/.well-known/oauth-protected-resource"
 SCOPES_SUPPORTED = ["bzzz:read", "bzzz:write", "bzzz:admin", "bzzz:project:*", "bzzz:role:*"]

@@ -13,7 +13,6 @@ from pydantic import BaseModel, ConfigDict, Field
 from starlette.requests import Request
 
 from bzzz import domain
-from bzzz.access.principal import Scope
 from bzzz.agents.service import thread_project
 from bzzz.api.handlers import Operation, body_of, caller_of, query_of
 from bzzz.api.whoosh import agent_address
@@ -23,6 +22,7 @@ from bzzz.errors import PermissionDenied, ThreadNotFound
 from bzzz.eventlog import Caller
 from bzzz.metrics.views import metrics_json
 from bzzz.node import Node
+from bzzz.principal import Scope
 from bzzz.schemas import (
     AnnounceInput,
     FilterCriteria,

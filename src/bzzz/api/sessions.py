@@ -20,9 +20,9 @@ from mcp.types.version import HANDSHAKE_PROTOCOL_VERSIONS
 from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from bzzz.access.principal import ANONYMOUS, Principal
 from bzzz.errors import BzzzError, ErrorCode, RateLimited
 from bzzz.mcp.sessions import PRINCIPAL_STATE
+from bzzz.principal import ANONYMOUS, Principal
 
 logger = logging.getLogger(__name__)
 

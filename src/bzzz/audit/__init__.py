@@ -2,6 +2,8 @@
 
 ``records`` holds the record's shape, its canonical form and the parameter digest;
 ``trail`` appends records off the hot path and publishes signed heads; ``verify`` checks a
-chain and the heads; ``projection`` applies ``audit.head`` envelopes; ``hooks`` records the
-MCP, HTTP, CLI and model calls.
+chain and the heads; ``projection`` applies ``audit.head`` envelopes (registered with the
+store by the trail); ``model`` records the hosted agents' model calls. The calls of the faces
+are recorded beside them: ``mcp/audit.py`` (tool calls, resource reads), ``api/audit.py``
+(HTTP changes), ``cli_audit.py``.
 """

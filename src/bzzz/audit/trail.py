@@ -17,10 +17,12 @@ from typing import Any
 from sqlalchemy import insert, select
 from sqlalchemy.orm import Session
 
+from bzzz.audit.projection import AUDIT_APPLIERS
 from bzzz.audit.records import GENESIS, Action, chain, head_bytes
 from bzzz.clock import Clock, SystemClock
 from bzzz.errors import BzzzError
 from bzzz.network.identity import NodeIdentity
+from bzzz.store.batch import register_appliers
 from bzzz.store.database import Database
 from bzzz.store.models import AuditAnchorRow, AuditRecordRow
 
@@ -98,6 +100,8 @@ class AuditTrail:
         interval: float = 10.0,
         linger: float = LINGER,
     ) -> None:
+        # Every node keeps every node's signed heads: the store applies ``audit.head``.
+        register_appliers(AUDIT_APPLIERS)
         self.db = db
         self.identity = identity
         self.clock: Clock = clock or SystemClock()

@@ -15,11 +15,11 @@ import re
 from typing import Any
 
 from bzzz import domain
-from bzzz.access.principal import Principal, Scope
 from bzzz.agents.service import AgentService, thread_project
 from bzzz.conversations.service import ConversationService
 from bzzz.errors import InvalidParameters, PermissionDenied, ThreadNotFound
 from bzzz.eventlog import Caller
+from bzzz.principal import Principal, Scope
 from bzzz.schemas import AnnounceInput, PostInput, ThreadInput
 from bzzz.store.database import Database
 from bzzz.store.repository import Repository

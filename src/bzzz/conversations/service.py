@@ -12,7 +12,6 @@ from ulid import ULID
 from bzzz import domain
 from bzzz.access.keys import STATELESS
 from bzzz.access.limits import PostLimiter
-from bzzz.access.principal import Principal, Scope
 from bzzz.address import Address, parse_address
 from bzzz.agents.service import AgentService, raise_store_failure
 from bzzz.agents.views import thread_info
@@ -24,6 +23,7 @@ from bzzz.conversations.summary import content_text, message_text, summarize_thr
 from bzzz.domain import TASK_UPDATE_TYPES, THREAD_MESSAGE_TYPES, iso
 from bzzz.errors import AgentNotFound, BzzzError, InvalidParameters, RateLimited, ThreadNotFound
 from bzzz.eventlog import Caller, EventLog
+from bzzz.principal import Principal, Scope
 from bzzz.privacy.redact import redact_data
 from bzzz.schemas import PostInput, ThreadInput
 from bzzz.store.database import Database

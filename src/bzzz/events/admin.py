@@ -18,7 +18,8 @@ from bzzz.domain import iso
 from bzzz.events.service import no_subscription, redrive, removal_payload
 from bzzz.network.envelope import seal
 from bzzz.network.identity import NodeIdentity
-from bzzz.node_admin import joined_bus
+from bzzz.network.join import joined_bus
+from bzzz.network.sealing import keyring_of
 from bzzz.store.database import Database
 from bzzz.store.repository import Repository
 from bzzz.store.subscription_repository import SubscriptionRepository
@@ -27,7 +28,7 @@ T = TypeVar("T")
 
 
 async def _in_store(settings: Settings, work: Callable[[Any], Awaitable[T]]) -> T:
-    db = Database(settings.database_url(), settings.keyring(create=False))
+    db = Database(settings.database_url(), keyring_of(settings, create=False))
     try:
         await db.open()
         async with db.session() as session:
@@ -75,7 +76,7 @@ async def delete_subscription(settings: Settings, subscription_id: str) -> int:
         "subscription.removed",
         f"bzzz.{network}.sub.{subscription_id}",
         removal_payload(subscription_id, None, "removed with bzzz subscriptions delete"),
-        keyring=settings.keyring(create=False),
+        keyring=keyring_of(settings, create=False),
     )
     async with joined_bus(settings) as bus:
         stored = await bus.store(envelope.subject, envelope.to_bytes(), envelope.id)

@@ -39,7 +39,7 @@ from bzzz.llm.types import ChatMessage, CompletionOptions
 from bzzz.store.database import Database
 
 if TYPE_CHECKING:
-    from bzzz.llm.runtime import HostedAgent
+    from bzzz.llm.hosted import HostedAgent
 
 logger = logging.getLogger(__name__)
 

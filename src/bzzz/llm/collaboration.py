@@ -30,7 +30,7 @@ from bzzz.llm.types import ChatMessage, CompletionOptions
 from bzzz.schemas import PostInput, ThreadInput
 
 if TYPE_CHECKING:
-    from bzzz.llm.runtime import HostedAgent
+    from bzzz.llm.hosted import HostedAgent
 
 logger = logging.getLogger(__name__)
 

@@ -18,18 +18,19 @@ import logging
 import re
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from bzzz import domain
+from bzzz.conversations.service import ConversationService
 from bzzz.conversations.summary import message_text
 from bzzz.errors import BzzzError
 from bzzz.network.envelope import Envelope
 from bzzz.schemas import PostInput
+from bzzz.store.database import Database
 from bzzz.store.repository import Repository
 
 if TYPE_CHECKING:
-    from bzzz.llm.agency import Agency
-    from bzzz.llm.runtime import HostedAgent
+    from bzzz.llm.hosted import HostedAgent
 
 logger = logging.getLogger(__name__)
 
@@ -39,6 +40,24 @@ _STANCE = re.compile(r"^\W*(agree|disagree)\b[\s.:,;!-]*", re.IGNORECASE)
 _DECISION = re.compile(r"^\W*decision\s*:\s*", re.IGNORECASE)
 TEXT_CHARS = 20_000
 MAX_CLAIMS = 100_000
+
+
+class Agency(Protocol):
+    """What answering needs of the agency (``agency.Agency``, which builds on this module)."""
+
+    @property
+    def db(self) -> Database:
+        """Where threads are read."""
+        ...
+
+    @property
+    def conversations(self) -> ConversationService:
+        """Where answers are posted."""
+        ...
+
+    async def answer(self, agent: HostedAgent, trigger: Trigger) -> bool:
+        """Answer what ``trigger`` asks of ``agent``; whether it did."""
+        ...
 
 
 @dataclass(frozen=True, slots=True)

@@ -13,10 +13,8 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
-from bzzz.access.principal import ALL, node_principal
 from bzzz.agents.service import AgentService
 from bzzz.config import Settings
 from bzzz.conversations.service import ConversationService
@@ -24,6 +22,7 @@ from bzzz.errors import BzzzError
 from bzzz.eventlog import Caller, EventLog
 from bzzz.llm.agency import Agency
 from bzzz.llm.collaboration import Collaboration
+from bzzz.llm.hosted import HostedAgent
 from bzzz.llm.knowledge import KnowledgeBase
 from bzzz.llm.lifecycle import AgentState, Lifecycle
 from bzzz.llm.memory import MemoryStore
@@ -33,6 +32,7 @@ from bzzz.llm.scope import ThreadScope
 from bzzz.llm.service import LLMService
 from bzzz.llm.worker import TaskWorker
 from bzzz.network.envelope import Envelope
+from bzzz.principal import ALL, node_principal
 from bzzz.projector import Projector
 from bzzz.schemas import AnnounceInput
 from bzzz.store.database import Database
@@ -40,71 +40,6 @@ from bzzz.store.projection import Outcome
 from bzzz.store.repository import Repository
 
 logger = logging.getLogger(__name__)
-
-# Legal detours between the states a task's start and end ask for (see lifecycle.py).
-_PATHS: dict[tuple[AgentState, AgentState], tuple[AgentState, ...]] = {
-    (AgentState.IDLE, AgentState.COLLABORATING): (AgentState.ACTIVE, AgentState.COLLABORATING),
-    (AgentState.COLLABORATING, AgentState.IDLE): (AgentState.ACTIVE, AgentState.IDLE),
-    (AgentState.COLLABORATING, AgentState.ESCALATING): (
-        AgentState.ACTIVE,
-        AgentState.ESCALATING,
-    ),
-    (AgentState.ESCALATING, AgentState.COLLABORATING): (
-        AgentState.ACTIVE,
-        AgentState.COLLABORATING,
-    ),
-    (AgentState.ESCALATING, AgentState.IDLE): (AgentState.ACTIVE, AgentState.IDLE),
-}
-
-
-@dataclass(slots=True)
-class HostedAgent:
-    """One hosted agent: its spec, lifecycle, session and task slots."""
-
-    spec: HostedAgentSpec
-    caller: Caller
-    lifecycle: Lifecycle
-    slots: asyncio.Semaphore
-    running: int = 0
-    collaborating: int = 0
-    completed: int = 0
-    failed: int = 0
-    response_ms: list[float] = field(default_factory=list)
-
-    @property
-    def id(self) -> str:
-        """The agent id."""
-        return self.spec.agent_id
-
-    def go(self, target: AgentState) -> None:
-        """Move to ``target`` along the design's transitions."""
-        if self.lifecycle.state is target:
-            return
-        for step in _PATHS.get((self.lifecycle.state, target), (target,)):
-            self.lifecycle.move(step)
-
-    def settle(self) -> None:
-        """The state the running tasks call for."""
-        if self.collaborating:
-            self.go(AgentState.COLLABORATING)
-        elif self.running:
-            self.go(AgentState.ACTIVE)
-        else:
-            self.go(AgentState.IDLE)
-
-    def status(self) -> dict[str, Any]:
-        """For the node's status and the costs resource."""
-        times = sorted(self.response_ms)
-        return {
-            "agent_id": self.id,
-            "role": self.spec.template.role,
-            "project": self.spec.project,
-            "state": str(self.lifecycle.state),
-            "running": self.running,
-            "completed": self.completed,
-            "failed": self.failed,
-            "p50_response_ms": times[len(times) // 2] if times else None,
-        }
 
 
 class HostedRuntime:

@@ -29,7 +29,7 @@ from bzzz.schemas import PostInput, ThreadInput
 from bzzz.store.repository import Repository
 
 if TYPE_CHECKING:
-    from bzzz.llm.runtime import HostedAgent
+    from bzzz.llm.hosted import HostedAgent
 
 logger = logging.getLogger(__name__)
 

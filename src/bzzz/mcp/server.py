@@ -27,13 +27,13 @@ from mcp_types import (
 from pydantic import Field, ValidationError
 
 from bzzz import domain
-from bzzz.access.principal import Scope
 from bzzz.agents.service import visible_projects
-from bzzz.audit.mcp import McpAudit, register_audit
 from bzzz.errors import BzzzError, ErrorCode, InvalidParameters
 from bzzz.eventlog import Caller
 from bzzz.events.service import subscription_uri
 from bzzz.mcp import descriptions as text
+from bzzz.mcp.audit import McpAudit, register_audit
+from bzzz.mcp.metrics import register_metrics
 from bzzz.mcp.models import (
     AnnounceOutput,
     GetOutput,
@@ -43,8 +43,8 @@ from bzzz.mcp.models import (
     ThreadOutput,
 )
 from bzzz.mcp.sessions import SessionRegistry
-from bzzz.metrics import register_metrics
 from bzzz.node import Node
+from bzzz.principal import Scope
 from bzzz.schemas import (
     AnnounceInput,
     GetInput,
@@ -98,7 +98,7 @@ def _validation_error(exc: ValidationError) -> InvalidParameters:
 class BzzzMCP(MCPServer[Any]):
     """MCPServer whose every failure is the reference's structured ErrorResponse."""
 
-    # Records every tool call and resource read (bzzz.audit); set by build_server.
+    # Records every tool call and resource read (mcp/audit.py); set by build_server.
     audit: McpAudit | None = None
 
     async def call_tool(
@@ -381,7 +381,7 @@ def build_server(node: Node) -> tuple[BzzzMCP, SessionRegistry]:
     _register_resources(server, node, sessions, bus)
     _register_costs(server, node)
     register_metrics(server, node)
-    register_audit(server, node, sessions)
+    server.audit = register_audit(server, node, sessions)
     return server, sessions
 
 

@@ -12,9 +12,9 @@ from mcp.server.connection import Connection
 from mcp.types.version import MODERN_PROTOCOL_VERSIONS
 
 from bzzz.access.keys import STATELESS, principal_key
-from bzzz.access.principal import ANONYMOUS, LOCAL, Principal
 from bzzz.errors import PermissionDenied
 from bzzz.eventlog import Caller
+from bzzz.principal import ANONYMOUS, LOCAL, Principal
 
 # Where the HTTP auth middleware leaves the request's principal (``scope["state"]``).
 PRINCIPAL_STATE = "bzzz_principal"

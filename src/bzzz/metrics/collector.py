@@ -18,7 +18,7 @@ import logging
 import time
 import weakref
 from collections.abc import Iterator
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from prometheus_client import CollectorRegistry, Histogram, generate_latest
 from prometheus_client.core import (
@@ -30,11 +30,10 @@ from prometheus_client.core import (
 
 from bzzz.errors import BzzzError
 from bzzz.metrics.figures import RESPONSE_BUCKETS, Figures, read_figures
+from bzzz.network.base import Bus
 from bzzz.peers.latency import LATENCY_BUCKETS, RoundTrips
 from bzzz.peers.latency import MEASURED as PEER_MEASURED
-
-if TYPE_CHECKING:
-    from bzzz.node import Node
+from bzzz.store.database import Database
 
 logger = logging.getLogger(__name__)
 
@@ -43,10 +42,44 @@ LATENCY_MEASURED = (
     "round trip of a JetStream stream-info request from this node to the server holding "
     "the log, on this node's monotonic clock"
 )
-_nodes: weakref.WeakKeyDictionary[Node, NodeMetrics] = weakref.WeakKeyDictionary()
 
 
-def metrics_of(node: Node) -> NodeMetrics:
+class Measured(Protocol):
+    """What the metrics read of a node: the node passes itself (``bzzz.node.Node``).
+
+    Also read when the node has them: ``hosted.status()`` (the hosted agents' prompt
+    compression) and ``peers.pinger.round_trips`` (the latency to each peer).
+    """
+
+    @property
+    def node_id(self) -> str:
+        """The node measured."""
+        ...
+
+    @property
+    def db(self) -> Database:
+        """Its store (the network-wide figures)."""
+        ...
+
+    @property
+    def bus(self) -> Bus:
+        """Its log (the round trip timed on each refresh)."""
+        ...
+
+    @property
+    def healthy(self) -> bool:
+        """Whether it is healthy (``bzzz_up``)."""
+        ...
+
+    def status(self) -> dict[str, Any]:
+        """Its live counters (projector, webhooks, threads)."""
+        ...
+
+
+_nodes: weakref.WeakKeyDictionary[Measured, NodeMetrics] = weakref.WeakKeyDictionary()
+
+
+def metrics_of(node: Measured) -> NodeMetrics:
     """The node's metrics (made on first use: the node itself knows nothing of them)."""
     found = _nodes.get(node)
     if found is None:
@@ -57,7 +90,7 @@ def metrics_of(node: Node) -> NodeMetrics:
 class NodeMetrics:
     """The registry, the latency histogram and the cached store figures of one node."""
 
-    def __init__(self, node: Node, ttl: float = 2.0) -> None:
+    def __init__(self, node: Measured, ttl: float = 2.0) -> None:
         self._node = node
         self.ttl = ttl
         self.registry = CollectorRegistry(auto_describe=False)
@@ -74,7 +107,7 @@ class NodeMetrics:
         self.registry.register(_Snapshot(self))
 
     @property
-    def node(self) -> Node:
+    def node(self) -> Measured:
         """The node measured."""
         return self._node
 

@@ -2,7 +2,8 @@
 
 A request id lives in a context variable for the time of one HTTP request (``RequestIds``,
 taken from ``X-Request-Id`` when the caller sends a sane one, echoed in the answer) or one MCP
-call (``trace_mcp_calls``); every record logged meanwhile carries it.
+call (``in_request``, which ``mcp/metrics.py`` wraps around each); every record logged
+meanwhile carries it.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import logging.handlers
 import re
 import secrets
 import sys
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 from datetime import UTC, datetime
@@ -26,7 +27,6 @@ from bzzz import logsummary
 
 if TYPE_CHECKING:
     from bzzz.config import LoggingSettings
-    from bzzz.mcp.server import BzzzMCP
 
 request_id: ContextVar[str | None] = ContextVar("bzzz_request_id", default=None)
 _SANE_ID = re.compile(r"[A-Za-z0-9._:-]{1,64}")
@@ -133,23 +133,3 @@ class RequestIds:
                 await send(message)
 
             await self.app(scope, receive, send_with_id)
-
-
-def trace_mcp_calls(server: BzzzMCP) -> None:
-    """Give every tool call and resource read of ``server`` its own request id.
-
-    The SDK dispatches through ``self.call_tool`` / ``self.read_resource`` at call time, so
-    wrapping them on the instance reaches every transport (stdio and HTTP alike).
-    """
-    for name in ("call_tool", "read_resource"):
-        setattr(server, name, _traced(getattr(server, name)))
-
-
-def _traced(method: Callable[..., Awaitable[Any]]) -> Callable[..., Awaitable[Any]]:
-    async def traced(*args: Any, **kwargs: Any) -> Any:
-        # Its own id even over HTTP: the SDK runs a session's calls in the task of the request
-        # that opened the session, whose id would otherwise stick to every later call.
-        with in_request():
-            return await method(*args, **kwargs)
-
-    return traced

@@ -1,33 +1,24 @@
-"""The metrics as /metrics text, as JSON, and as the MCP resource ``bzzz://metrics``."""
+"""The metrics as /metrics text and as JSON (``GET /api/v1/metrics``, ``bzzz://metrics``).
+
+The faces serve them: ``api/app.py`` the text, ``api/rest.py`` and ``mcp/metrics.py`` the JSON.
+"""
 
 from __future__ import annotations
 
-import json
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from bzzz.domain import iso, utcnow
-from bzzz.metrics.collector import metrics_of
-from bzzz.metrics.logs import trace_mcp_calls
-
-if TYPE_CHECKING:
-    from bzzz.mcp.server import BzzzMCP
-    from bzzz.node import Node
-
-METRICS_DESCRIPTION = (
-    "The network's metrics as JSON: agent availability, task completion rate, average "
-    "response time, thread escalation rate, cost per interaction, network latency, consensus "
-    "success rate, escalation rate to humans, cost per task, context compression ratio."
-)
+from bzzz.metrics.collector import Measured, metrics_of
 
 
-async def render_metrics(node: Node) -> str:
+async def render_metrics(node: Measured) -> str:
     """The Prometheus text for /metrics (HELP and TYPE on every family)."""
     metrics = metrics_of(node)
     await metrics.refresh()
     return metrics.text().decode()
 
 
-async def metrics_json(node: Node) -> dict[str, Any]:
+async def metrics_json(node: Measured) -> dict[str, Any]:
     """The same figures as JSON (``GET /api/v1/metrics``, ``bzzz://metrics``)."""
     metrics = metrics_of(node)
     await metrics.refresh()
@@ -52,18 +43,3 @@ def _compression_json(context: dict[str, Any] | None) -> dict[str, Any]:
         "compressed_prompts": int(context.get("compressed_prompts", 0)),
         "live": True,
     }
-
-
-def register_metrics(server: BzzzMCP, node: Node) -> None:
-    """Add ``bzzz://metrics`` and a request id per MCP call (for the logs)."""
-    trace_mcp_calls(server)
-
-    # A concrete resource: the SDK matches it before the bzzz://{+address} template.
-    @server.resource(
-        "bzzz://metrics",
-        name="bzzz-metrics",
-        mime_type="application/json",
-        description=METRICS_DESCRIPTION,
-    )
-    async def read_metrics() -> str:
-        return json.dumps(await metrics_json(node))

@@ -47,6 +47,7 @@ from typing import Any
 from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
+from bzzz.config import Settings
 from bzzz.errors import ConfigError
 
 logger = logging.getLogger(__name__)
@@ -340,3 +341,21 @@ def load_keyring(
         keyring.add(NetworkKey.of(first_secret(), datetime.now(UTC)))
         logger.info("generated network key %s in %s", keyring.current.id, path)
     return keyring
+
+
+def keyring_of(settings: Settings, *, create: bool = True) -> Keyring | None:
+    """The network keyring; generated in the data directory if none is given and ``create``.
+
+    None with encryption off, or when there is no key and ``create`` is false (a CLI
+    command reading a store that was never sealed).
+    """
+    enc = settings.encryption
+    if not enc.enabled:
+        return None
+    ring = load_keyring(
+        settings.node.data_dir.expanduser(),
+        env_keys=enc.env_keys(),
+        key_file=enc.key_file,
+        create=create,
+    )
+    return ring if ring.all_keys() else None

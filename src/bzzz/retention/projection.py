@@ -238,7 +238,7 @@ def apply_forget(session: Session, env: Envelope, limits: ProjectionLimits) -> A
 
 def apply_restated(session: Session, env: Envelope, limits: ProjectionLimits) -> Applied:
     """Stand-ins of purged envelopes: a node that replays the log applies them in the purged
-    envelopes' places (bzzz.retention.restate); here they change nothing."""
+    envelopes' places (bzzz.network.restate); here they change nothing."""
     entries = env.payload["entries"]
     if not isinstance(entries, list):
         raise TypeError("entries must be a list")

@@ -5,7 +5,7 @@ How a run travels, so every node purges the same:
 1. The origin reads the log and plans what goes (``stream.py``): posts up to a cut-off
    sequence, memories, and for an erasure the agent's posts and the tasks given to it alone.
 2. It states the purged posts' stand-ins (``retention.restated``, ``strip.py``) — before any
-   purge, so a node that meets the gap finds them (``restate.py``).
+   purge, so a node that meets the gap finds them (``network/restate.py``).
 3. It publishes ``retention.applied`` (the cut-off times) or ``retention.forget`` (the agent);
    every node's projector applies it in log order (``projection.py``): tombstones, deletions.
 4. Only then is the log purged (JetStream purge by subject up to the cut-off sequence; single
@@ -30,16 +30,19 @@ from sqlalchemy import select
 from ulid import ULID
 
 from bzzz import domain
-from bzzz.access.principal import ALL, Principal, Scope, principal
 from bzzz.clock import Clock, SystemClock
 from bzzz.config import RetentionSettings
 from bzzz.errors import AgentNotFound, BzzzError, InvalidParameters, PermissionDenied
 from bzzz.eventlog import EventLog
+from bzzz.network import restate
 from bzzz.network.base import Bus
-from bzzz.retention import projection, restate
+from bzzz.principal import ALL, Principal, Scope, principal
+from bzzz.retention import projection
 from bzzz.retention.audit import prune_chain
+from bzzz.retention.projection import RETENTION_APPLIERS
 from bzzz.retention.stream import Plan, plan_erasure, plan_retention
 from bzzz.retention.strip import chunks
+from bzzz.store.batch import register_appliers
 from bzzz.store.database import Database
 from bzzz.store.models import AgentRow, AppliedEnvelope, RetentionRunRow, TaskRow
 
@@ -98,6 +101,8 @@ class RetentionService:
         *,
         clock: Clock | None = None,
     ) -> None:
+        # Every node applies the runs in log order; they read the messages a batch staged.
+        register_appliers(RETENTION_APPLIERS, reads_staged=True)
         self._db = db
         self._bus = bus
         self._log = log

@@ -5,7 +5,7 @@ moves tasks, counts thread messages, logs decisions and stances, fills inboxes. 
 the log would cost a node that replays the log later (a new one, or one that was down) all of
 that. So before a purge the retained part of each purged envelope is re-stated on the log
 (``retention.restated`` on ``bzzz.<network>.tomb.<run>-<n>``) and a replaying node applies it at
-the original envelope's sequence (``restate.py``), reaching the state every other node has.
+the original envelope's sequence (``network/restate.py``), reaching the state every other node has.
 
 What a stand-in keeps: every field but ``content``; of the content only what is state —
 a task's own fields for task messages under retention (tasks are long-lived: their type,

@@ -1,5 +1,10 @@
 """One batch of the log applied in one transaction: idempotency, appliers, events, directory.
 
+The store's own appliers (threads, messages, agents, models' ledger, nodes, subscriptions,
+tokens) are known here; a service whose envelopes the store applies (retention, the audit
+trail's heads) registers its appliers with ``register_appliers`` when it is built, so the store
+never imports a service.
+
 Runs synchronously inside ``Database.write`` (a worker thread for SQLite, ``run_sync`` for
 PostgreSQL), so a batch costs one hop to the database instead of one per statement.
 """
@@ -9,7 +14,7 @@ from __future__ import annotations
 import json
 import logging
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, cast
@@ -32,9 +37,7 @@ from sqlalchemy.exc import DBAPIError, SQLAlchemyError
 from sqlalchemy.orm import Session
 
 from bzzz import domain
-from bzzz.audit.projection import AUDIT_APPLIERS
 from bzzz.network.envelope import Envelope
-from bzzz.retention.projection import RETENTION_APPLIERS
 from bzzz.store.access_projection import ACCESS_APPLIERS
 from bzzz.store.llm_projection import LLM_APPLIERS
 from bzzz.store.models import (
@@ -51,6 +54,7 @@ from bzzz.store.projection import (
     STAGED_MESSAGE_IDS,
     STORED_MESSAGE_IDS,
     Applied,
+    Applier,
     Outcome,
     ProjectionLimits,
     stage,
@@ -67,15 +71,28 @@ from bzzz.store.thread_projection import APPLIERS
 
 logger = logging.getLogger(__name__)
 
-_APPLIERS = (
-    APPLIERS
-    | LLM_APPLIERS
-    | NODE_APPLIERS
-    | SUBSCRIPTION_APPLIERS
-    | ACCESS_APPLIERS
-    | AUDIT_APPLIERS
-    | RETENTION_APPLIERS
+_APPLIERS: dict[str, Applier] = (
+    APPLIERS | LLM_APPLIERS | NODE_APPLIERS | SUBSCRIPTION_APPLIERS | ACCESS_APPLIERS
 )
+# Registered envelope types whose appliers query what the batch staged so far.
+_READS_STAGED: set[str] = set()
+
+
+def register_appliers(appliers: Mapping[str, Applier], *, reads_staged: bool = False) -> None:
+    """Let every batch apply these envelope types (a service registers its own when built).
+
+    ``reads_staged``: the appliers query rows the batch staged before them, so those rows are
+    written first. Registering the same applier again changes nothing; a second applier for a
+    type that has one is refused.
+    """
+    for kind, applier in appliers.items():
+        known = _APPLIERS.get(kind)
+        if known is not None and known is not applier:
+            raise ValueError(f"envelope type {kind} already has an applier")
+    _APPLIERS.update(appliers)
+    if reads_staged:
+        _READS_STAGED.update(appliers)
+
 
 _TRACK = "bzzz_projection"
 _TOUCHED = "bzzz_touched_agents"
@@ -146,7 +163,7 @@ def apply_batch(
     for env, seq in envelopes:
         if env.id in result.outcomes:
             continue
-        if env.type in RETENTION_APPLIERS:
+        if env.type in _READS_STAGED:
             # Retention and erasure query the messages this batch staged so far.
             _write_staged(session, result)
         if isolate:

@@ -16,14 +16,16 @@ import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from bzzz.backoff import backoff
-from bzzz.config import WhooshSettings
+from bzzz.config import Settings, WhooshSettings
 from bzzz.domain import iso, utcnow
 from bzzz.errors import WhooshRefused, WhooshUnavailable
+from bzzz.llm.hosted import HostedAgent
 from bzzz.llm.pricing import PriceTable
 from bzzz.llm.roles import HostedAgentSpec
+from bzzz.store.directory import AgentDirectory
 from bzzz.whoosh.client import WhooshClient
 from bzzz.whoosh.models import (
     AgentHealth,
@@ -32,9 +34,6 @@ from bzzz.whoosh.models import (
     HealthCheckConfig,
     endpoints_for,
 )
-
-if TYPE_CHECKING:
-    from bzzz.node import Node
 
 logger = logging.getLogger(__name__)
 
@@ -269,39 +268,47 @@ class WhooshRegistrar:
         return {"agents": [agent.to_json() for agent in self.agents.values()]}
 
 
-def public_url_of(node: Node) -> str | None:
-    """Where WHOOSH reaches this node's routes: ``auth.public_url``, else what serves it."""
-    if node.settings.auth.public_url:
-        return node.settings.auth.public_url.rstrip("/")
-    address = node.address
+def public_url_of(settings: Settings, address: str) -> str | None:
+    """Where WHOOSH reaches the node's routes: ``auth.public_url``, else what serves it."""
+    if settings.auth.public_url:
+        return settings.auth.public_url.rstrip("/")
     if address.startswith(("http://", "https://")):
         return address.removesuffix("/").removesuffix("/mcp")
     return None
 
 
-def registrar_for(node: Node) -> WhooshRegistrar | None:
-    """The registrar of the node's hosted agents, or None (no whoosh.url, no agents, no URL)."""
-    settings = node.settings.whoosh
-    hosted = node.hosted.hosted
+def registrar_for(
+    node_settings: Settings,
+    address: str,
+    hosted: dict[str, HostedAgent],
+    prices: PriceTable,
+    directory: AgentDirectory,
+) -> WhooshRegistrar | None:
+    """The registrar of the node's hosted agents, or None (no whoosh.url, no agents, no URL).
+
+    ``address`` is what serves the node (``http://…`` or ``stdio``); ``directory`` tells each
+    agent's status and availability.
+    """
+    settings = node_settings.whoosh
     if settings.url is None:
         return None
     if not hosted:
         logger.info("whoosh.url is set but this node hosts no agent: nothing to register")
         return None
-    public_url = public_url_of(node)
+    public_url = public_url_of(node_settings, address)
     if public_url is None:
         logger.error(
             "whoosh.url is set but this node has no public URL for WHOOSH to call back "
             "(set auth.public_url, or serve HTTP): hosted agents are not registered"
         )
         return None
-    openai = node.settings.openai
+    openai = node_settings.openai
     registrations = [
         registration_for(
             agent.spec,
             model=agent.spec.model or openai.default_model,
             max_tokens=openai.max_tokens,
-            prices=node.llm.costs.prices,
+            prices=prices,
             public_url=public_url,
             settings=settings,
         )
@@ -310,7 +317,7 @@ def registrar_for(node: Node) -> WhooshRegistrar | None:
 
     def health(agent_id: str) -> AgentHealth:
         agent = hosted[agent_id]
-        known = node.projector.directory.get(agent_id)
+        known = directory.get(agent_id)
         return AgentHealth(
             agent_id=agent_id,
             status=known.status if known is not None else "offline",

@@ -1,4 +1,8 @@
-"""The MCP hook: every tool call and resource read on the trail; the admins' ``bzzz://audit``."""
+"""The audit of MCP calls: every tool call and resource read on the trail; ``bzzz://audit``.
+
+Beside the server it wraps: it knows MCP's sessions and results, and calls down into
+``bzzz.audit`` (the trail, its reading and verification) through their plain interfaces.
+"""
 
 from __future__ import annotations
 
@@ -7,20 +11,20 @@ import re
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
+from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ResourceError, ResourceNotFoundError
 from mcp_types import CallToolResult
 
 from bzzz.access.keys import handle_agent
-from bzzz.access.principal import Principal
 from bzzz.audit import reading
 from bzzz.audit.records import Action, digest, stamp, target_of
 from bzzz.audit.trail import AuditTrail
 from bzzz.audit.verify import verify
 from bzzz.errors import BzzzError, ErrorCode
 from bzzz.mcp.sessions import SessionRegistry, principal_of
+from bzzz.principal import Principal
 
 if TYPE_CHECKING:
-    from bzzz.mcp.server import BzzzMCP
     from bzzz.node import Node
 
 AUDIT_URI = "bzzz://audit"
@@ -136,9 +140,8 @@ async def audit_view(node: Node) -> dict[str, Any]:
     }
 
 
-def register_audit(server: BzzzMCP, node: Node, sessions: SessionRegistry) -> None:
-    """Record the server's calls on the node's trail; serve ``bzzz://audit`` to admins."""
-    server.audit = McpAudit(node.audit, node, sessions)
+def register_audit(server: MCPServer[Any], node: Node, sessions: SessionRegistry) -> McpAudit:
+    """Serve ``bzzz://audit`` to admins; the audit that records the server's calls."""
 
     @server.resource(
         AUDIT_URI,
@@ -149,3 +152,5 @@ def register_audit(server: BzzzMCP, node: Node, sessions: SessionRegistry) -> No
     )
     async def read_audit() -> str:
         return json.dumps(await audit_view(node))
+
+    return McpAudit(node.audit, node, sessions)

@@ -1,4 +1,7 @@
-"""The HTTP hook: every change (a request other than GET, HEAD, OPTIONS) outside /mcp."""
+"""The audit of HTTP calls: every change (a request other than GET, HEAD, OPTIONS) outside /mcp.
+
+An ASGI middleware beside the app it wraps; it records on ``bzzz.audit``'s trail.
+"""
 
 from __future__ import annotations
 
@@ -7,11 +10,11 @@ from urllib.parse import parse_qsl
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from bzzz.access.principal import Principal
 from bzzz.audit.records import Action, digest, stamp
 from bzzz.audit.trail import AuditTrail
 from bzzz.clock import Clock, SystemClock
 from bzzz.mcp.sessions import PRINCIPAL_STATE
+from bzzz.principal import Principal
 
 READS = frozenset({"GET", "HEAD", "OPTIONS"})
 

@@ -6,6 +6,9 @@ node that purged, and opened like any envelope) and applies the stand-ins that f
 in their original order, so the state it reaches is the state of the nodes that applied the
 originals. Stand-ins are read only when a gap is met, and only those past what the store has
 applied are kept: a node that is up to date holds none.
+
+It lives beside the log, not in ``retention/``: the projector reads it, and the retention
+service (which writes the stand-ins) only names their envelope type and kind from here.
 """
 
 from __future__ import annotations
