@@ -174,7 +174,7 @@ def _read_export(path: Path) -> list[Record]:
 async def _log_heads(settings: Settings) -> list[Any] | None:
     """The signed heads on the network's log; None (said on stderr) when it cannot be read."""
     from bzzz.audit.trail import HEAD_KIND
-    from bzzz.node_admin import joined_bus
+    from bzzz.network.join import joined_bus
 
     try:
         async with joined_bus(settings) as bus:
