@@ -24,7 +24,6 @@ import pytest
 from sqlalchemy import select
 
 from bzzz import domain
-from bzzz.access.principal import LOCAL, Scope
 from bzzz.access.tokens import mint_secret, secret_hash
 from bzzz.api.app import build_app
 from bzzz.audit import reading
@@ -35,6 +34,7 @@ from bzzz.network.envelope import Envelope, seal
 from bzzz.network.identity import NodeIdentity
 from bzzz.network.sealing import NetworkKey, key_payload, new_secret
 from bzzz.node import Node
+from bzzz.principal import LOCAL, Scope
 from bzzz.schemas import AnnounceInput, PostInput
 from bzzz.store.models import AppliedEnvelope, Base
 
