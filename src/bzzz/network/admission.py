@@ -6,8 +6,9 @@ so every node — and the CLI, reading those subjects alone — reaches the same
 point of the log:
 
 - A network without an admitted node (and without ``BZZZ_TRUSTED_NODES``) is open: every signed
-  node is applied. Its first admission must be a node admitting itself; from then on only
-  admitted nodes admit or remove others.
+  node's posts are applied, but none of its changes of who may do what (below). Its first
+  admission must be a node admitting itself; from then on only admitted nodes admit or remove
+  others.
 - The nodes of the static list (``BZZZ_TRUSTED_NODES``) count as admitted from the start, so such
   a network is never open; the log cannot remove them.
 - The last admitted node cannot be removed: a network never falls back to open.
