@@ -114,6 +114,13 @@ def _forgeries(node: Node, forger: NodeIdentity, secret: str, real_token: str) -
                 "purges": [],
             },
         ),
+        # Stand-ins for purged places, which a replaying node would apply in their stead.
+        forged(
+            "retention.restated",
+            "tomb",
+            "run-forged-0",
+            {"run_id": "run-forged", "entries": [{"seq": 1, "envelope": {"id": "x"}}]},
+        ),
         forged(
             "retention.forget",
             "retention",
