@@ -21,6 +21,7 @@ from bzzz.network.identity import NodeIdentity
 
 from .support import (
     HttpNode,
+    admit,
     bzzz_executable,
     call,
     call_error,
@@ -397,6 +398,8 @@ async def test_a_federated_network_is_searched_and_its_agents_reached_by_address
     home = make_node("home", BZZZ_FEDERATED_NETWORKS="research")
     lab = make_node("lab", BZZZ_NETWORK_ID="research")
     await asyncio.gather(home.start(), lab.start())
+    # Home posts into research's log: research's first node admits it there.
+    await admit(lab, home)
     async with http_session(home.mcp_url) as sh, http_session(lab.mcp_url) as sl:
         await call(sh, "bzzz_announce", {"agent_id": "arch-home", "role": "architect"})
         await call(sl, "bzzz_announce", {"agent_id": "rev-lab", "role": "reviewer"})
