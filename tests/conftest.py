@@ -1,21 +1,33 @@
-"""Shared fixtures: real databases (SQLite, PostgreSQL), a real nats-server, nodes."""
+"""Shared fixtures: real databases (SQLite, PostgreSQL), a real nats-server, nodes.
+
+A store that an in-process node opens for the first time starts as a copy of one migrated
+at the start of the session (SQLite: a file; PostgreSQL: a template database), so that each
+test does not run the ten migrations again. The copy is what the migrations make; the tests
+that prove the migrations themselves are marked ``migrates`` and start from nothing, and so
+do the spawned ``bzzz`` processes.
+"""
 
 from __future__ import annotations
 
+import asyncio
 import os
+import shutil
+import threading
 import uuid
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Iterator
 from pathlib import Path
+from typing import Any
 
 import asyncpg
 import pytest
-from pgserver import IN_CI, PG_HOST, PG_PORT, PG_USER, pg_admin
+from pgserver import IN_CI, PG_HOST, PG_PORT, PG_USER, pg_admin, pg_template
 
 from bzzz.config import Settings, load_settings
 from bzzz.network import sealing
 from bzzz.network.embedded import EmbeddedNats
 from bzzz.network.memory import InMemoryBus
 from bzzz.node import Node
+from bzzz.store.database import Database
 
 # The network key the nodes of a test share, as an operator gives every node of a network the
 # same one (BZZZ_NETWORK_KEY). A test of a wrong key configures its own.
@@ -29,22 +41,129 @@ def _shared_network_key(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(sealing, "first_secret", lambda: TEST_NETWORK_KEY)
 
 
-@pytest.fixture
-async def postgres_url() -> AsyncIterator[str]:
-    """A fresh PostgreSQL database for one test; CI fails (never skips) without the server."""
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers", "migrates: its stores start empty and run every migration (no migrated copy)"
+    )
+
+
+def _in_thread(work: Coroutine[Any, Any, None]) -> None:
+    """Run a coroutine to the end on a loop of its own (a test's loop may be running here)."""
+    failed: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            asyncio.run(work)
+        except BaseException as exc:  # handed to the caller
+            failed.append(exc)
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    thread.join()
+    if failed:
+        raise failed[0]
+
+
+async def _migrate(url: str) -> None:
+    db = Database(url)
     try:
-        admin = await pg_admin()
+        await db.open()
+    finally:
+        await db.close()
+
+
+@pytest.fixture(scope="session")
+def migrated_sqlite(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A SQLite store at the newest migration, made once per session (per xdist worker)."""
+    path = tmp_path_factory.mktemp("migrated") / "bzzz.db"
+    _in_thread(_migrate(f"sqlite+aiosqlite:///{path}"))
+    # Closed, the store is whole in its main file (SQLite folds the WAL in at the last close).
+    assert not path.with_name("bzzz.db-wal").exists()
+    return path
+
+
+@pytest.fixture(autouse=True)
+def _stores_start_migrated(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A SQLite store opened in-process for the first time starts as the migrated copy."""
+    if request.node.get_closest_marker("migrates"):
+        return
+    template: Path = request.getfixturevalue("migrated_sqlite")
+    opened = Database.open
+
+    async def open_from_copy(self: Database) -> None:
+        path = Path(self.url.split("///", 1)[-1]) if self.is_sqlite else None
+        if path is not None and path.name and str(path) != ":memory:" and not path.exists():
+            path.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(template, path)
+            path.chmod(0o600)  # as Database.open makes it
+        await opened(self)
+
+    monkeypatch.setattr(Database, "open", open_from_copy)
+
+
+async def _pg_admin_or_fail() -> asyncpg.Connection:
+    """The admin connection; CI fails (never skips) without the server."""
+    try:
+        return await pg_admin()
     except (OSError, asyncpg.PostgresError) as exc:
         if IN_CI:
             pytest.fail(f"PostgreSQL at {PG_HOST}:{PG_PORT} is required in CI: {exc}")
         pytest.skip(f"PostgreSQL not reachable at {PG_HOST}:{PG_PORT}: {exc}")
-    name = f"bzzz_test_{uuid.uuid4().hex[:12]}"
+
+
+@pytest.fixture
+async def postgres_database() -> AsyncIterator[Callable[[str | None], Awaitable[str]]]:
+    """Makes PostgreSQL databases, empty or as a copy of a template; drops them after."""
+    admin = await _pg_admin_or_fail()
+    made: list[str] = []
+
+    async def make(template: str | None = None) -> str:
+        name = f"bzzz_test_{uuid.uuid4().hex[:12]}"
+        made.append(name)
+        copy = f' TEMPLATE "{template}"' if template else ""
+        await admin.execute(f'CREATE DATABASE "{name}"{copy}')
+        return f"postgresql+asyncpg://{PG_USER}@{PG_HOST}:{PG_PORT}/{name}"
+
     try:
-        await admin.execute(f'CREATE DATABASE "{name}"')
-        yield f"postgresql+asyncpg://{PG_USER}@{PG_HOST}:{PG_PORT}/{name}"
+        yield make
     finally:
-        await admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        for name in made:
+            await admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
         await admin.close()
+
+
+@pytest.fixture(scope="session")
+def migrated_postgres() -> Iterator[str | None]:
+    """The name of a PostgreSQL database at the newest migration, made once per session (per
+    xdist worker) to copy; None without the server (the tests that need it fail or skip)."""
+    name = f"bzzz_template_{uuid.uuid4().hex[:12]}"
+    try:
+        _in_thread(pg_template(name, _migrate))
+    except (OSError, asyncpg.PostgresError):
+        yield None  # postgres_url reports the missing server, test by test
+        return
+    try:
+        yield name
+    finally:
+        _in_thread(pg_template(name, None))
+
+
+@pytest.fixture
+async def postgres_url(
+    request: pytest.FixtureRequest,
+    postgres_database: Callable[[str | None], Awaitable[str]],
+) -> str:
+    """A PostgreSQL database of one test, at the newest migration (empty when ``migrates``)."""
+    template = None
+    if not request.node.get_closest_marker("migrates"):
+        template = request.getfixturevalue("migrated_postgres")
+    return await postgres_database(template)
+
+
+@pytest.fixture
+async def empty_postgres_url(postgres_database: Callable[[str | None], Awaitable[str]]) -> str:
+    """An empty PostgreSQL database of one test (a spawned node migrates it)."""
+    return await postgres_database(None)
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])

@@ -7,6 +7,7 @@ and ``conftest`` names whichever conftest module pytest loaded first.
 from __future__ import annotations
 
 import os
+from collections.abc import Awaitable, Callable
 
 import asyncpg
 
@@ -22,3 +23,21 @@ async def pg_admin() -> asyncpg.Connection:
     return await asyncpg.connect(
         host=PG_HOST, port=PG_PORT, user=PG_USER, database=PG_ADMIN_DB, timeout=5
     )
+
+
+async def pg_template(name: str, migrate: Callable[[str], Awaitable[None]] | None) -> None:
+    """Create database ``name`` and bring it to the newest migration with ``migrate(url)``;
+    with None, drop it. Test databases are made from it with ``CREATE DATABASE … TEMPLATE``."""
+    admin = await pg_admin()
+    try:
+        if migrate is None:
+            await admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+            return
+        await admin.execute(f'CREATE DATABASE "{name}"')
+        try:
+            await migrate(f"postgresql+asyncpg://{PG_USER}@{PG_HOST}:{PG_PORT}/{name}")
+        except BaseException:
+            await admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+            raise
+    finally:
+        await admin.close()

@@ -32,7 +32,7 @@ import yaml
 from e2e.support import bzzz_executable, free_port, kill_orphans
 from nats.errors import Error as NatsError
 
-from bzzz.cli import _check_exposure
+from bzzz.cli_serve import check_exposure
 from bzzz.config import ENV_ALIASES, Settings, load_settings
 from bzzz.errors import ConfigError
 from bzzz.network.embedded import nats_server_binary
@@ -242,7 +242,7 @@ def test_the_image_runs_bzzz_serve_as_a_user_on_all_interfaces_with_auth_require
     settings = node_settings(image_env())
     assert settings.node.http_host == "0.0.0.0"
     assert settings.auth.required is True
-    _check_exposure(settings)  # the node starts on 0.0.0.0 with these settings
+    check_exposure(settings)  # the node starts on 0.0.0.0 with these settings
     assert str(settings.node.http_port) in instruction("EXPOSE").split()
     assert str(settings.node.data_dir) in json.loads(instruction("VOLUME"))
     assert "/healthz" in " ".join(health_check_command())
@@ -414,7 +414,7 @@ def test_every_bzzz_variable_of_a_node_is_a_setting_the_node_reads(service: str)
     assert settings.node.auth_tokens == [secret["BZZZ_ADMIN_TOKENS"]]
     assert settings.auth.required is True
     assert settings.node.http_host == "0.0.0.0"
-    _check_exposure(settings)
+    check_exposure(settings)
 
 
 @pytest.mark.parametrize(
@@ -560,7 +560,7 @@ def _to_local(url: str, servers: list[LocalServer]) -> str:
 
 @pytest.mark.integration
 async def test_the_compose_cluster_needs_the_login_and_carries_a_node_with_r3_streams(
-    tmp_path: Path, postgres_url: str
+    tmp_path: Path, empty_postgres_url: str
 ) -> None:
     password = "x" + secrets.token_hex(16)
     async with compose_cluster(tmp_path, password) as servers:
@@ -569,7 +569,7 @@ async def test_the_compose_cluster_needs_the_login_and_carries_a_node_with_r3_st
             await nats.connect(local[0], allow_reconnect=False, error_cb=_quiet)
         env = node_environment("bzzz-a", placeholders() | {"NATS_PASSWORD": password})
         env["BZZZ_NATS_URL"] = _to_local(env["BZZZ_NATS_URL"], servers)
-        env["BZZZ_DATABASE_URL"] = postgres_url
+        env["BZZZ_DATABASE_URL"] = empty_postgres_url
         assert password in env["BZZZ_NATS_URL"] and "nats-1" not in env["BZZZ_NATS_URL"]
         async with serve_like_the_image(tmp_path, **env) as node:
             await until_healthy(node)
@@ -616,7 +616,7 @@ def test_the_env_file_example_holds_settings_the_node_reads() -> None:
     settings = node_settings(example | {"BZZZ_AUTH_TOKENS": "x0"})
     assert settings.node.http_host == "0.0.0.0" and settings.auth.required is True
     assert example["BZZZ_AUTH_TOKENS"] == "", "no token committed"
-    _check_exposure(settings)
+    check_exposure(settings)
 
 
 @pytest.fixture

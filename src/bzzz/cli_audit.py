@@ -17,20 +17,16 @@ from collections import defaultdict
 from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
 from bzzz import cli_output as out
-from bzzz.access.tokens import parse_duration
-from bzzz.audit import reading
-from bzzz.audit.records import Action, Record, digest, stamp
-from bzzz.audit.trail import append
-from bzzz.audit.verify import Report, heads_on_log, merged_heads, verify
-from bzzz.config import Settings
 from bzzz.errors import BzzzError, InvalidParameters
-from bzzz.network.identity import KEY_FILE, NodeIdentity
-from bzzz.network.sealing import keyring_of
-from bzzz.principal import LOCAL
-from bzzz.store.database import Database
+
+if TYPE_CHECKING:
+    from bzzz.audit.records import Record
+    from bzzz.audit.verify import Report
+    from bzzz.config import Settings
+    from bzzz.store.database import Database
 
 logger = logging.getLogger(__name__)
 
@@ -92,6 +88,9 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def _since(text: str | None) -> str | None:
+    from bzzz.access.tokens import parse_duration
+    from bzzz.audit.records import stamp
+
     if text is None:
         return None
     try:
@@ -108,12 +107,17 @@ def _since(text: str | None) -> str | None:
 
 
 async def _open(settings: Settings) -> Database:
+    from bzzz.network.sealing import keyring_of
+    from bzzz.store.database import Database
+
     db = Database(settings.database_url(), keyring_of(settings, create=False))
     await db.open()
     return db
 
 
 async def _list(args: argparse.Namespace, settings: Settings) -> int:
+    from bzzz.audit import reading
+
     wanted = reading.Filter(
         principal=args.principal,
         agent=args.agent,
@@ -129,21 +133,25 @@ async def _list(args: argparse.Namespace, settings: Settings) -> int:
     if args.limit:
         found.reverse()
     if args.json:
-        sys.stdout.write(json.dumps([r.to_json() for r in found]) + "\n")
+        out.print_json({"records": [r.to_json() for r in found]})
         return 0
     _table(found)
     return 0
 
 
 def _table(found: list[Record]) -> None:
-    from rich.console import Console
-    from rich.table import Table
-
-    table = Table(title="audit trail")
-    for column in ("seq", "time", "principal", "agent", "session", "action", "target", "outcome"):
-        table.add_column(column, overflow="fold")
-    for r in found:
-        table.add_row(
+    columns = [
+        out.Column("seq", justify="right"),
+        out.Column("time", whole=True),
+        out.Column("principal", whole=True),
+        out.Column("agent", whole=True),
+        out.Column("session"),
+        out.Column("action"),
+        out.Column("target", whole=True),
+        out.Column("outcome"),
+    ]
+    cells = [
+        [
             str(r.seq),
             r.at,
             r.principal,
@@ -152,11 +160,15 @@ def _table(found: list[Record]) -> None:
             r.action,
             r.target or "",
             r.outcome,
-        )
-    Console(width=200 if not sys.stdout.isatty() else None).print(table)
+        ]
+        for r in found
+    ]
+    out.print_table("audit trail", columns, cells)
 
 
 def _local_node(settings: Settings) -> str | None:
+    from bzzz.network.identity import KEY_FILE, NodeIdentity
+
     data_dir = settings.node.data_dir.expanduser()
     if not (data_dir / KEY_FILE).exists():
         return None
@@ -164,6 +176,8 @@ def _local_node(settings: Settings) -> str | None:
 
 
 def _read_export(path: Path) -> list[Record]:
+    from bzzz.audit.records import Record
+
     try:
         lines = path.read_text(encoding="utf-8").splitlines()
         return [Record.from_json(json.loads(line)) for line in lines if line.strip()]
@@ -174,6 +188,7 @@ def _read_export(path: Path) -> list[Record]:
 async def _log_heads(settings: Settings) -> list[Any] | None:
     """The signed heads on the network's log; None (said on stderr) when it cannot be read."""
     from bzzz.audit.trail import HEAD_KIND
+    from bzzz.audit.verify import heads_on_log
     from bzzz.network.join import joined_bus
 
     try:
@@ -187,6 +202,9 @@ async def _log_heads(settings: Settings) -> list[Any] | None:
 
 
 async def _verify(args: argparse.Namespace, settings: Settings) -> int:
+    from bzzz.audit import reading
+    from bzzz.audit.verify import merged_heads
+
     db = await _open(settings)
     try:
         records = _read_export(args.export) if args.export else await reading.records(db)
@@ -211,11 +229,15 @@ async def _verify(args: argparse.Namespace, settings: Settings) -> int:
             update(sum(len(chains[n]) for n in reports))
     others = [h for h in heads if h.node_id not in chains]
     if others:
+        from bzzz.audit.verify import verify
+
         reports["other nodes' heads"] = verify([], others, "")
     return _show(reports, args.json)
 
 
 def _verify_node(node: str, records: list[Record], heads: list[Any], anchor: Any = None) -> Report:
+    from bzzz.audit.verify import verify
+
     records.sort(key=lambda r: r.seq)
     return verify(records, [h for h in heads if h.node_id == node], node, anchor)
 
@@ -244,6 +266,8 @@ def _show(reports: dict[str, Report], as_json: bool) -> int:
 
 
 async def _export(args: argparse.Namespace, settings: Settings) -> int:
+    from bzzz.audit import reading
+
     db = await _open(settings)
     try:
         found = await reading.records(db)
@@ -301,6 +325,11 @@ async def record_cli(
     settings: Settings, action: str, target: str | None, params: dict[str, Any], outcome: str
 ) -> None:
     """Append one CLI change to the data directory's chain (as the local user)."""
+    from bzzz.audit.records import Action, digest, stamp
+    from bzzz.audit.trail import append
+    from bzzz.network.identity import NodeIdentity
+    from bzzz.principal import LOCAL
+
     identity = NodeIdentity.load_or_create(settings.node.data_dir.expanduser())
     entry = Action(
         at=stamp(datetime.now(UTC)),

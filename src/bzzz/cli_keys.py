@@ -12,13 +12,13 @@ import argparse
 import asyncio
 import json
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from bzzz.access.network_keys import KeyInfo, NetworkKeys
-from bzzz.config import Settings
-from bzzz.domain import utcnow
-from bzzz.network.sealing import keyring_of
-from bzzz.principal import LOCAL
+from bzzz import cli_output as out
+
+if TYPE_CHECKING:
+    from bzzz.access.network_keys import KeyInfo
+    from bzzz.config import Settings
 
 
 def add_parser(sub: Any) -> None:
@@ -26,9 +26,9 @@ def add_parser(sub: Any) -> None:
     keys = sub.add_parser("keys", help="the network data keys: list (ids, ages), rotate")
     commands = keys.add_subparsers(dest="keys_command", required=True)
     listing = commands.add_parser("list", help="key ids and ages (never a key)")
-    listing.add_argument("--json", action="store_true", help="print JSON")
+    out.json_flag(listing, '{"keys": [...]}')
     rotate = commands.add_parser("rotate", help="add a key on every node; new writes use it")
-    rotate.add_argument("--json", action="store_true", help="print JSON")
+    out.json_flag(rotate, "the new key's id and age")
 
 
 def run(args: argparse.Namespace, settings: Settings) -> int:
@@ -39,11 +39,16 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def _list(args: argparse.Namespace, settings: Settings) -> int:
+    from bzzz.access.network_keys import NetworkKeys
+    from bzzz.domain import utcnow
+    from bzzz.network.sealing import keyring_of
+    from bzzz.principal import LOCAL
+
     keys = NetworkKeys(keyring_of(settings, create=False), None).list(LOCAL)
     now = utcnow()
     shown = [k.to_json(now) for k in keys]
     if args.json:
-        sys.stdout.write(json.dumps({"keys": shown}) + "\n")
+        out.print_json({"keys": shown})
         return 0
     for key in shown:
         mark = "  (new writes)" if key["current"] else ""
@@ -60,7 +65,9 @@ def _age(key: dict[str, Any]) -> str:
 
 
 async def _rotate(args: argparse.Namespace, settings: Settings) -> int:
+    from bzzz.domain import utcnow
     from bzzz.node import Node
+    from bzzz.principal import LOCAL
 
     async with Node(settings, address="cli", tool=True) as node:
         key: KeyInfo = await node.keys.rotate(LOCAL, utcnow())

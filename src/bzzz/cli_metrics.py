@@ -1,4 +1,4 @@
-"""`bzzz metrics`: the seed's metrics from the store, as a table or JSON.
+"""`bzzz metrics` (the seed's metrics) and `bzzz costs` (model spending), from the store.
 
 Every rate is derived from the store (agents, tasks, threads, escalations, the cost ledger), so
 the command opens the store alone: no node is started, and a running one is not disturbed.
@@ -12,30 +12,35 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
-import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from bzzz.config import Settings
-from bzzz.domain import iso, utcnow
-from bzzz.metrics.figures import Figures, read_figures
+from bzzz import cli_output as out
+from bzzz import cli_start as start
+
+if TYPE_CHECKING:
+    from bzzz.config import Settings
+    from bzzz.metrics.figures import Figures
 
 LIVE_ONLY = "live only: read /metrics or bzzz://metrics of a running node"
 
 
 def add_parser(sub: Any) -> None:
-    """The `metrics` command."""
+    """The `metrics` and `costs` commands."""
     metrics = sub.add_parser("metrics", help="the network's metrics, from the store")
-    metrics.add_argument("--json", action="store_true", help="print JSON")
+    out.json_flag(metrics, "the figures, each under its name")
+    costs = sub.add_parser("costs", help="model spending today and this month, per model")
+    costs.add_argument("--node", help="only this node's calls (a node id)")
+    out.json_flag(costs, '{"daily": CostUsage, "monthly": CostUsage}')
 
 
 def run(args: argparse.Namespace, settings: Settings) -> int:
     """Print the metrics."""
-    figures = asyncio.run(_figures(settings))
-    shown = figures_json(figures)
+    from bzzz.metrics.figures import read_figures
+
+    shown = figures_json(asyncio.run(start.read_store(settings, read_figures)))
     shown["network_latency"] = asyncio.run(_latency(settings))
     if args.json:
-        sys.stdout.write(json.dumps(shown, indent=2) + "\n")
+        out.print_json(shown)
         return 0
     _table(shown)
     return 0
@@ -43,6 +48,8 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
 
 def figures_json(figures: Figures) -> dict[str, Any]:
     """The store's figures with the live ones marked as such."""
+    from bzzz.domain import iso, utcnow
+
     return {
         "at": iso(utcnow()),
         **figures.to_json(),
@@ -73,19 +80,6 @@ async def _latency(settings: Settings) -> dict[str, Any]:
             "pairs": pairs}  # fmt: skip
 
 
-async def _figures(settings: Settings) -> Figures:
-    from bzzz.network.sealing import keyring_of
-    from bzzz.store.database import Database
-
-    db = Database(settings.database_url(), keyring_of(settings, create=False))
-    try:
-        await db.open()
-        async with db.session() as session:
-            return await read_figures(session)
-    finally:
-        await db.close()
-
-
 def _percent(value: float | None) -> str:
     return "n/a" if value is None else f"{value * 100:.1f}%"
 
@@ -95,15 +89,15 @@ def _usd(value: float | None) -> str:
 
 
 def _table(shown: dict[str, Any]) -> None:
-    from rich.console import Console
-    from rich.table import Table
-
-    table = Table(title=f"BZZZ metrics (from the store, {shown['at']})")
-    for column in ("metric", "value", "from"):
-        table.add_column(column, justify="right" if column == "value" else "left")
-    for row in _rows(shown):
-        table.add_row(*row)
-    Console().print(table)
+    # With measured round trips the column names node ids: whole, or the list layout.
+    pairs = bool(shown["network_latency"].get("pairs"))
+    columns = [
+        out.Column("metric"),
+        out.Column("value", justify="right"),
+        out.Column("from", whole=pairs),
+    ]
+    rows = [list(row) for row in _rows(shown)]
+    out.print_table(f"BZZZ metrics (from the store, {shown['at']})", columns, rows)
 
 
 def _rows(s: dict[str, Any]) -> list[tuple[str, str, str]]:
@@ -156,6 +150,61 @@ def _latency_rows(latency: dict[str, Any]) -> list[tuple[str, str, str]]:
     if not pairs:
         return [("network latency", "n/a", latency.get("note") or "no peer measured yet")]
     return [
-        ("network latency", f"{p['last_ms']:.2f} ms", f"{p['from'][:12]} -> {p['to'][:12]}")
-        for p in pairs
+        ("network latency", f"{p['last_ms']:.2f} ms", f"{p['from']} -> {p['to']}") for p in pairs
     ]
+
+
+async def _usage(settings: Settings, node_id: str | None) -> list[dict[str, Any]]:
+    from bzzz.domain import utcnow
+    from bzzz.llm.costs import cost_usage, periods
+    from bzzz.store.llm_repository import LLMRepository
+
+    day, month = periods(utcnow())
+
+    async def query(session: Any) -> list[dict[str, Any]]:
+        repo = LLMRepository(session)
+        return [
+            cost_usage(day, await repo.usage("day", day, node_id)),
+            cost_usage(month, await repo.usage("month", month, node_id)),
+        ]
+
+    return await start.read_store(settings, query)
+
+
+def costs(args: argparse.Namespace, settings: Settings) -> int:
+    """Run `bzzz costs`."""
+    daily, monthly = asyncio.run(_usage(settings, args.node))
+    if args.json:
+        out.print_json({"daily": daily, "monthly": monthly})
+        return 0
+    scope = f"node {args.node}" if args.node else "all nodes"
+    columns = [
+        out.Column("period", whole=True),
+        out.Column("model", whole=True),
+        *(
+            out.Column(name, justify="right")
+            for name in ("calls", "tokens", "cost (USD)", "limit (USD)")
+        ),
+    ]
+    limits = {
+        daily["date"]: settings.cost.daily_limit,
+        monthly["date"]: settings.cost.monthly_limit,
+    }
+    cells = []
+    for usage in (daily, monthly):
+        for model, spend in usage["models"].items():
+            row = [str(spend["calls"]), str(spend["tokens"]), f"{spend['cost']:.6f}", ""]
+            cells.append([usage["date"], model, *row])
+        limit = limits[usage["date"]]
+        cells.append(
+            [
+                usage["date"],
+                "total",
+                str(usage["apiCalls"]),
+                str(usage["tokens"]["total"]),
+                f"{usage['totalCost']:.6f}",
+                f"{limit:.2f}" if limit else "none",
+            ]
+        )
+    out.print_table(f"model spending ({scope})", columns, cells)
+    return 0

@@ -9,28 +9,23 @@ named list) and the same table rules:
 - piped, a table is printed at its natural width (never wrapped) and without colour codes.
 
 Long operations show a progress bar on stderr, and only when stderr is a terminal.
+
+rich is imported by the functions that draw: `bzzz --help` never loads it.
 """
 
 from __future__ import annotations
 
+import argparse
 import json
 import sys
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
-from rich.console import Console
-from rich.progress import (
-    BarColumn,
-    MofNCompleteColumn,
-    Progress,
-    SpinnerColumn,
-    TextColumn,
-    TimeElapsedColumn,
-)
-from rich.table import Table
-from rich.text import Text
+if TYPE_CHECKING:
+    from rich.console import Console
+    from rich.table import Table
 
 # A piped table is as wide as it needs to be: no terminal decides its width.
 PIPED_WIDTH = 1_000_000
@@ -47,8 +42,15 @@ class Column:
     justify: str = "left"
 
 
+def json_flag(parser: argparse.ArgumentParser, shape: str) -> None:
+    """The ``--json`` option of a command, its help naming the object it prints."""
+    parser.add_argument("--json", action="store_true", help=f"print JSON: {shape}")
+
+
 def console(file: IO[str] | None = None) -> Console:
     """A console for ``file`` (stdout): colour only on a terminal, unbounded width when piped."""
+    from rich.console import Console
+
     stream = file or sys.stdout
     if stream.isatty():
         return Console(file=stream, highlight=False)
@@ -73,6 +75,9 @@ def _widest_line(cell: str) -> int:
 
 
 def _table(title: str, columns: Sequence[Column], rows: Sequence[Sequence[str]]) -> Table:
+    from rich.table import Table
+    from rich.text import Text
+
     table = Table(title=title)
     for i, column in enumerate(columns):
         if column.whole:
@@ -94,6 +99,8 @@ def _table(title: str, columns: Sequence[Column], rows: Sequence[Sequence[str]])
 def _as_list(
     out: Console, title: str, columns: Sequence[Column], rows: Sequence[Sequence[str]]
 ) -> None:
+    from rich.text import Text
+
     out.print(Text(title, style="bold"), soft_wrap=True)
     for row in rows:
         out.print("", soft_wrap=True)
@@ -130,6 +137,16 @@ def progress(description: str, total: int | None = None) -> Iterator[Any]:
     if not err.isatty():
         yield lambda *_args, **_kwargs: None
         return
+    from rich.console import Console
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        SpinnerColumn,
+        TextColumn,
+        TimeElapsedColumn,
+    )
+
     bar = Progress(
         SpinnerColumn(),
         TextColumn("{task.description}"),

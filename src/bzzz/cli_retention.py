@@ -1,9 +1,10 @@
-"""`bzzz retention run|status` and `bzzz forget --agent ID`, through a node that joins the network.
+"""`bzzz retention run|status` and `bzzz forget --agent ID`.
 
-Like `bzzz token`, the commands act as the local user of the data directory (an admin of every
+``retention run`` and ``forget`` act as the local user of the data directory (an admin of every
 project) through a tool node: with a node running on the same directory they join its network,
 with none they start the embedded server for the time of the command. What they change is
-recorded on the audit trail (``cli_audit.recorded``).
+recorded on the audit trail (``cli_audit.recorded``). ``retention status`` reads the settings
+and the data directory's store alone.
 """
 
 from __future__ import annotations
@@ -12,13 +13,15 @@ import argparse
 import asyncio
 import json
 import sys
-from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from bzzz.cli_start import with_tool_node
-from bzzz.config import Settings
-from bzzz.principal import LOCAL
-from bzzz.schemas import Identifier
+from bzzz import cli_output as out
+from bzzz import cli_start as start
+
+if TYPE_CHECKING:
+    from sqlalchemy.ext.asyncio import AsyncSession
+
+    from bzzz.config import Settings
 
 
 def add_parser(sub: Any) -> None:
@@ -26,28 +29,26 @@ def add_parser(sub: Any) -> None:
     retention = sub.add_parser("retention", help="apply the retention settings, see past runs")
     commands = retention.add_subparsers(dest="retention_command", required=True)
     run = commands.add_parser("run", help="apply retention.* now on every node and the log")
-    run.add_argument("--json", action="store_true", help="print JSON")
+    out.json_flag(run, '{"store": {...}, "stream": {...}}')
     status = commands.add_parser("status", help="the settings and the runs this node applied")
-    status.add_argument("--json", action="store_true", help="print JSON")
+    out.json_flag(status, '{"settings": {...}, "runs": [...]}')
     forget = sub.add_parser(
         "forget", help="erase an agent's messages, memories and tasks' data on every node"
     )
     forget.add_argument("--agent", required=True, help="the agent id")
-    forget.add_argument("--json", action="store_true", help="print JSON")
+    out.json_flag(forget, '{"store": {...}, "stream": {...}}')
 
 
 def run(args: argparse.Namespace, settings: Settings) -> int:
     """Run one `retention` command."""
-    commands: dict[str, Callable[[argparse.Namespace, Any], Awaitable[int]]] = {
-        "run": _run,
-        "status": _status,
-    }
-    return asyncio.run(with_tool_node(settings, args, commands[args.retention_command]))
+    if args.retention_command == "status":
+        return _status(args, settings)
+    return asyncio.run(start.with_tool_node(settings, args, _run))
 
 
 def forget(args: argparse.Namespace, settings: Settings) -> int:
     """Run `bzzz forget`."""
-    return asyncio.run(with_tool_node(settings, args, _forget))
+    return asyncio.run(start.with_tool_node(settings, args, _forget))
 
 
 def _days(value: float) -> str:
@@ -55,6 +56,8 @@ def _days(value: float) -> str:
 
 
 async def _run(args: argparse.Namespace, node: Any) -> int:
+    from bzzz.principal import LOCAL
+
     result = await node.retention.run(LOCAL)
     if args.json:
         sys.stdout.write(json.dumps(result) + "\n")
@@ -76,6 +79,8 @@ async def _forget(args: argparse.Namespace, node: Any) -> int:
     from pydantic import TypeAdapter, ValidationError
 
     from bzzz.errors import InvalidParameters
+    from bzzz.principal import LOCAL
+    from bzzz.schemas import Identifier
 
     try:
         agent_id = TypeAdapter(Identifier).validate_python(args.agent)
@@ -94,19 +99,16 @@ async def _forget(args: argparse.Namespace, node: Any) -> int:
     return 0
 
 
-async def _status(args: argparse.Namespace, node: Any) -> int:
+async def _runs(session: AsyncSession) -> list[dict[str, Any]]:
     from sqlalchemy import select
 
     from bzzz.domain import iso
     from bzzz.store.models import RetentionRunRow
 
-    async with node.db.session() as session:
-        rows = (
-            await session.scalars(
-                select(RetentionRunRow).order_by(RetentionRunRow.at.desc()).limit(50)
-            )
-        ).all()
-    runs = [
+    rows = (
+        await session.scalars(select(RetentionRunRow).order_by(RetentionRunRow.at.desc()).limit(50))
+    ).all()
+    return [
         {
             "id": r.id,
             "kind": r.kind,
@@ -118,11 +120,15 @@ async def _status(args: argparse.Namespace, node: Any) -> int:
         }
         for r in rows
     ]
-    shown = {"settings": node.settings.retention.model_dump(), "runs": runs}
+
+
+def _status(args: argparse.Namespace, settings: Settings) -> int:
+    runs = asyncio.run(start.read_store(settings, _runs))
+    shown = {"settings": settings.retention.model_dump(), "runs": runs}
     if args.json:
         sys.stdout.write(json.dumps(shown) + "\n")
         return 0
-    kept = node.settings.retention
+    kept = settings.retention
     sys.stdout.write(
         f"messages {_days(kept.messages_days)}, events {_days(kept.events_days)}, memory "
         f"{_days(kept.memory_days)}, audit {_days(kept.audit_days)}\n"

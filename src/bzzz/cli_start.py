@@ -1,5 +1,10 @@
-"""Starting nodes: `bzzz serve` (the HTTP port bound first, the start shown on a terminal) and
-the tool node a CLI command joins the network with."""
+"""Starting nodes and opening stores for the CLI.
+
+`bzzz serve` binds its HTTP port first and shows its start on a terminal; the read commands
+open the data directory's store alone (``require_node``, ``read_store``: no node starts, a
+running one is not disturbed); a command that needs a whole node joins the network with a tool
+node (``with_tool_node``). The libraries come in inside the functions that use them.
+"""
 
 from __future__ import annotations
 
@@ -9,10 +14,19 @@ import os
 import socket
 import sys
 from collections.abc import AsyncIterator, Awaitable, Callable
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from bzzz import cli_output as out
-from bzzz.errors import ConfigError
+from bzzz.errors import BzzzError, ConfigError
+
+if TYPE_CHECKING:
+    from sqlalchemy.ext.asyncio import AsyncSession
+
+    from bzzz.config import Settings
+    from bzzz.store.database import Database
+
+T = TypeVar("T")
 
 
 def listen(host: str, port: int) -> socket.socket:
@@ -68,3 +82,39 @@ async def with_tool_node(
 
     async with Node(settings, address="cli", tool=True) as node:
         return await command(args, node)
+
+
+def require_node(settings: Settings, needs: str = "bzzz.db") -> Path:
+    """The data directory, if a node has run there; else say so (nothing is created)."""
+    data_dir = settings.node.data_dir.expanduser()
+    if needs == "bzzz.db" and settings.node.database_url:
+        return data_dir
+    if not (data_dir / needs).is_file():
+        raise BzzzError(
+            f"no node in {data_dir}: it holds no {needs} (start one there with `bzzz serve`, "
+            "or name another with --data-dir / BZZZ_DATA_DIR)",
+            details={"data_dir": str(data_dir)},
+        )
+    return data_dir
+
+
+@contextlib.asynccontextmanager
+async def opened_store(settings: Settings) -> AsyncIterator[Database]:
+    """The data directory's store, open (and migrated) for the time of a command."""
+    from bzzz.network.sealing import keyring_of
+    from bzzz.store.database import Database
+
+    db = Database(settings.database_url(), keyring_of(settings, create=False))
+    try:
+        with out.progress("opening the store (migrations)"):
+            await db.open()
+        yield db
+    finally:
+        await db.close()
+
+
+async def read_store(settings: Settings, query: Callable[[AsyncSession], Awaitable[T]]) -> T:
+    """``query`` in one session of the data directory's store (a node must have run there)."""
+    require_node(settings)
+    async with opened_store(settings) as db, db.session() as session:
+        return await query(session)

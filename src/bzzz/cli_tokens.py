@@ -1,8 +1,11 @@
-"""`bzzz token create|list|revoke`: network tokens, through a node that joins the network.
+"""`bzzz token create|list|revoke`: network tokens, without starting a node.
 
-The command acts as the local user of the data directory (an admin of every project), as a
-stdio process does. With a node running on the same directory it joins that node's network;
-with none, it starts the embedded server for the time of the command.
+The commands act as the local user of the data directory (an admin of every project), as a
+stdio process does, through the access service's own rules. ``list`` reads the data
+directory's store (current while a node runs there). ``create`` and ``revoke`` store one
+envelope on the network's log with the data directory's key (``cli_log``): with a node running
+on the same directory they join its embedded server; with none, they start it for the time of
+the command. Once the command answers, the change is on the log and every node applies it.
 """
 
 from __future__ import annotations
@@ -11,15 +14,16 @@ import argparse
 import asyncio
 import json
 import sys
-from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from bzzz.access.tokens import parse_duration
-from bzzz.cli_start import with_tool_node
-from bzzz.config import Settings
-from bzzz.domain import utcnow
+from bzzz import cli_output as out
+from bzzz import cli_start as start
 from bzzz.errors import InvalidParameters
-from bzzz.principal import LOCAL, Scope
+
+if TYPE_CHECKING:
+    from bzzz.access.service import AccessService, TokenLog
+    from bzzz.access.tokens import TokenRegistry
+    from bzzz.config import Settings
 
 
 def add_parser(sub: Any) -> None:
@@ -34,32 +38,56 @@ def add_parser(sub: Any) -> None:
     create.add_argument("--role", action="append", help="a role it may announce ('*' = all)")
     create.add_argument("--scope", choices=["read", "write", "admin"], default="write")
     create.add_argument("--expires", help="lifetime such as 30d, 12h (default: never)")
-    create.add_argument("--json", action="store_true", help="print the token as JSON")
+    out.json_flag(create, "the token with its secret under 'token'")
     listing = commands.add_parser("list", help="every token and its status (never a secret)")
-    listing.add_argument("--json", action="store_true", help="print JSON")
+    out.json_flag(listing, '{"tokens": [...]}')
     revoke = commands.add_parser("revoke", help="revoke a token on every node")
     revoke.add_argument("id", help="the token id (tok-…)")
-    revoke.add_argument("--json", action="store_true", help="print JSON")
+    out.json_flag(revoke, "the revoked token")
 
 
 def run(args: argparse.Namespace, settings: Settings) -> int:
     """Run one `token` command."""
-    commands: dict[str, Callable[[argparse.Namespace, Any], Awaitable[int]]] = {
-        "create": _create,
-        "list": _list,
-        "revoke": _revoke,
-    }
-    return asyncio.run(with_tool_node(settings, args, commands[args.token_command]))
+    if args.token_command == "create":
+        return asyncio.run(_create(args, settings))
+    if args.token_command == "revoke":
+        return asyncio.run(_revoke(args, settings))
+    return _list(args, asyncio.run(_stored_tokens(settings)))
 
 
-async def _create(args: argparse.Namespace, node: Any) -> int:
+def _service(tokens: TokenRegistry, log: TokenLog | None = None) -> AccessService:
+    from bzzz.access.service import AccessService
+
+    return AccessService(tokens, [], required=False, log=log)
+
+
+async def _stored_tokens(settings: Settings) -> TokenRegistry:
+    """The network's tokens as the data directory's store has them."""
+    from bzzz.access.tokens import TokenRegistry
+
+    start.require_node(settings)
+    tokens = TokenRegistry()
+    async with start.opened_store(settings) as db:
+        await tokens.load(db)
+    return tokens
+
+
+async def _create(args: argparse.Namespace, settings: Settings) -> int:
+    from bzzz import cli_log
+    from bzzz.access.tokens import TokenRegistry, parse_duration
+    from bzzz.domain import utcnow
+    from bzzz.principal import LOCAL, Scope
+
     try:
         expires = parse_duration(args.expires) if args.expires else None
     except ValueError as exc:
         raise InvalidParameters(str(exc)) from None
-    record, secret = await node.access.create_token(
-        LOCAL, args.name, args.project, args.role or ["*"], Scope.parse(args.scope), expires
-    )
+    tokens = TokenRegistry()
+    async with cli_log.joined(settings) as log:
+        log.applied.append(tokens.on_applied)
+        record, secret = await _service(tokens, log).create_token(
+            LOCAL, args.name, args.project, args.role or ["*"], Scope.parse(args.scope), expires
+        )
     shown = record.to_json(utcnow())
     if args.json:
         sys.stdout.write(json.dumps(shown | {"token": secret}) + "\n")
@@ -74,20 +102,26 @@ async def _create(args: argparse.Namespace, node: Any) -> int:
     return 0
 
 
-async def _list(args: argparse.Namespace, node: Any) -> int:
-    now = utcnow()
-    tokens = [t.to_json(now) for t in node.access.list_tokens(LOCAL)]
-    if args.json:
-        sys.stdout.write(json.dumps({"tokens": tokens}) + "\n")
-        return 0
-    from rich.console import Console
-    from rich.table import Table
+def _list(args: argparse.Namespace, tokens: TokenRegistry) -> int:
+    from bzzz.domain import utcnow
+    from bzzz.principal import LOCAL
 
-    table = Table(title="network tokens")
-    for column in ("id", "name", "projects", "roles", "scope", "status", "expires"):
-        table.add_column(column, overflow="fold")
-    for t in tokens:
-        table.add_row(
+    now = utcnow()
+    shown: list[dict[str, Any]] = [t.to_json(now) for t in _service(tokens).list_tokens(LOCAL)]
+    if args.json:
+        out.print_json({"tokens": shown})
+        return 0
+    columns = [
+        out.Column("id", whole=True),
+        out.Column("name"),
+        out.Column("projects"),
+        out.Column("roles"),
+        out.Column("scope"),
+        out.Column("status"),
+        out.Column("expires", whole=True),
+    ]
+    cells = [
+        [
             t["id"],
             t["name"],
             ", ".join(t["projects"]),
@@ -95,13 +129,23 @@ async def _list(args: argparse.Namespace, node: Any) -> int:
             t["scope"],
             t["status"],
             t["expires_at"] or "never",
-        )
-    Console(width=200 if not sys.stdout.isatty() else None).print(table)
+        ]
+        for t in shown
+    ]
+    out.print_table("network tokens", columns, cells)
     return 0
 
 
-async def _revoke(args: argparse.Namespace, node: Any) -> int:
-    record = await node.access.revoke_token(LOCAL, args.id)
+async def _revoke(args: argparse.Namespace, settings: Settings) -> int:
+    from bzzz import cli_log
+    from bzzz.domain import utcnow
+    from bzzz.principal import LOCAL
+
+    # The token must be known to this directory's store: it holds what the log applied.
+    tokens = await _stored_tokens(settings)
+    async with cli_log.joined(settings) as log:
+        log.applied.append(tokens.on_applied)
+        record = await _service(tokens, log).revoke_token(LOCAL, args.id)
     if args.json:
         sys.stdout.write(json.dumps(record.to_json(utcnow())) + "\n")
     else:

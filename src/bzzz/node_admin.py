@@ -25,9 +25,14 @@ def _static(settings: Settings) -> frozenset[str]:
 
 
 async def derive(
-    settings: Settings, bus: JetStreamBus, until: str | None = None
+    settings: Settings,
+    bus: JetStreamBus,
+    until: str | None = None,
+    *,
+    before_seq: int | None = None,
 ) -> tuple[Admission, dict[str, Any] | None]:
-    """The admitted set as the log has it, and the outcome of envelope ``until`` if given.
+    """The admitted set as the log has it (below ``before_seq`` if given), and the outcome of
+    envelope ``until`` if given.
 
     The same rules in the same order as every node's projector: envelopes a node would reject
     (bad signature, outside a static list without admission) or drop (not admitted) change
@@ -36,7 +41,7 @@ async def derive(
     enforce = settings.bzzz.admission
     state = Admission(_static(settings), enforce=enforce)
     trusted = None if enforce else (_static(settings) or None)
-    for msg in await bus.read_kind(admission.KIND):
+    for msg in await bus.read_kind(admission.KIND, before_seq=before_seq):
         try:
             env = open_envelope(msg.data, settings.bzzz.network_id, trusted)
         except EnvelopeRejected as exc:

@@ -344,8 +344,9 @@ async def test_one_client_flooding_sessions_and_sockets_leaves_the_node_to_other
         for writer in sockets:
             writer.close()
         await node.kill()
-    assert codes[:10] == [200] * 10
-    assert set(codes[10:]) == {429}
+    # Past the bound the least recently used session without agents makes room: a loop of
+    # empty sessions is never refused (tests/api/test_sessions.py refuses the full ones).
+    assert codes == [200] * 15
 
 
 async def test_a_node_serving_other_machines_refuses_every_loopback_webhook_spelling(

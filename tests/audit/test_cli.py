@@ -33,7 +33,7 @@ async def _with_trail(data_dir: Path) -> None:
 def _listed(env: dict[str, str], *args: str) -> list[dict[str, object]]:
     done = bzzz_cli(env, "audit", "list", "--json", *args)
     assert done.returncode == 0, done.stderr
-    shown: list[dict[str, object]] = json.loads(done.stdout)
+    shown: list[dict[str, object]] = json.loads(done.stdout)["records"]
     return shown
 
 

@@ -260,10 +260,13 @@ async def test_the_default_rules_escalate_a_long_stalled_thread_and_a_consensus_
         stalled_view = await thread_view(node, stalled)
 
     assert [e["rule"] for e in split_view["escalation_history"]] == ["Consensus Failure"]
-    assert [a["type"] for a in split_view["escalation_history"][0]["actions"]] == [
-        "escalate_to_architect",
-        "create_decision_thread",
+    # The thread's one architect is in it already: the architect's action turns to humans.
+    split_actions = split_view["escalation_history"][0]["actions"]
+    assert [(a["type"], a.get("requested")) for a in split_actions] == [
+        ("notify_human", "escalate_to_architect"),
+        ("create_decision_thread", None),
     ]
+    assert split_actions[0]["result"]["escalated_to"] == "human"
     assert stalled_early["status"] == "active"
     assert [e["rule"] for e in stalled_view["escalation_history"]] == ["Long Running Thread"]
     assert [a["type"] for a in stalled_view["escalation_history"][0]["actions"]] == [

@@ -153,6 +153,8 @@ class HttpNode:
     port: int = field(default_factory=free_port)
     proc: asyncio.subprocess.Process | None = None
     runs: int = 0
+    # Run in the child before it starts (resource limits, say).
+    preexec: Callable[[], None] | None = None
 
     @property
     def base_url(self) -> str:
@@ -187,11 +189,13 @@ class HttpNode:
                 stderr=err,
                 env=self.env,
                 start_new_session=new_session,
+                preexec_fn=self.preexec,
             )
         try:
             async with asyncio.timeout(within):
                 await self._wait_healthy()
         except TimeoutError:
+            await self.kill()  # a node that failed to start must not outlive the test
             pytest.fail(f"bzzz serve not healthy within {within} s:\n{self.stderr_tail()}")
 
     async def _wait_healthy(self) -> None:

@@ -97,7 +97,7 @@ def store_url(request: pytest.FixtureRequest) -> str | None:
     """None: SQLite in the data directory; else a fresh PostgreSQL database."""
     if request.param == "sqlite":
         return None
-    url: str = request.getfixturevalue("postgres_url")
+    url: str = request.getfixturevalue("empty_postgres_url")
     return url
 
 

@@ -49,7 +49,9 @@ pytestmark = pytest.mark.integration
 README = Path(__file__).resolve().parents[2] / "README.md"
 KINDS = {"json", "toml", "console", "bash", "text"}
 TOOLS = {"bzzz_announce", "bzzz_lookup", "bzzz_get", "bzzz_post", "bzzz_thread", "bzzz_subscribe"}
-PLACEHOLDER = re.compile(r"<(task_id|thread_id|message_id|oldest)>")
+PLACEHOLDER = re.compile(r"<(task_id|thread_id|message_id|oldest|subscription_id)>")
+# ```json hosted``` and ```toml hosted```: the hosted-agent examples, which tests/llm runs.
+HOSTED = "hosted"
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,12 +93,14 @@ def of_kind(kind: str) -> list[Block]:
 
 
 def tool_calls() -> list[Block]:
-    return [b for b in of_kind("json") if len(b.info) > 1]
+    return [b for b in of_kind("json") if len(b.info) > 1 and b.info[1] != HOSTED]
 
 
 def test_every_block_is_of_a_kind_this_test_checks() -> None:
     for block in blocks():
         assert block.kind in KINDS, f"README line {block.line}: unchecked block {block.info}"
+        if block.info[1:] == [HOSTED] and block.kind in ("json", "toml"):
+            continue
         if block.kind == "json" and len(block.info) > 1:
             assert block.info[1] in TOOLS, f"README line {block.line}: {block.info}"
             assert block.info[2:] in ([], ["second"]), f"README line {block.line}: {block.info}"
@@ -160,6 +164,8 @@ def _learn(tool: str, result: dict[str, Any], known: dict[str, str]) -> None:
             known["task_id"] = task_id
     if tool == "bzzz_thread" and result["action"] == "create":
         known["thread_id"] = result["thread_id"]
+    if tool == "bzzz_subscribe" and result.get("callback_webhook"):
+        known["subscription_id"] = result["subscription_id"]
     if tool == "bzzz_get" and result["content"].get("page", {}).get("oldest"):
         known["oldest"] = result["content"]["page"]["oldest"]
 
@@ -202,7 +208,7 @@ async def _stateless(url: str, name: str) -> AsyncIterator[Client]:
 
 
 def _settings_file(tmp_path: Path) -> Path:
-    [toml] = of_kind("toml")
+    [toml] = [b for b in of_kind("toml") if b.info == ["toml"]]
     path = tmp_path / "bzzz.toml"
     path.write_text(toml.body)
     return path
@@ -231,7 +237,7 @@ async def test_the_tour_runs_with_the_stateless_default_client(tour_node: HttpNo
         _stateless(tour_node.mcp_url, "tour-second") as second,
     ):
         known = await _tour(_caller(first.call_tool), _caller(second.call_tool))
-    assert set(known) == {"task_id", "thread_id", "message_id", "oldest"}
+    assert set(known) == {"task_id", "thread_id", "message_id", "oldest", "subscription_id"}
 
 
 async def test_the_tour_commands_and_client_configs_run_with_the_legacy_handshake(
@@ -241,7 +247,7 @@ async def test_the_tour_commands_and_client_configs_run_with_the_legacy_handshak
         known = await _tour(_caller(first.call_tool), _caller(second.call_tool))
         # The tour's escalation was resolved: the rule of the README's settings file fired.
         escalations = await _run_console("bzzz escalations --json", tour_node)
-    assert set(known) == {"task_id", "thread_id", "message_id", "oldest"}
+    assert set(known) == {"task_id", "thread_id", "message_id", "oldest", "subscription_id"}
     [escalation] = escalations["escalations"]
     assert escalation["rule"] == "Any Disagreement" and escalation["resolved"] is True
 

@@ -47,7 +47,7 @@ async def test_subscriptions_are_listed_and_deleted_beside_a_running_node(
         hooked, plain = await make_subscriptions(node)
 
         assert await bzzz(settings, "subscriptions", "list", "--json") == 0
-        listed = json.loads(capsys.readouterr().out)
+        listed = json.loads(capsys.readouterr().out)["subscriptions"]
         assert await bzzz(settings, "subscriptions", "list") == 0
         table = capsys.readouterr().out
 

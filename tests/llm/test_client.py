@@ -279,3 +279,25 @@ def test_a_short_answer_from_a_reasoning_model_leaves_room_for_its_reasoning() -
     assert table.output_budget("local-thinker", 16) == REASONING_MIN_TOKENS
     assert table.output_budget("gpt-4o", 16) == 16
     assert table.kind("openrouter/openai/o3") is ModelKind.REASONING
+
+
+@pytest.mark.parametrize("stream", [False, True])
+async def test_a_local_server_without_a_key_gets_no_authorization_header(
+    model_server: ScriptedModelServer, stream: bool
+) -> None:
+    keyless = OpenAIModelClient(OpenAISettings(base_url=model_server.base_url))
+    keyed = OpenAIModelClient(OpenAISettings(base_url=model_server.base_url, api_key="test-key"))
+    try:
+        answered = await keyless.complete(request(stream=stream, model="llama3.1"))
+        await keyed.complete(request(stream=stream, model="llama3.1"))
+    finally:
+        await keyless.close()
+        await keyed.close()
+
+    assert answered.content
+    assert model_server.authorizations == [None, "Bearer test-key"]
+
+
+def test_without_a_key_or_a_base_url_there_is_no_client() -> None:
+    with pytest.raises(OpenAIError, match="no API key"):
+        OpenAIModelClient(OpenAISettings())

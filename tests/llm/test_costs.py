@@ -180,17 +180,35 @@ async def test_a_hosted_agent_at_its_limit_escalates_the_task_back(
     assert model_server.requests == []
 
 
-async def test_an_unknown_model_costs_the_fallback_price_and_is_logged(
+async def test_a_model_without_a_price_costs_nothing_and_is_named_once_in_the_log(
     model_node: Node, model_server: ScriptedModelServer, caplog: pytest.LogCaptureFixture
 ) -> None:
-    model_server.push(Step(content="x", usage=(1_000_000, 0), model="local-llama"))
+    model_server.push(
+        Step(content="x", usage=(1_000_000, 1_000_000), model="llama3.1"),
+        Step(content="y", usage=(1_000_000, 0), model="llama3.1"),
+    )
+    options = CompletionOptions(messages=ASK.messages, model="llama3.1")
     with caplog.at_level(logging.WARNING, logger="bzzz.llm.pricing"):
-        result = await model_node.llm.complete(
+        first = await model_node.llm.complete(options)
+        second = await model_node.llm.complete(options)
+
+    assert (first.cost, second.cost) == (0, 0)
+    named = [r for r in caplog.records if "llama3.1" in r.getMessage()]
+    assert len(named) == 1 and "no price for model llama3.1" in named[0].getMessage()
+
+
+async def test_a_configured_fallback_price_is_what_an_unpriced_model_costs(
+    settings: Settings, model_server: ScriptedModelServer, memory_bus: InMemoryBus
+) -> None:
+    use_model(settings, model_server)
+    settings.cost.fallback_price = ModelPrice(input=10.0, output=30.0)
+    model_server.push(Step(content="x", usage=(1_000_000, 0), model="local-llama"))
+    async with Node(settings, bus=memory_bus) as node:
+        result = await node.llm.complete(
             CompletionOptions(messages=ASK.messages, model="local-llama")
         )
 
-    assert result.cost == model_node.settings.cost.fallback_price.input
-    assert "no price for model local-llama" in caplog.text
+    assert result.cost == 10.0
 
 
 async def test_prices_in_the_settings_override_the_shipped_table(

@@ -4,12 +4,15 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
 from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
 from sqlalchemy import Connection
 
 from bzzz.store.database import Database
 from bzzz.store.models import Base
+
+pytestmark = pytest.mark.migrates
 
 LLM_TABLES = ("llm_costs", "llm_memories", "llm_knowledge")
 

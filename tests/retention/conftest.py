@@ -2,13 +2,10 @@
 
 from __future__ import annotations
 
-import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 
-import asyncpg
 import pytest
-from pgserver import IN_CI, PG_HOST, PG_PORT, PG_USER, pg_admin
 
 from bzzz.config import Settings, load_settings
 
@@ -16,33 +13,22 @@ StoreFactory = Callable[[str], Awaitable[str]]
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])
-async def new_store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[StoreFactory]:
-    """Makes a fresh store by name: a SQLite file, or a PostgreSQL database (dropped after)."""
-    admin: asyncpg.Connection | None = None
-    if request.param == "postgresql":
-        try:
-            admin = await pg_admin()
-        except (OSError, asyncpg.PostgresError) as exc:
-            if IN_CI:
-                pytest.fail(f"PostgreSQL at {PG_HOST}:{PG_PORT} is required in CI: {exc}")
-            pytest.skip(f"PostgreSQL not reachable at {PG_HOST}:{PG_PORT}: {exc}")
-    made: list[str] = []
+def new_store(request: pytest.FixtureRequest, tmp_path: Path) -> StoreFactory:
+    """Makes a fresh store by name: a SQLite file, or a PostgreSQL database (dropped after);
+    both at the newest migration, as tests/conftest.py makes them."""
+    if request.param == "sqlite":
 
-    async def make(name: str) -> str:
-        if admin is None:
+        async def sqlite_file(name: str) -> str:
             return f"sqlite+aiosqlite:///{tmp_path / name / 'bzzz.db'}"
-        database = f"bzzz_test_{uuid.uuid4().hex[:12]}"
-        await admin.execute(f'CREATE DATABASE "{database}"')
-        made.append(database)
-        return f"postgresql+asyncpg://{PG_USER}@{PG_HOST}:{PG_PORT}/{database}"
 
-    try:
-        yield make
-    finally:
-        if admin is not None:
-            for database in made:
-                await admin.execute(f'DROP DATABASE IF EXISTS "{database}" WITH (FORCE)')
-            await admin.close()
+        return sqlite_file
+    make: Callable[[str | None], Awaitable[str]] = request.getfixturevalue("postgres_database")
+    template: str | None = request.getfixturevalue("migrated_postgres")
+
+    async def database(name: str) -> str:
+        return await make(template)
+
+    return database
 
 
 def node_settings(

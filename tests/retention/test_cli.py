@@ -41,7 +41,7 @@ def test_retention_run_prints_what_it_removed_and_is_on_the_audit_trail(
     status = json.loads(_bzzz(cli_env, "retention", "status", "--json").stdout)
     assert [run["kind"] for run in status["runs"]] == ["retention", "retention"]
     assert {run["principal"] for run in status["runs"]} == {"local"}
-    trail = json.loads(_bzzz(cli_env, "audit", "list", "--json").stdout)
+    trail = json.loads(_bzzz(cli_env, "audit", "list", "--json").stdout)["records"]
     runs = [r for r in trail if r["action"] == "cli:retention run"]
     assert [r["outcome"] for r in runs] == ["ok", "ok"]
     assert {r["principal"] for r in runs} == {"local"}
@@ -56,7 +56,7 @@ def test_forget_refuses_an_unknown_agent_and_a_bad_id_and_records_the_refusal(
     bad = _bzzz(cli_env, "forget", "--agent", "not an id!")
     assert bad.returncode == 1
     assert "is not an agent id" in bad.stderr
-    trail = json.loads(_bzzz(cli_env, "audit", "list", "--json").stdout)
+    trail = json.loads(_bzzz(cli_env, "audit", "list", "--json").stdout)["records"]
     forgets = [r for r in trail if r["action"] == "cli:forget"]
     assert [(r["target"], r["outcome"]) for r in forgets] == [
         ("nobody-here", "AGENT_NOT_FOUND"),

@@ -5,12 +5,15 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import pytest
 from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
 from sqlalchemy import create_engine
 
 from bzzz.store.database import Database
 from bzzz.store.models import Base
+
+pytestmark = pytest.mark.migrates
 
 
 async def test_the_migrated_schema_has_no_difference_from_the_models(tmp_path: Path) -> None:

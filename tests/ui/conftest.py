@@ -20,7 +20,7 @@ from e2e.support import wait_until
 from receiver import http_receiver  # noqa: F401 - the fixture
 
 from bzzz.api.app import build_app
-from bzzz.clock import ManualClock
+from bzzz.clock import Clock, ManualClock
 from bzzz.config import EscalationRuleConfig, Settings
 from bzzz.conversations.monitor import ThreadMonitor
 from bzzz.events.webhooks import WebhookDispatcher
@@ -58,10 +58,10 @@ def _need_browser() -> None:
 
 @dataclass
 class Served:
-    """A running node, its URL and the manual clock it reads."""
+    """A running node, its URL and the clock it reads (manual, or the wall clock)."""
 
     node: Node
-    clock: ManualClock
+    clock: Any
     url: str
 
     async def token(
@@ -91,6 +91,35 @@ async def _idle(self: ThreadMonitor) -> None:
         await self._wakeup.wait()
 
 
+@contextlib.asynccontextmanager
+async def serve(
+    settings: Settings, bus: InMemoryBus, clock: Clock | None = None
+) -> AsyncIterator[Served]:
+    """A node with these settings served by uvicorn on a free loopback port."""
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(128)
+    port = listener.getsockname()[1]
+    url = f"http://127.0.0.1:{port}"
+    async with Node(settings, bus=bus, clock=clock, address=f"{url}/mcp") as node:
+        server, _ = build_server(node)
+        app = build_app(node, server, "127.0.0.1", url)
+        config = uvicorn.Config(
+            app, log_level="warning", lifespan="on", timeout_graceful_shutdown=1
+        )
+        web = uvicorn.Server(config)
+        task = asyncio.create_task(web.serve(sockets=[listener]))
+        try:
+            async with asyncio.timeout(10):
+                await wait_until(lambda: web.started)
+            yield Served(node, node.clock, url)
+        finally:
+            web.should_exit = True
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+            listener.close()
+
+
 @pytest.fixture
 async def served(
     settings: Settings, memory_bus: InMemoryBus, monkeypatch: pytest.MonkeyPatch
@@ -104,29 +133,16 @@ async def served(
     settings.auth.required = True
     settings.conversation.default_timeout = 10**7
     settings.conversation.escalation_rules = [EscalationRuleConfig.model_validate(STUCK)]
-    clock = ManualClock()
-    listener = socket.socket()
-    listener.bind(("127.0.0.1", 0))
-    listener.listen(128)
-    port = listener.getsockname()[1]
-    url = f"http://127.0.0.1:{port}"
-    async with Node(settings, bus=memory_bus, clock=clock, address=f"{url}/mcp") as node:
-        server, _ = build_server(node)
-        app = build_app(node, server, "127.0.0.1", url)
-        config = uvicorn.Config(
-            app, log_level="warning", lifespan="on", timeout_graceful_shutdown=1
-        )
-        web = uvicorn.Server(config)
-        task = asyncio.create_task(web.serve(sockets=[listener]))
-        try:
-            async with asyncio.timeout(10):
-                await wait_until(lambda: web.started)
-            yield Served(node, clock, url)
-        finally:
-            web.should_exit = True
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
-            listener.close()
+    async with serve(settings, memory_bus, ManualClock()) as running:
+        yield running
+
+
+@pytest.fixture
+async def open_served(settings: Settings, memory_bus: InMemoryBus) -> AsyncIterator[Served]:
+    """A loopback node on the wall clock that takes callers without a credential."""
+    settings.auth.required = False
+    async with serve(settings, memory_bus) as running:
+        yield running
 
 
 @dataclass
@@ -170,19 +186,29 @@ class Dashboard:
         await self.page.locator("#live.on").wait_for(timeout=5000)
 
 
-@pytest.fixture
-async def dashboard(browser: Browser, served: Served) -> AsyncIterator[Dashboard]:
-    """A fresh tab on /ui that collects console errors and page errors; none may occur."""
-    context = await browser.new_context(viewport={"width": 1360, "height": 900})
+@contextlib.asynccontextmanager
+async def open_tab(
+    browser: Browser, url: str, width: int = 1360, height: int = 900
+) -> AsyncIterator[Dashboard]:
+    """A fresh tab on ``url`` at this viewport that collects console and page errors."""
+    context = await browser.new_context(viewport={"width": width, "height": height})
     page = await context.new_page()
     problems = Problems()
     loads: list[Any] = []
     page.on("console", problems.console)
     page.on("pageerror", problems.page_error)
     page.on("load", lambda loaded: loads.append(loaded))
-    await page.goto(f"{served.url}/ui")
-    await page.locator("#signin").wait_for(timeout=5000)
-    board = Dashboard(page, problems, loads)
-    yield board
-    await context.close()
-    assert problems.messages == []
+    try:
+        await page.goto(url)
+        yield Dashboard(page, problems, loads)
+    finally:
+        await context.close()
+
+
+@pytest.fixture
+async def dashboard(browser: Browser, served: Served) -> AsyncIterator[Dashboard]:
+    """A fresh tab on /ui that collects console errors and page errors; none may occur."""
+    async with open_tab(browser, f"{served.url}/ui") as board:
+        await board.page.locator("#signin").wait_for(timeout=5000)
+        yield board
+        assert board.problems.messages == []

@@ -209,13 +209,18 @@ async def test_an_admin_redrives_a_dead_letter_from_the_page(
     await dashboard.sign_in(admin)
     page = dashboard.page
     await page.click("[data-tab=webhooks]")
-    row = page.locator("#webhooks tbody tr")
+    row = page.locator("#dead-letters tbody tr")
     await row.wait_for(timeout=5000)
     shown = await row.inner_text()
+    # Its URL failed for the whole max_age: the subscription is dead, and says so.
+    subscription = page.locator("#webhook-subscriptions tbody tr")
+    marked = await subscription.locator(".badge").inner_text()
 
     await row.get_by_role("button", name="Redrive").click()
-    await page.locator("#webhooks .empty").wait_for(timeout=5000)
+    await page.locator("#dead-letters .empty").wait_for(timeout=5000)
 
     assert "HTTP 500" in shown and receiver.url in shown
+    assert marked == "dead"
+    assert receiver.url in await subscription.inner_text()
     assert [d.id for d in await node.subscriptions.deliveries("pending")] == [dead[0].id]
     assert dashboard.problems.messages == []

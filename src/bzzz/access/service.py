@@ -8,7 +8,7 @@ import ipaddress
 import logging
 import re
 from datetime import timedelta
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
 from ulid import ULID
 
@@ -17,13 +17,20 @@ from bzzz.access.tokens import TokenRecord, TokenRegistry, mint_secret, secret_h
 from bzzz.errors import BzzzError, InvalidParameters, PermissionDenied, Unauthenticated
 from bzzz.principal import ALL, Principal, Scope, principal
 
-if TYPE_CHECKING:
-    from bzzz.eventlog import EventLog
-
 logger = logging.getLogger(__name__)
 
 MAX_TOKEN_LENGTH = 8192
 _SPACE = re.compile(r"\s")
+
+
+class TokenLog(Protocol):
+    """Where token changes go: the node's event log, or the CLI's one-envelope join."""
+
+    async def emit(
+        self, type_: str, kind: str, key: str, payload: dict[str, Any]
+    ) -> dict[str, Any]:
+        """Store one change on the network's log; its outcome (``ok``, ``reason``)."""
+        ...
 
 
 class TokenVerifier(Protocol):
@@ -75,15 +82,31 @@ class AccessService:
         tokens: TokenRegistry,
         admin_tokens: list[str],
         *,
-        required: bool,
-        log: EventLog | None = None,
+        required: bool | None,
+        loopback: bool = True,
+        issuer: bool = False,
+        log: TokenLog | None = None,
         jwt: TokenVerifier | None = None,
     ) -> None:
         self.tokens = tokens
         self._admin = [t.encode() for t in admin_tokens]
-        self.required = required
+        self._setting = required
+        self._open_without_credentials = loopback and not admin_tokens and not issuer
         self.jwt = jwt
         self._log = log
+
+    @property
+    def required(self) -> bool:
+        """Whether a caller must bring a credential, decided from the network's current state.
+
+        ``auth.required`` decides when set. Otherwise only a loopback node with no credential
+        at all is open: no admin token, no issuer and no network token, not even a revoked
+        one (a token created by the CLI arrives over the log while the node runs, and from
+        then on nobody is the anonymous admin).
+        """
+        if self._setting is not None:
+            return self._setting
+        return not (self._open_without_credentials and len(self.tokens) == 0)
 
     async def authenticate(self, header: str | None) -> Principal | None:
         """The principal behind an Authorization header; None: no credential was given."""
@@ -211,10 +234,3 @@ def serves_loopback_only(http_host: str, *, stdio: bool = False) -> bool:
         return ipaddress.ip_address(host).is_loopback
     except ValueError:
         return False  # a name, or every interface: reachable from elsewhere
-
-
-def auth_required(setting: bool | None, serves_loopback_only: bool, credentials: bool) -> bool:
-    """Whether calls need a credential: the setting, else unless loopback with none configured."""
-    if setting is not None:
-        return setting
-    return credentials or not serves_loopback_only

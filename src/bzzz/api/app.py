@@ -18,6 +18,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from bzzz.access.oauth import protected_resource_metadata, www_authenticate
 from bzzz.access.service import AccessService, serves_loopback_only
 from bzzz.api.audit import AuditHTTP
+from bzzz.api.limits import BodyLimit, RequestLimit
 from bzzz.api.routes import api_routes
 from bzzz.api.sessions import SessionQuota
 from bzzz.api.ui import UI_PATH
@@ -74,11 +75,25 @@ class Authenticate:
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         """Pass on with the principal set; answer 401 to the rest."""
-        if scope["type"] != "http" or is_open(scope["path"]):
+        if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
+        headers = [v for k, v in scope.get("headers", []) if k == b"authorization"]
+        if len(headers) > 1:
+            # Which one counts would depend on who reads them: refuse the ambiguity.
+            refusal = InvalidParameters(
+                "send one Authorization header, not several",
+                details={"field": "Authorization", "count": len(headers)},
+            )
+            await error_response(refusal, 400)(scope, receive, send)
+            return
+        path = scope["path"]
+        if is_open(path) or (path == "/metrics" and self.metrics_public):
+            await self.app(scope, receive, send)
+            return
+        header = headers[0].decode("latin-1") if headers else None
         try:
-            who = await self._principal(scope)
+            who = await self._principal(scope, header)
         except Unauthenticated as exc:
             error = "invalid_token" if exc.details.pop("invalid_token", False) else None
             challenge = www_authenticate(self.metadata_url, error)
@@ -87,17 +102,13 @@ class Authenticate:
         scope.setdefault("state", {})[PRINCIPAL_STATE] = who
         await self.app(scope, receive, send)
 
-    async def _principal(self, scope: Scope) -> Principal:
+    async def _principal(self, scope: Scope, header: str | None) -> Principal:
         query = parse_qs(scope.get("query_string", b"").decode("latin-1"))
         if _QUERY_CREDENTIALS & {k.lower() for k in query}:
             raise Unauthenticated(
                 "credentials in the query string are refused; send 'Authorization: Bearer <token>'",
                 details={"missing": "credential", "invalid_token": True},
             )
-        header = None
-        for name, value in scope.get("headers", []):
-            if name == b"authorization":
-                header = value.decode("latin-1")
         try:
             who = await self.access.authenticate(header)
         except Unauthenticated as exc:
@@ -246,9 +257,13 @@ def build_app(node: Node, server: BzzzMCP, host: str, base_url: str | None = Non
         metadata_url=f"{base}{RESOURCE_METADATA_PATH}",
         metrics_public=metrics_public,
     )
+    # Every route's body is counted as it is read (413 past the limit, recorded by the audit).
+    app.add_middleware(BodyLimit, limit=limits.http_max_body_bytes)
     app.add_middleware(AuditHTTP, trail=node.audit, clock=node.clock)
-    # Outermost: a request with a foreign Host or Origin reaches no route (as /mcp refuses it).
+    # A request with a foreign Host or Origin reaches no route (as /mcp refuses it).
     app.add_middleware(HostCheck, security=security)
+    # Outermost: requests served at once (connections that sent nothing are not requests).
+    app.add_middleware(RequestLimit, limit=limits.http_connections)
     return app
 
 

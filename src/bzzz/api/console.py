@@ -13,6 +13,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from starlette.requests import Request
 
 from bzzz.agents.overview import Overview
+from bzzz.api import answers as a
 from bzzz.api.handlers import Operation, body_of, caller_of, query_of
 from bzzz.api.rest import API
 from bzzz.conversations.humans import HumanDesk
@@ -79,17 +80,18 @@ def operations(node: Node) -> list[Operation]:
 
     return [
         Operation("GET", f"{API}/whoami", "The caller's grants (and its person, for the role "
-                  "'human')", whoami, "console", errors=()),
+                  "'human')", whoami, "console", answer=a.WhoamiAnswer, errors=()),
         Operation("GET", f"{API}/overview/threads",
                   "Every thread the caller reads, with escalations, consensus and SLURP events",
-                  overview_threads, "console", query=OverviewQuery, errors=(400,)),
+                  overview_threads, "console",
+                  answer=a.OverviewThreadsAnswer, query=OverviewQuery, errors=(400,)),
         Operation("GET", f"{API}/overview/tasks",
                   "The tasks of every agent whose work the caller reads", overview_tasks,
-                  "console", query=OverviewQuery, errors=(400,)),
+                  "console", answer=a.OverviewTasksAnswer, query=OverviewQuery, errors=(400,)),
         Operation("GET", f"{API}/content", "What an address holds (bzzz_get)", content,
-                  "console", query=ContentQuery, errors=(400, 403, 404)),
+                  "console", answer=a.GetOutput, query=ContentQuery, errors=(400, 403, 404)),
         Operation("POST", f"{API}/threads/{{thread_id}}/messages",
                   "Post into a thread as the caller's person (role 'human'; joins it first)",
-                  human_post, "console", body=HumanPostBody, status=201,
+                  human_post, "console", answer=a.PostOutput, body=HumanPostBody, status=201,
                   errors=(400, 403, 404, 429, 503)),
     ]  # fmt: skip

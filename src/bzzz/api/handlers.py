@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from pydantic import BaseModel
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
@@ -30,7 +30,6 @@ logger = logging.getLogger(__name__)
 # How a REST caller names the agent it acts as (bzzz_announce's ``agent_handle``); a body
 # field of the same name wins. ``X-Bzzz-Session`` names a session as on /mcp.
 HANDLE_HEADER = "x-bzzz-agent-handle"
-MAX_BODY_BYTES = 1_000_000
 
 STATUS_OF_CODE = {
     ErrorCode.INVALID_PARAMETERS: 400,
@@ -81,13 +80,12 @@ def failure(error: BzzzError) -> Response:
 
 
 async def body_of(request: Request, model: type[ModelT]) -> ModelT:
-    """The JSON object of a request validated into ``model``; INVALID_PARAMETERS otherwise."""
+    """The JSON object of a request validated into ``model``; INVALID_PARAMETERS otherwise.
+
+    The body is bounded while it is read (``bzzz.api.limits.BodyLimit``, 413 past
+    ``limits.http_max_body_bytes``); a client gone mid-body is answered nothing.
+    """
     raw = await request.body()
-    if len(raw) > MAX_BODY_BYTES:
-        raise InvalidParameters(
-            f"request body too large ({len(raw)} bytes; at most {MAX_BODY_BYTES})",
-            details={"limit": MAX_BODY_BYTES},
-        )
     try:
         data = json.loads(raw) if raw.strip() else {}
     except ValueError:
@@ -119,6 +117,8 @@ class Operation:
     tag: str
     body: type[BaseModel] | None = None
     query: type[BaseModel] | None = None
+    # The success answer's shape (bzzz.api.answers), for the OpenAPI document.
+    answer: type[BaseModel] | None = None
     status: int = 200
     # Error statuses this route can answer (beyond 401, which every route can).
     errors: tuple[int, ...] = (400, 403)
@@ -132,6 +132,9 @@ class Operation:
         async def endpoint(request: Request) -> Response:
             try:
                 answer = await handler(request)
+            except ClientDisconnect:
+                # The client left, or the body limit answered 413 and ended the request.
+                return Response(status_code=400)
             except BzzzError as exc:
                 return failure(exc)
             except Exception:

@@ -1,8 +1,9 @@
 """The OpenAPI 3.1 document of the node's HTTP routes, served at /openapi.json.
 
-The API's routes are described from their :class:`~bzzz.api.handlers.Operation` (path, query
-and body models, statuses); the node's other routes (health, metrics, OAuth metadata, MCP) are
-described here by hand. Every error is the seed's ErrorResponse.
+The API's routes are described from their :class:`~bzzz.api.handlers.Operation` (path, query,
+body and answer models, statuses); the node's other routes (health, metrics, OAuth metadata,
+MCP, the dashboard) are listed here with the models of what they answer
+(:mod:`bzzz.api.answers`). Every error is the seed's ErrorResponse.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from bzzz.api import answers
 from bzzz.api.handlers import HANDLE_HEADER, Operation
 
 OPENAPI_PATH = "/openapi.json"
@@ -50,14 +52,10 @@ ERROR_RESPONSE = {
         "timestamp": {"type": "string", "format": "date-time"},
     },
 }
-_JSON_OBJECT = {"type": "object", "additionalProperties": True}
 
 
-def _json(description: str, schema: dict[str, Any] | None = None) -> dict[str, Any]:
-    return {
-        "description": description,
-        "content": {"application/json": {"schema": schema or _JSON_OBJECT}},
-    }
+def _json(description: str, schema: dict[str, Any]) -> dict[str, Any]:
+    return {"description": description, "content": {"application/json": {"schema": schema}}}
 
 
 def _error(status: int) -> dict[str, Any]:
@@ -117,8 +115,10 @@ def _operation(op: Operation, schemas: _Schemas) -> dict[str, Any]:
             "description": "a text/event-stream of events (id: <subscription_id>:<n>)",
             "content": {"text/event-stream": {"schema": {"type": "string"}}},
         }
+    elif op.answer is not None:
+        ok = _json(op.answer.__doc__ or "the answer", schemas.ref(op.answer))
     else:
-        ok = _json("the service's answer (success: true)")
+        raise ValueError(f"{op.method} {op.path} names no answer model")
     responses: dict[str, Any] = {str(op.status): ok}
     for status in sorted({*op.errors, 401}):
         responses[str(status)] = _error(status)
@@ -142,39 +142,61 @@ def _simple(op_id: str, summary: str, ok: dict[str, Any], *errors: int) -> dict[
     return {"operationId": op_id, "summary": summary, "tags": ["node"], "responses": responses}
 
 
-def _node_paths() -> dict[str, Any]:
-    """The node's routes outside the API: health, metrics, OAuth metadata, MCP."""
+def _node_paths(schemas: _Schemas) -> dict[str, Any]:
+    """The node's routes outside the API: health, metrics, OAuth metadata, MCP, the page."""
     text = {
         "description": "Prometheus text",
         "content": {"text/plain": {"schema": {"type": "string"}}},
     }
     metadata = _simple(
-        "resource_metadata", "OAuth protected-resource metadata (RFC 9728)", _json("the metadata")
+        "resource_metadata",
+        "OAuth protected-resource metadata (RFC 9728)",
+        _json("the metadata", schemas.ref(answers.ResourceMetadata)),
     )
+    rpc = schemas.ref(answers.JsonRpcMessage)
     mcp = {
         "summary": "MCP over streamable HTTP (JSON-RPC; see the MCP specification)",
         "tags": ["mcp"],
-        "requestBody": {
-            "required": True,
-            "content": {"application/json": {"schema": _JSON_OBJECT}},
+        "requestBody": {"required": True, "content": {"application/json": {"schema": rpc}}},
+        "responses": {
+            "200": {
+                "description": "a JSON-RPC answer, or a text/event-stream of them",
+                "content": {
+                    "application/json": {"schema": rpc},
+                    "text/event-stream": {"schema": {"type": "string"}},
+                },
+            },
+            "401": _error(401),
+            "400": _error(400),
         },
-        "responses": {"200": _json("a JSON-RPC answer"), "401": _error(401), "400": _error(400)},
     }
-    open_doc = _simple("openapi", "This document", _json("the OpenAPI 3.1 document"))
+    open_doc = _simple(
+        "openapi", "This document", _json("the document", schemas.ref(answers.OpenApiDocument))
+    )
     html = {
         "description": "the dashboard",
         "content": {"text/html": {"schema": {"type": "string"}}},
     }
-    asset = {"description": "a script, style or image of the page", "content": {"*/*": {}}}
+    asset = {
+        "description": "a script, style or image of the page",
+        "content": {
+            kind: {"schema": {"type": "string"}}
+            for kind in ("text/javascript", "text/css", "image/svg+xml")
+        },
+    }
     name = [{"name": "name", "in": "path", "required": True, "schema": {"type": "string"}}]
+    health = _json(
+        "node status (the same body with 503 while unhealthy)", schemas.ref(answers.NodeStatus)
+    )
+    healthz = _simple("healthz", "Liveness and status", health)
     return {
-        "/healthz": {"get": _simple("healthz", "Liveness and status", _json("node status"))},
+        "/healthz": {"get": healthz},
         "/metrics": {"get": _simple("metrics_text", "Counters (Prometheus)", text, 401)},
         "/webhooks": {
             "get": _simple(
                 "webhook_deliveries",
                 "Webhook deliveries (admins)",
-                _json("deliveries"),
+                _json("deliveries", schemas.ref(answers.DeliveriesAnswer)),
                 400,
                 401,
                 403,
@@ -201,6 +223,13 @@ def _node_paths() -> dict[str, Any]:
                 "responses": {"308": {"description": "to /ui"}},
             }
         },
+        "/ui/access.json": {
+            "get": _simple(
+                "ui_access",
+                "Whether the dashboard needs a token (open)",
+                _json("the answer", schemas.ref(answers.UiAccess)),
+            )
+        },
         "/ui/{name}": {
             "get": _simple("ui_asset", "A file of the dashboard", asset) | {"parameters": name}
         },
@@ -210,7 +239,7 @@ def _node_paths() -> dict[str, Any]:
 def document(operations: list[Operation], base_url: str | None = None) -> dict[str, Any]:
     """The OpenAPI 3.1 document of ``operations`` and the node's own routes."""
     schemas = _Schemas()
-    paths: dict[str, Any] = _node_paths()
+    paths: dict[str, Any] = _node_paths(schemas)
     for op in operations:
         paths.setdefault(op.path, {})[op.method.lower()] = _operation(op, schemas)
     doc: dict[str, Any] = {

@@ -14,6 +14,7 @@ from starlette.requests import Request
 
 from bzzz import domain
 from bzzz.agents.service import thread_project
+from bzzz.api import answers as a
 from bzzz.api.handlers import Operation, body_of, caller_of, query_of
 from bzzz.api.whoosh import agent_address
 from bzzz.conversations.humans import HumanDesk
@@ -199,6 +200,8 @@ class Routes:
         escalation_id = request.path_params["escalation_id"]
         body = await body_of(request, ResolveBody)
         caller = caller_of(request, body.agent_handle)
+        # Before the escalation is looked up: 'read' is refused whichever escalation it names.
+        caller.principal.require(Scope.WRITE, "resolving an escalation")
         if body.as_human:
             return await self.humans.resolve(caller, escalation_id, body.reason)
         async with self.node.db.session() as session:
@@ -235,18 +238,41 @@ class Routes:
         return {"success": True, "up": self.node.healthy, **figures}
 
     async def webhooks(self, request: Request) -> dict[str, Any]:
-        """Webhook deliveries: every one with its error for node admins, else the caller's own."""
+        """Webhook deliveries and this node's webhook subscriptions (active or dead): every one
+        with its error for node admins, else the caller's own."""
         query = query_of(request, WebhooksQuery)
         caller = caller_of(request)
         admin = caller.principal.is_admin_of(None)
         views = await self.node.subscriptions.delivery_views(
             query.status, query.limit, detailed=admin
         )
+        # This node's webhook subscriptions (a dead one's URL failed for webhooks.max_age).
+        hooks = [
+            s
+            for s in await self.node.subscriptions.subscriptions()
+            if s.callback_webhook is not None
+            and s.node_id == self.node.node_id
+            and (admin or s.session_id == caller.session_id)
+        ]
         if not admin:
-            subs = await self.node.subscriptions.subscriptions()
-            mine = {s.id for s in subs if s.session_id == caller.session_id}
+            mine = {s.id for s in hooks}
             views = [v for v in views if v["subscription_id"] in mine]
-        return {"success": True, "deliveries": views, "count": len(views)}
+        subscriptions = [
+            {
+                "subscription_id": s.id,
+                "callback_webhook": s.callback_webhook,
+                "event_types": s.event_types,
+                "status": s.status,
+                "created_at": iso(s.created_at),
+            }
+            for s in hooks
+        ]
+        return {
+            "success": True,
+            "deliveries": views,
+            "count": len(views),
+            "subscriptions": subscriptions,
+        }
 
     async def redrive(self, request: Request) -> dict[str, Any]:
         """Queue dead letters again (`bzzz webhooks redrive`): node admins only."""
@@ -264,30 +290,39 @@ def operations(node: Node) -> list[Operation]:
     read = (400, 403)
     return [
         Operation("GET", f"{API}/agents", "Find agents (bzzz_lookup filters)", r.list_agents,
-                  "agents", query=AgentsQuery, errors=read),
+                  "agents", answer=a.LookupOutput, query=AgentsQuery, errors=read),
         Operation("POST", f"{API}/agents", "Announce an agent (bzzz_announce)", r.announce,
-                  "agents", body=AnnounceBody, status=201, errors=(400, 403, 409, 429, 503)),
+                  "agents",
+                  answer=a.AnnounceOutput, body=AnnounceBody, status=201,
+                  errors=(400, 403, 409, 429, 503)),
         Operation("GET", f"{API}/agents/{{agent_id}}", "One agent", r.get_agent, "agents",
+                  answer=a.GetOutput,
                   query=HistoryQuery, errors=(400, 403, 404)),
         Operation("GET", f"{API}/threads", "The threads of the caller's agent", r.list_threads,
-                  "threads", query=AgentQuery, errors=read),
+                  "threads", answer=a.ThreadsAnswer, query=AgentQuery, errors=read),
         Operation("GET", f"{API}/threads/{{thread_id}}",
                   "One thread with its messages, escalations and consensus", r.get_thread,
-                  "threads", query=HistoryQuery, errors=(400, 403, 404)),
+                  "threads", answer=a.GetOutput, query=HistoryQuery, errors=(400, 403, 404)),
         Operation("GET", f"{API}/tasks", "The tasks of an agent (default: the caller's)",
-                  r.list_tasks, "tasks", query=AgentQuery, errors=(400, 403, 404)),
+                  r.list_tasks, "tasks",
+                  answer=a.TasksAnswer, query=AgentQuery, errors=(400, 403, 404)),
         Operation("GET", f"{API}/escalations", "Escalations of the threads the caller reads",
-                  r.list_escalations, "escalations", query=EscalationsQuery, errors=read),
+                  r.list_escalations, "escalations",
+                  answer=a.EscalationsAnswer, query=EscalationsQuery, errors=read),
         Operation("POST", f"{API}/escalations/{{escalation_id}}/resolve",
                   "Resolve an escalation (bzzz_thread resolve of its thread)",
-                  r.resolve_escalation, "escalations", body=ResolveBody,
+                  r.resolve_escalation, "escalations", answer=a.ResolveAnswer, body=ResolveBody,
                   errors=(400, 403, 404, 503)),
         Operation("GET", f"{API}/costs", "Model usage and spend, with a daily history", r.costs,
-                  "node", query=CostsQuery, errors=(400,)),
-        Operation("GET", f"{API}/peers", "The peers this node hears", r.peers, "node", errors=()),
-        Operation("GET", f"{API}/metrics", "The node's counters", r.metrics, "node", errors=()),
+                  "node", answer=a.CostsAnswer, query=CostsQuery, errors=(400,)),
+        Operation("GET", f"{API}/peers", "The peers this node hears", r.peers, "node",
+                  answer=a.PeersAnswer, errors=()),
+        Operation("GET", f"{API}/metrics", "The node's counters", r.metrics, "node",
+                  answer=a.MetricsAnswer, errors=()),
         Operation("GET", f"{API}/webhooks", "Webhook deliveries (dead letters by default)",
-                  r.webhooks, "webhooks", query=WebhooksQuery, errors=read),
+                  r.webhooks, "webhooks",
+                  answer=a.WebhooksAnswer, query=WebhooksQuery, errors=read),
         Operation("POST", f"{API}/webhooks/redrive", "Send dead letters again (admins)",
-                  r.redrive, "webhooks", body=RedriveBody, errors=(400, 403)),
+                  r.redrive, "webhooks",
+                  answer=a.RedriveAnswer, body=RedriveBody, errors=(400, 403)),
     ]  # fmt: skip

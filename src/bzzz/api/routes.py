@@ -34,4 +34,8 @@ def api_routes(node: Node, base_url: str | None = None) -> list[Any]:
     async def openapi(request: Request) -> Response:
         return JSONResponse(spec)
 
-    return [*routes_of(ops), Route(OPENAPI_PATH, openapi, methods=["GET"]), *ui_routes()]
+    return [
+        *routes_of(ops),
+        Route(OPENAPI_PATH, openapi, methods=["GET"]),
+        *ui_routes(lambda: node.access.required),
+    ]

@@ -2,20 +2,25 @@
 
 The page is static (no build step): HTML, plain JavaScript modules and CSS under
 ``bzzz/ui/static``, read once when the app is built. Only the files found there are served,
-by name, so no path reaches outside it. The page holds no data: it signs in with a token and
-reads everything from /api/v1, whose routes apply the token's grants.
+by name, so no path reaches outside it. The page holds no data: it reads everything from
+/api/v1 (with the token it signs in with, if any), whose routes apply the caller's grants.
+``/ui/access.json`` tells it whether the node needs a credential at all, so that a node that
+takes callers without one opens straight on the network and one that needs one shows the
+sign-in card (without a refused request first).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from importlib import resources
 from typing import Any
 
 from starlette.requests import Request
-from starlette.responses import PlainTextResponse, RedirectResponse, Response
+from starlette.responses import JSONResponse, PlainTextResponse, RedirectResponse, Response
 from starlette.routing import Route
 
 UI_PATH = "/ui"
+ACCESS_PATH = f"{UI_PATH}/access.json"
 _TYPES = {
     ".html": "text/html; charset=utf-8",
     ".js": "text/javascript; charset=utf-8",
@@ -48,9 +53,14 @@ def static_files() -> dict[str, tuple[bytes, str]]:
     return found
 
 
-def ui_routes() -> list[Any]:
-    """/ui (the page), /ui/ (the same) and /ui/{name} (its scripts and styles)."""
+def ui_routes(credential_required: Callable[[], bool]) -> list[Any]:
+    """/ui (the page), /ui/ (the same), /ui/access.json and /ui/{name} (scripts and styles)."""
     files = static_files()
+
+    async def access(request: Request) -> Response:
+        return JSONResponse(
+            {"credential_required": credential_required()}, headers=SECURITY_HEADERS
+        )
 
     def serve(name: str) -> Response:
         if name not in files:
@@ -70,5 +80,6 @@ def ui_routes() -> list[Any]:
     return [
         Route(UI_PATH, page, methods=["GET"]),
         Route(f"{UI_PATH}/", slash, methods=["GET"]),
+        Route(ACCESS_PATH, access, methods=["GET"]),
         Route(f"{UI_PATH}/{{name}}", asset, methods=["GET"]),
     ]

@@ -21,6 +21,7 @@ from typing import Any, Literal, get_args
 from pydantic import BaseModel, ConfigDict, Field
 from starlette.requests import Request
 
+from bzzz.api import answers as a
 from bzzz.api.handlers import Operation, body_of, caller_of
 from bzzz.errors import InvalidParameters
 from bzzz.llm.tasks import TASK_TYPES
@@ -127,7 +128,17 @@ def operations(node: Node) -> list[Operation]:
         got = await node.agents.get(
             caller, GetInput(address=f"bzzz://*/threads/{body.thread_id}", max_history=0)
         )
-        topic = got["content"]["thread"]["topic"]
+        thread = got["content"]["thread"]
+        topic = thread["topic"]
+        project = (thread.get("metadata") or {}).get("project")
+        invited = node.agents.visible_agent(caller.principal, agent_id)
+        if invited is not None and invited.project != project:
+            # A thread's invitations stay in its project, as an escalation's do.
+            raise InvalidParameters(
+                f"agent '{agent_id}' is not of the thread's project; invitations into a "
+                "thread go to agents of its project",
+                details={"agent_id": agent_id, "thread_id": body.thread_id},
+            )
         invitation = {
             "text": body.message or f"Please join thread '{topic}' ({body.thread_id})",
             "invitation": {"thread_id": body.thread_id, "topic": topic, "join": "bzzz_thread"},
@@ -145,6 +156,7 @@ def operations(node: Node) -> list[Operation]:
             "An agent's status (WHOOSH status_check)",
             agent_status,
             "whoosh",
+            answer=a.AgentStatusAnswer,
             errors=(400, 403, 404),
         ),
         Operation(
@@ -153,6 +165,7 @@ def operations(node: Node) -> list[Operation]:
             "Assign a task to an agent (WHOOSH task_assign; a task_assignment post)",
             assign_task,
             "whoosh",
+            answer=a.PostOutput,
             body=TaskBody,
             status=201,
             errors=(400, 403, 404, 429, 503),
@@ -163,6 +176,7 @@ def operations(node: Node) -> list[Operation]:
             "Open a thread with an agent, or invite it into one (WHOOSH collaborate)",
             collaborate,
             "whoosh",
+            answer=a.CollaborateAnswer,
             body=CollaborateBody,
             status=201,
             errors=(400, 403, 404, 429, 503),

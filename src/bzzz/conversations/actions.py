@@ -2,6 +2,11 @@
 
 Each action either returns what it did or raises ``EscalationFailed``; the engine records both on
 the escalation and retries failures.
+
+Everything an action does stays in the thread's project: the agents it invites or names are of
+that project (:func:`best_available`), a decision thread is that project's, and an
+``escalate_to_architect`` that finds no architect there escalates to humans instead
+(``notify_human``; the result says ``escalated_to: human``).
 """
 
 from __future__ import annotations
@@ -14,6 +19,7 @@ from typing import Any
 import httpx
 
 from bzzz import domain
+from bzzz.agents.service import thread_project
 from bzzz.config import EscalationSettings
 from bzzz.conversations.candidates import best_available
 from bzzz.domain import iso
@@ -25,6 +31,9 @@ from bzzz.store.directory import AgentDirectory
 from bzzz.store.repository import Repository
 
 logger = logging.getLogger(__name__)
+
+# The result of an action that turned to humans instead (no architect in the project).
+HUMAN_INSTEAD = "notify_human"
 
 
 def human_secret(settings: EscalationSettings) -> str | None:
@@ -141,12 +150,15 @@ class EscalationActions:
             raise EscalationFailed("request_expert needs expertise (or a target)")
         found = best_available(
             self._directory,
+            project=thread_project(thread),
             expertise=expertise,
             required=True,
             exclude=set(thread.active_participants),
         )
         if not found:
-            raise EscalationFailed(f"no available agent with expertise {', '.join(expertise)}")
+            raise EscalationFailed(
+                f"no available agent with expertise {', '.join(expertise)} in the thread's project"
+            )
         await self._invite(escalation, thread.id, found[0].id)
         return {"invited": found[0].id, "expertise": expertise}
 
@@ -154,21 +166,31 @@ class EscalationActions:
         self, escalation: domain.Escalation, thread: domain.Thread, action: dict[str, Any]
     ) -> dict[str, Any]:
         role = action.get("target") or "architect"
-        found = best_available(self._directory, role=role, exclude=set(thread.active_participants))
+        found = best_available(
+            self._directory,
+            project=thread_project(thread),
+            role=role,
+            exclude=set(thread.active_participants),
+        )
         if not found:
-            raise EscalationFailed(f"no available {role} outside the thread")
+            # Nobody of the project to ask: the people of the project decide.
+            told = await self._notify_human(escalation, thread, action)
+            return told | {"invited": None, "role": role, "escalated_to": "human"}
         await self._invite(escalation, thread.id, found[0].id)
         return {"invited": found[0].id, "role": role}
 
     # --- create_decision_thread ------------------------------------------------------------------
 
-    def _named(self, name: str, exclude: set[str]) -> domain.Agent | None:
-        """An agent by id, else the best available agent of that role, else of that expertise."""
+    def _named(self, name: str, project: str | None, exclude: set[str]) -> domain.Agent | None:
+        """An agent of ``project`` by id, else the best available one of that role, else of
+        that expertise."""
         agent = self._directory.get(name)
-        if agent is not None and agent.online:
+        if agent is not None and agent.online and agent.project == project:
             return agent
-        found = best_available(self._directory, role=name, exclude=exclude) or best_available(
-            self._directory, expertise=[name], required=True, exclude=exclude
+        found = best_available(
+            self._directory, project=project, role=name, exclude=exclude
+        ) or best_available(
+            self._directory, project=project, expertise=[name], required=True, exclude=exclude
         )
         return found[0] if found else None
 
@@ -176,15 +198,18 @@ class EscalationActions:
         self, escalation: domain.Escalation, thread: domain.Thread, action: dict[str, Any]
     ) -> dict[str, Any]:
         members = list(thread.active_participants)
+        project = thread_project(thread)
         missing = []
         for name in action.get("participants") or []:
-            agent = self._named(name, set(members))
+            agent = self._named(name, project, set(members))
             if agent is None:
                 missing.append(name)
             elif agent.id not in members:
                 members.append(agent.id)
         if missing:
-            raise EscalationFailed(f"no available agent for {', '.join(missing)}")
+            raise EscalationFailed(
+                f"no available agent for {', '.join(missing)} in the thread's project"
+            )
         # A fixed id: a retried action finds the thread it created before instead of a second.
         thread_id = f"thread-decision-{escalation.id.removeprefix('esc-')}"
         outcome = await self._log.emit(
@@ -198,6 +223,8 @@ class EscalationActions:
                 "participants": members,
                 "metadata": {
                     "kind": "decision",
+                    # The parent's project: its members see and act in it as in the parent.
+                    "project": project,
                     "parent_thread_id": thread.id,
                     "escalation_id": escalation.id,
                 },

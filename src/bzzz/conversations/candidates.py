@@ -1,9 +1,14 @@
-"""Choosing the best available agents to invite (reviews, experts, architects)."""
+"""Choosing the best available agents to invite (reviews, experts, architects).
+
+Whatever a rule or a review chooses for a thread stays in the thread's project: a candidate
+must have declared that very project (an agent of no project, for a thread of none). An agent
+of another project, or of no project, is never invited into a project's thread: its holder's
+grants may not reach that project.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Collection
-from collections.abc import Set as AbstractSet
 
 from bzzz import domain
 from bzzz.store.directory import AgentDirectory
@@ -12,39 +17,26 @@ from bzzz.store.directory import AgentDirectory
 def best_available(
     directory: AgentDirectory,
     *,
+    project: str | None,
     role: str | None = None,
     expertise: list[str] | None = None,
     required: bool = False,
     exclude: Collection[str] = (),
     limit: int = 1,
-    visible: AbstractSet[str] | None = None,
 ) -> list[domain.Agent]:
-    """Available agents ranked by availability, performance, capability match and load.
+    """Available agents of ``project`` ranked by performance, capability match and load.
 
     With ``required`` an agent must have all of ``expertise``; otherwise expertise only ranks.
-    ``visible``: only agents of these projects (None: any).
     """
     wanted = expertise or []
-    if role is None and wanted and required:
-        _total, ranked = directory.ranked(
-            agent_id=None,
-            role=None,
-            project=None,
-            task=None,
-            available_only=True,
-            min_performance=None,
-            expertise=wanted,
-            limit=limit + len(exclude),
-            visible=visible,
-        )
-        return [a for _s, a in ranked if a.id not in exclude][:limit]
-    pool = directory.matching(agent_id=None, role=role, project=None, task=None, online_only=True)
-    if visible is not None:
-        pool = [a for a in pool if a.project in visible]
+    pool = directory.matching(
+        agent_id=None, role=role, project=project, task=None, online_only=True
+    )
     fits = [
         a
         for a in pool
-        if a.available
+        if a.project == project
+        and a.available
         and a.id not in exclude
         and (not required or domain.expertise_fraction(a, wanted) == 1.0)
     ]

@@ -21,7 +21,7 @@ from bzzz import domain
 from bzzz.backoff import backoff
 from bzzz.clock import Clock
 from bzzz.config import EscalationConditionConfig, EscalationRuleConfig, EscalationSettings
-from bzzz.conversations.actions import EscalationActions
+from bzzz.conversations.actions import HUMAN_INSTEAD, EscalationActions
 from bzzz.domain import iso
 from bzzz.errors import BzzzError, ErrorCode
 from bzzz.eventlog import EventLog
@@ -261,6 +261,10 @@ class EscalationService:
         try:
             result = await self._actions.perform(escalation, action)
             state |= {"status": "done", "result": result, "code": None, "error": None}
+            if result.get("escalated_to") == "human" and action.get("type") != HUMAN_INSTEAD:
+                # Recorded as what it became, so the thread asks a human (its project's
+                # people read it, the human_notification event goes out).
+                state |= {"type": HUMAN_INSTEAD, "requested": action.get("type")}
             self.actions_done += 1
         except BzzzError as exc:
             # Recorded on the escalation and retried with backoff: never silently dropped.

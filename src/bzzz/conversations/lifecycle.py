@@ -16,11 +16,12 @@ import logging
 from datetime import timedelta
 
 from bzzz import domain
-from bzzz.agents.service import raise_store_failure
+from bzzz.agents.service import raise_store_failure, thread_project
 from bzzz.clock import Clock
 from bzzz.domain import iso
 from bzzz.errors import InvalidParameters, ThreadNotFound
 from bzzz.eventlog import EventLog
+from bzzz.principal import Principal
 from bzzz.store.database import Database
 from bzzz.store.repository import Repository
 
@@ -53,10 +54,15 @@ class ThreadLifecycle:
         self._idle_timeout = idle_timeout
 
     async def change(
-        self, thread_id: str, agent_id: str, action: str, reason: str | None
+        self, thread_id: str, agent_id: str, action: str, reason: str | None, who: Principal
     ) -> domain.Thread:
-        """Apply a status action for a participant; return the thread as it is afterwards."""
+        """Apply a status action for a participant; return the thread as it is afterwards.
+
+        A thread outside ``who``'s projects is THREAD_NOT_FOUND, as one that does not exist.
+        """
         thread = await self._thread(thread_id)
+        if not who.may_see_project(thread_project(thread)):
+            raise ThreadNotFound(f"no thread '{thread_id}'", details={"thread_id": thread_id})
         if agent_id not in thread.active_participants:
             raise InvalidParameters(
                 f"agent '{agent_id}' is not a participant of thread '{thread_id}'",

@@ -8,7 +8,6 @@ anything is created.
 
 from __future__ import annotations
 
-from collections.abc import Set as AbstractSet
 from datetime import timedelta
 from typing import Any
 
@@ -60,9 +59,10 @@ def choose_reviewers(
     roles: list[str],
     creator: str,
     expertise: list[str],
-    visible: AbstractSet[str] | None = None,
+    project: str | None,
 ) -> dict[str, list[str]]:
-    """Up to two of the best available agents per role; AgentNotFound names empty roles."""
+    """Up to two of the best available agents of ``project`` per role; AgentNotFound names
+    empty roles."""
     chosen: dict[str, list[str]] = {}
     taken = {creator}
     missing = []
@@ -73,7 +73,7 @@ def choose_reviewers(
             expertise=expertise,
             exclude=taken,
             limit=PER_ROLE,
-            visible=visible,
+            project=project,
         )
         if not found:
             missing.append(role)
@@ -127,9 +127,8 @@ class ReviewDesk:
             )
         details = task_details(task, topic)
         expertise = [str(details["type"])]
-        # Reviewers come from the creator's project when the caller sees only some projects.
-        visible = None if creator.project is None else frozenset({creator.project})
-        reviewers = choose_reviewers(self._directory, roles, creator.id, expertise, visible)
+        # The review thread is the creator's project's: so are its reviewers.
+        reviewers = choose_reviewers(self._directory, roles, creator.id, expertise, creator.project)
         hours = DEADLINES.get(str(details.get("priority")), DEADLINES["medium"])
         context = {
             "task_details": details,

@@ -13,7 +13,7 @@ from bzzz import domain
 from bzzz.access.keys import STATELESS
 from bzzz.access.limits import PostLimiter
 from bzzz.address import Address, parse_address
-from bzzz.agents.service import AgentService, raise_store_failure
+from bzzz.agents.service import AgentService, raise_store_failure, thread_project
 from bzzz.agents.views import thread_info
 from bzzz.clock import Clock, SystemClock
 from bzzz.conversations.hooks import NoStanceModel, StanceClassifier, ThreadObserver
@@ -39,6 +39,22 @@ logger = logging.getLogger(__name__)
 Summarizer = Callable[
     [domain.Thread, list[domain.Message], dict[str, Any]], Awaitable[dict[str, Any]]
 ]
+
+
+def no_thread(thread_id: str) -> ThreadNotFound:
+    """The answer about a thread that does not exist, or that the caller may not see."""
+    return ThreadNotFound(f"no thread '{thread_id}'", details={"thread_id": thread_id})
+
+
+def visible_thread(who: Principal, thread_id: str, thread: domain.Thread | None) -> domain.Thread:
+    """The thread if ``who`` sees its project; THREAD_NOT_FOUND otherwise, as for no thread.
+
+    Every action on a thread answers so (post, pause, resume, resolve, close, join, leave,
+    summarize, read): an answer such as "not a participant" would tell that it exists.
+    """
+    if thread is None or not who.may_see_project(thread_project(thread)):
+        raise no_thread(thread_id)
+    return thread
 
 
 def target_of(params: PostInput) -> str:
@@ -121,7 +137,7 @@ class ConversationService:
         if params.thread_id:
             async with self._db.session() as session:
                 repo = Repository(session)
-                recipients = await self._thread_recipients(repo, params, sender)
+                recipients = await self._thread_recipients(repo, caller, params, sender)
                 if address is not None:
                     await self._check_thread_target(repo, params.thread_id, address)
                 stance = await self._stance(repo, params, sender)
@@ -312,14 +328,12 @@ class ConversationService:
         return result
 
     async def _thread_recipients(
-        self, repo: Repository, params: PostInput, sender: domain.Agent
+        self, repo: Repository, caller: Caller, params: PostInput, sender: domain.Agent
     ) -> list[str]:
         assert params.thread_id is not None
-        thread = await repo.thread(params.thread_id)
-        if thread is None:
-            raise ThreadNotFound(
-                f"no thread '{params.thread_id}'", details={"thread_id": params.thread_id}
-            )
+        thread = visible_thread(
+            caller.principal, params.thread_id, await repo.thread(params.thread_id)
+        )
         if sender.id not in thread.active_participants:
             raise InvalidParameters(
                 f"agent '{sender.id}' is not a participant of thread '{thread.id}'; "
@@ -512,13 +526,12 @@ class ConversationService:
     async def _membership(self, caller: Caller, params: ThreadInput, kind: str) -> dict[str, Any]:
         self._require(params, "thread_id")
         assert params.thread_id is not None
+        caller.principal.require(Scope.WRITE, f"'{params.action}' of a thread")
         agent = await self.sender_of(caller, params.agent_id)
         thread = await self._thread_dict(params.thread_id)
         project = (thread.get("metadata") or {}).get("project")
         if not caller.principal.may_see_project(project):
-            raise ThreadNotFound(
-                f"no thread '{params.thread_id}'", details={"thread_id": params.thread_id}
-            )
+            raise no_thread(params.thread_id)
         if kind == "thread.joined" and thread["status"] == "completed":
             raise InvalidParameters(f"thread '{params.thread_id}' is completed")
         if kind == "thread.left" and agent.id not in thread["participants"]:
@@ -582,9 +595,14 @@ class ConversationService:
         caller.principal.require(Scope.WRITE, f"'{params.action}' of a thread")
         agent = await self.sender_of(caller, params.agent_id)
         thread = await self.lifecycle.change(
-            params.thread_id, agent.id, params.action, params.reason
+            params.thread_id, agent.id, params.action, params.reason, caller.principal
         )
         return thread_info(thread)
+
+    def _task_of_project(self, task: domain.Task, creator: domain.Agent) -> bool:
+        """Whether a task is the work of the creator's project (its assignee's project)."""
+        assignee = self._agents.directory.get(task.agent_id)
+        return assignee is not None and assignee.project == creator.project
 
     async def _open_review(self, caller: Caller, params: ThreadInput) -> dict[str, Any]:
         caller.principal.require(Scope.WRITE, "opening a review")
@@ -593,6 +611,8 @@ class ConversationService:
         if params.task_id:
             async with self._db.session() as session:
                 task = await Repository(session).task(params.task_id)
+            if task is not None and not self._task_of_project(task, creator):
+                task = None  # another project's work is not put before this one's reviewers
             if task is None:
                 raise InvalidParameters(
                     f"task_id '{params.task_id}' names no task", details={"task_id": params.task_id}

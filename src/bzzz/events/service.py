@@ -9,12 +9,13 @@ from typing import Any
 from ulid import ULID
 
 from bzzz import domain
-from bzzz.access.keys import STATELESS
+from bzzz.access.keys import STATELESS, handle_key
 from bzzz.address import parse_address
 from bzzz.domain import EVENT_TYPES, iso
 from bzzz.errors import InvalidParameters, PermissionDenied, RateLimited
 from bzzz.eventlog import Caller, EventLog
 from bzzz.events.targets import TargetPolicy
+from bzzz.principal import Scope
 from bzzz.schemas import SubscribeInput
 from bzzz.store.database import Database
 from bzzz.store.repository import Repository
@@ -43,6 +44,35 @@ def no_subscription(subscription_id: str) -> InvalidParameters:
     return InvalidParameters(
         f"no subscription '{subscription_id}'", details={"subscription_id": subscription_id}
     )
+
+
+def maker_key(caller: Caller) -> str | None:
+    """The key a subscription's maker holds it under: its session (an MCP session, a stdio
+    process, a credential's sessionless calls), or for a sessionless call without a
+    credential the ``agent_handle`` it passed. None: a call that names no maker."""
+    if caller.session_id != STATELESS:
+        return caller.session_id
+    if caller.handle:
+        return handle_key(caller.handle)
+    return None
+
+
+def may_end(caller: Caller, sub: domain.Subscription) -> bool:
+    """Whether ``caller`` may end ``sub``: its maker, or a named admin of its projects.
+
+    Every caller of a node without credentials is the anonymous admin, and every MCP client
+    of a stdio process the local user: counted as admins here, any such client would end
+    every other's subscriptions (the local user has ``bzzz subscriptions delete``).
+    """
+    key = maker_key(caller)
+    if key is not None and key == sub.session_id:
+        return True
+    who = caller.principal
+    if not who.authenticated:
+        return False
+    if sub.projects is None:
+        return who.is_admin_of(None)
+    return all(who.is_admin_of(project) for project in sub.projects)
 
 
 def _event_types(given: list[str] | None) -> list[str]:
@@ -97,13 +127,18 @@ class SubscriptionService:
             raise InvalidParameters(
                 "subscription_id is for action 'unsubscribe'", details={"field": "subscription_id"}
             )
+        webhook = params.callback_webhook
+        if webhook is not None:
+            # A webhook is a lasting side effect (deliveries queued until it is removed):
+            # 'read' follows events in resources and streams only.
+            caller.principal.require(Scope.WRITE, "a webhook subscription (callback_webhook)")
         event_types = _event_types(params.event_types)
         if params.filter_address:
             parse_address(params.filter_address)
-        webhook = params.callback_webhook
         if webhook is not None:
             self.targets.check_url(webhook)
-        await self._check_quota(caller, subscriber_id)
+        maker = maker_key(caller)
+        await self._check_quota(caller, subscriber_id, maker)
         subscription_id = f"sub-{ULID()}"
         await self._log.emit(
             "subscription.created",
@@ -111,11 +146,12 @@ class SubscriptionService:
             subscription_id,
             {
                 "subscription_id": subscription_id,
-                "subscriber_id": subscriber_id or f"session:{caller.session_id}",
+                "subscriber_id": subscriber_id or f"session:{maker or STATELESS}",
                 "event_types": event_types,
                 "filter_address": params.filter_address,
                 "callback_webhook": webhook,
-                "session_id": caller.session_id,
+                # Who may end it (with the admins of its projects): see may_end.
+                "session_id": maker or STATELESS,
                 # A subscriber sees only its projects' events, on every node that matches.
                 "projects": None
                 if caller.principal.all_projects
@@ -138,16 +174,16 @@ class SubscriptionService:
             result["signature_header"] += "'<t>.<body>'>"
         return result
 
-    async def _check_quota(self, caller: Caller, subscriber_id: str | None) -> None:
-        # (limit name, limit, session key, agent): a session key counts a principal's or a
-        # session's subscriptions, an agent those it holds.
+    async def _check_quota(
+        self, caller: Caller, subscriber_id: str | None, maker: str | None
+    ) -> None:
+        # (limit name, limit, session key, agent): a session key counts a principal's, a
+        # session's or a handle's subscriptions, an agent those it holds.
         checks: list[tuple[str, int, str | None, str | None]] = []
         if self._per_agent and subscriber_id is not None:
             checks.append(("subscriptions_per_agent", self._per_agent, None, subscriber_id))
-        if self._per_principal and caller.session_id != STATELESS:
-            checks.append(
-                ("subscriptions_per_principal", self._per_principal, caller.session_id, None)
-            )
+        if self._per_principal and maker is not None:
+            checks.append(("subscriptions_per_principal", self._per_principal, maker, None))
         async with self._db.session() as session:
             repo = SubscriptionRepository(session)
             for limit_name, limit, session_id, agent in checks:
@@ -160,7 +196,8 @@ class SubscriptionService:
                     )
 
     async def unsubscribe(self, caller: Caller, params: SubscribeInput) -> dict[str, Any]:
-        """Remove a subscription of this session (a webhook one lives until removed)."""
+        """Remove a subscription: its maker's, or as an admin of its projects (a webhook one
+        lives until removed)."""
         extra = [
             name
             for name in ("event_types", "filter_address", "callback_webhook")
@@ -172,9 +209,10 @@ class SubscriptionService:
                 details={"field": "subscription_id", "unexpected": extra},
             )
         sub = await self._subscription(params.subscription_id)
-        if (sub.node_id, sub.session_id) != (self._log.node_id, caller.session_id):
+        if not may_end(caller, sub):
             raise PermissionDenied(
-                f"subscription '{sub.id}' belongs to another session; only its owner removes it",
+                f"subscription '{sub.id}' belongs to another session; only its maker (the same "
+                "session, credential or agent_handle) or an admin of its projects removes it",
                 details={"subscription_id": sub.id, "missing": "subscription_owner"},
             )
         await self.remove(sub.id, caller.session_id, "unsubscribed")
@@ -197,6 +235,17 @@ class SubscriptionService:
         )
         if not outcome["ok"]:
             raise no_subscription(subscription_id)
+
+    async def mark_dead(self, subscription_id: str, reason: str) -> bool:
+        """Mark a webhook subscription of this node dead (the dispatcher: its URL has failed
+        for ``webhooks.max_age``); True when this call marked it."""
+        outcome = await self._log.emit(
+            "subscription.dead",
+            "sub",
+            subscription_id,
+            {"subscription_id": subscription_id, "reason": reason[:500]},
+        )
+        return bool(outcome.get("ok")) and not outcome.get("already")
 
     async def end_for_session(self, session_id: str, reason: str = "session ended") -> int:
         """End this node's subscriptions without a webhook that ``session_id`` made."""
@@ -247,7 +296,7 @@ class SubscriptionService:
             repo = Repository(session)
             sub = await repo.subscription(subscription_id)
             mine = sub is not None and (
-                sub.session_id == caller.session_id or caller.principal.is_admin_of(None)
+                maker_key(caller) == sub.session_id or caller.principal.is_admin_of(None)
             )
             if sub is None or sub.node_id != self._log.node_id or not mine:
                 raise InvalidParameters(

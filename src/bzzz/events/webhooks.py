@@ -1,4 +1,9 @@
-"""Webhook delivery: signed POSTs from a durable queue, retried with backoff, then dead-lettered."""
+"""Webhook delivery: signed POSTs from a durable queue, retried with backoff, then dead-lettered.
+
+A subscription whose URL has failed for ``webhooks.max_age`` (no delivery got through in that
+time) is marked dead through ``on_dead``: it gets no new deliveries and its pending ones become
+dead letters, so a receiver that is gone is not retried for ever.
+"""
 
 from __future__ import annotations
 
@@ -7,6 +12,7 @@ import hashlib
 import hmac
 import logging
 import time
+from collections.abc import Awaitable, Callable
 from datetime import datetime, timedelta
 
 import httpx
@@ -26,6 +32,10 @@ from bzzz.events.targets import (
 )
 from bzzz.store.database import Database
 from bzzz.store.repository import Repository
+from bzzz.store.subscription_repository import SubscriptionRepository
+
+# Marks a subscription dead (its id, the last error); True when this call marked it.
+OnDead = Callable[[str, str], Awaitable[bool]]
 
 logger = logging.getLogger(__name__)
 
@@ -68,8 +78,10 @@ class WebhookDispatcher:
         *,
         targets: TargetPolicy | None = None,
         resolver: Resolver = system_resolver,
+        on_dead: OnDead | None = None,
     ) -> None:
         self._db = db
+        self._on_dead = on_dead
         self.targets = targets or TargetPolicy(
             allow_private=settings.allow_private, loopback_only=False
         )
@@ -82,6 +94,7 @@ class WebhookDispatcher:
         self.delivered = 0
         self.failed_attempts = 0
         self.dead = 0
+        self.dead_subscriptions = 0
 
     def stop(self) -> None:
         """Finish the current round and leave run() (cancelling mid-query upsets the pool)."""
@@ -199,6 +212,30 @@ class WebhookDispatcher:
                 next_attempt_at=next_at,
                 error=error,
                 finished_at=finished,
+            )
+        if error is not None:
+            await self._check_subscription(delivery, error, now)
+
+    async def _check_subscription(
+        self, delivery: domain.Delivery, error: str, now: datetime
+    ) -> None:
+        """Mark the subscription dead once its URL has failed for max_age."""
+        if self._on_dead is None:
+            return
+        async with self._db.session() as session:
+            since = await SubscriptionRepository(session).failing_since(delivery.subscription_id)
+        if since is None or not self._expired(since, now):
+            return
+        if await self._on_dead(
+            delivery.subscription_id, f"failing since {since.isoformat()}: {error}"
+        ):
+            self.dead_subscriptions += 1
+            logger.warning(
+                "webhook subscription %s is dead: %s has failed since %s (%s)",
+                delivery.subscription_id,
+                delivery.url,
+                since.isoformat(),
+                error,
             )
 
     def _expired(self, created: datetime, now: datetime) -> bool:

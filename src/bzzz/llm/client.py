@@ -32,6 +32,9 @@ DeltaHandler = Callable[[str], Awaitable[None]]
 Sleep = Callable[[float], Awaitable[None]]
 
 MAX_RETRY_AFTER = 300.0
+# The SDK wants some key to build a client; without a configured one (a local server such as
+# Ollama or vLLM at ``openai.base_url``) this stands in, and no Authorization header is sent.
+KEYLESS = "no-key"
 
 
 class ModelClient(Protocol):
@@ -131,13 +134,16 @@ class OpenAIModelClient:
         sleep: Sleep = asyncio.sleep,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
-        if settings.api_key is None:
-            raise OpenAIError("no API key configured")
+        key = settings.api_key.get_secret_value() if settings.api_key is not None else None
+        if not key and settings.base_url is None:
+            raise OpenAIError("no API key configured (and no base_url of a local server)")
         self._settings = settings
         self.models = ModelTable(settings.model_kinds)
-        self._secrets = (settings.api_key.get_secret_value(),)
+        self._secrets = (key,) if key else ()
+        # Keyless: every request omits the Authorization header (the SDK's explicit opt-out).
+        self._headers: dict[str, Any] = {} if key else {"Authorization": openai.Omit()}
         self._client = openai.AsyncOpenAI(
-            api_key=settings.api_key.get_secret_value(),
+            api_key=key or KEYLESS,
             base_url=settings.base_url,
             max_retries=0,
             timeout=settings.request_timeout,
@@ -201,7 +207,7 @@ class OpenAIModelClient:
         self, request: ModelRequest, on_delta: DeltaHandler | None, streamed: list[str]
     ) -> ModelReply:
         create: Any = self._client.chat.completions.create
-        args = self._arguments(request)
+        args = self._arguments(request) | {"extra_headers": self._headers}
         if not request.stream:
             return _reply(await create(**args), request.model)
         stream = await create(**args, stream=True, stream_options={"include_usage": True})

@@ -35,7 +35,8 @@ def shipped_prices() -> dict[str, Price]:
 
 
 class PriceTable:
-    """Prices by model; an unknown model costs the fallback price and is logged once."""
+    """Prices by model; an unknown model costs the fallback price (0 unless configured: a
+    local model is free) and is named once in the log."""
 
     def __init__(self, settings: CostSettings) -> None:
         self._prices = shipped_prices()
@@ -52,10 +53,12 @@ class PriceTable:
         if model not in self._warned:
             self._warned.add(model)
             logger.warning(
-                "no price for model %s; using the fallback price (%s in, %s out per million)",
+                "no price for model %s: its calls cost the fallback price (USD %s in, %s out "
+                "per million tokens); set cost.pricing.%s to price it",
                 model,
                 self._fallback.input,
                 self._fallback.output,
+                model,
             )
         return self._fallback
 

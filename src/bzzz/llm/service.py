@@ -27,11 +27,14 @@ from bzzz.store.database import Database
 
 logger = logging.getLogger(__name__)
 
-NO_KEY = "no OpenAI API key configured (set BZZZ_OPENAI_API_KEY or [openai] api_key)"
+NO_KEY = (
+    "no OpenAI API key or base URL configured (set BZZZ_OPENAI_API_KEY, or "
+    "BZZZ_OPENAI_BASE_URL for a local server that needs no key)"
+)
 
 
 class LLMService:
-    """Completions under the cost budget; ``enabled`` is False without an API key."""
+    """Completions under the cost budget; ``enabled`` is False without a key or a base URL."""
 
     # Where each model call is recorded, sent or refused (bzzz.audit); the node sets it.
     audit: AuditTrail | None = None
@@ -45,7 +48,8 @@ class LLMService:
     ) -> None:
         self.settings = settings
         self.costs = CostTracker(db, log, settings.cost, PriceTable(settings.cost))
-        if client is None and settings.openai.api_key is not None:
+        endpoint = settings.openai
+        if client is None and (endpoint.api_key is not None or endpoint.base_url is not None):
             client = OpenAIModelClient(settings.openai)
         self.client = client
         self.disabled_reason = None if client is not None else NO_KEY

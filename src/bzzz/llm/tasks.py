@@ -42,10 +42,10 @@ class ChatCompletionData(_Data):
 
 
 class CodeReviewData(_Data):
-    """code_review: code, language, optional context."""
+    """code_review: code, optional language (the model tells it from the code) and context."""
 
     code: str = Field(min_length=1, max_length=200_000)
-    language: str = Field(min_length=1, max_length=64)
+    language: str | None = Field(None, min_length=1, max_length=64)
     context: str | None = Field(None, max_length=50_000)
 
 
@@ -96,10 +96,11 @@ def _user_prompt(task_type: str, data: _Data, description: str) -> str:
     intro = f"Task: {description}\n\n" if description else ""
     if isinstance(data, CodeReviewData):
         context = f"Context: {data.context}\n\n" if data.context else ""
+        language = data.language or ""
         return (
-            f"{intro}{context}Review this {data.language} code. List problems by severity "
-            f"(security, correctness, performance, style) with fixes.\n\n```{data.language}\n"
-            f"{data.code}\n```"
+            f"{intro}{context}Review this {language + ' ' if language else ''}code. List "
+            "problems by severity (security, correctness, performance, style) with fixes."
+            f"\n\n```{language}\n{data.code}\n```"
         )
     if isinstance(data, DocumentationData):
         return (

@@ -108,6 +108,7 @@ class ScriptedModelServer:
         self.refused: list[dict[str, Any]] = []
         self.script: deque[Step] = deque()
         self.requests: list[dict[str, Any]] = []
+        self.authorizations: list[str | None] = []  # each request's Authorization header
         self._ids = itertools.count(1)
         self._arrived = asyncio.Condition()
         self._server: _Quiet | None = None
@@ -162,6 +163,7 @@ class ScriptedModelServer:
     async def _handle(self, request: Request) -> Response:
         body = await request.json()
         async with self._arrived:
+            self.authorizations.append(request.headers.get("authorization"))
             self.requests.append(body)
             self._arrived.notify_all()
         await self.gate.wait()

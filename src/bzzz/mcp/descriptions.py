@@ -68,13 +68,15 @@ thread_created, thread_escalated, network_status, thread_status (pause, resume, 
 thread_consensus, human_notification (an escalation asks for a human), slurp_context (a
 consensus's context event), cost_warning (model spending passed the warning threshold),
 limit_exceeded (a cost limit was reached or a call refused). filter_address limits events to an
-address pattern (bzzz://*:architect@*). With callback_webhook each event is POSTed as JSON, signed
+address pattern (bzzz://*:architect@*). With callback_webhook (needs the 'write' scope) each
+event is POSTed as JSON, signed
 in the X-Bzzz-Signature header (t=<unix>,v1=<hex HMAC-SHA256 of "<t>.<body>"> with the returned
 webhook_secret), retried with backoff; webhooks to loopback, private, link-local or metadata
 addresses are refused on a shared node. Without a webhook, read the returned resource_uri and
 subscribe to it (resources/subscribe) to be notified of new events; such a subscription ends
 with your session. A webhook subscription lives until removed: action "unsubscribe" with its
-subscription_id (only the session that made it may remove it)."""
+subscription_id (only its maker may remove it: the same session or credential, or without
+either the same agent_handle; or an admin of its projects)."""
 
 RESOURCE = """What is at a bzzz:// address (same as bzzz_get), or a subscription's events at
 bzzz://subscriptions/<subscription_id>."""

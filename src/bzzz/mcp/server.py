@@ -33,6 +33,7 @@ from bzzz.eventlog import Caller
 from bzzz.events.service import subscription_uri
 from bzzz.mcp import descriptions as text
 from bzzz.mcp.audit import McpAudit, register_audit
+from bzzz.mcp.listen import guard_listen, may_follow
 from bzzz.mcp.metrics import register_metrics
 from bzzz.mcp.models import (
     AnnounceOutput,
@@ -453,7 +454,10 @@ def _register_requests(server: BzzzMCP, node: Node, sessions: SessionRegistry) -
     async def on_subscribe(
         ctx: ServerRequestContext[Any], params: SubscribeRequestParams
     ) -> EmptyResult:
-        sessions.subscribe(sessions.caller(ctx.session, ctx.request).session_id, str(params.uri))
+        caller = sessions.caller(ctx.session, ctx.request)
+        # Another's subscription is answered as an unknown URI: accepted, and never fires.
+        if await may_follow(node.subscriptions, caller, str(params.uri)):
+            sessions.subscribe(caller.session_id, str(params.uri))
         return EmptyResult()
 
     async def on_unsubscribe(
@@ -485,6 +489,7 @@ def _register_requests(server: BzzzMCP, node: Node, sessions: SessionRegistry) -
         return EmptyResult()
 
     lowlevel.add_request_handler("resources/subscribe", SubscribeRequestParams, on_subscribe)
+    guard_listen(lowlevel, node.subscriptions, sessions.caller)
     lowlevel.add_request_handler("resources/unsubscribe", UnsubscribeRequestParams, on_unsubscribe)
     lowlevel.add_request_handler("logging/setLevel", SetLevelRequestParams, on_set_level)
 

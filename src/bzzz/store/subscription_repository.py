@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from sqlalchemy import func, select, update
+from sqlalchemy import func, or_, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from bzzz import domain
 from bzzz.store.models import DeliveryRow, SubscriptionRow
-from bzzz.store.repository import delivery_from_row, subscription_from_row
+from bzzz.store.rows import delivery_from_row, subscription_from_row
 
 
 class SubscriptionRepository:
@@ -51,6 +51,24 @@ class SubscriptionRepository:
         if subscriber_id is not None:
             query = query.where(SubscriptionRow.subscriber_id == subscriber_id)
         return int((await self.session.execute(query)).scalar_one())
+
+    async def failing_since(self, subscription_id: str) -> datetime | None:
+        """Since when none of a subscription's deliveries got through: the creation of its
+        oldest undelivered delivery made after its last delivered one (None: none failing)."""
+        last_ok = (
+            select(func.max(DeliveryRow.finished_at))
+            .where(
+                DeliveryRow.subscription_id == subscription_id, DeliveryRow.status == "delivered"
+            )
+            .scalar_subquery()
+        )
+        query = select(func.min(DeliveryRow.created_at)).where(
+            DeliveryRow.subscription_id == subscription_id,
+            DeliveryRow.status != "delivered",
+            or_(last_ok.is_(None), DeliveryRow.created_at > last_ok),
+        )
+        found: datetime | None = (await self.session.execute(query)).scalar_one_or_none()
+        return found
 
     async def deliveries_by_id(self, ids: list[int]) -> list[domain.Delivery]:
         """The deliveries with these ids (those that exist)."""

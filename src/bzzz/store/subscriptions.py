@@ -1,4 +1,4 @@
-"""Subscriptions in the projection: created, removed, ended; and the fan-out of events to them.
+"""Subscriptions in the projection: created, removed, ended, dead; the fan-out of events to them.
 
 Only the node that owns a subscription matches events to it and records them (its resource
 and its webhook queue); every node keeps the subscription rows, which are network state.
@@ -15,7 +15,7 @@ import json
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from sqlalchemy import delete, select
+from sqlalchemy import delete, select, update
 from sqlalchemy.orm import Session
 
 from bzzz import domain
@@ -34,11 +34,11 @@ from bzzz.store.projection import (
     _text,
     stage,
 )
-from bzzz.store.repository import subscription_from_row
+from bzzz.store.rows import subscription_from_row
 
 # Envelopes after which a node's matching reloads its subscriptions.
 SUBSCRIPTION_CHANGES = frozenset(
-    {"subscription.created", "subscription.removed", "subscription.ended"}
+    {"subscription.created", "subscription.removed", "subscription.ended", "subscription.dead"}
 )
 
 
@@ -253,11 +253,34 @@ def apply_subscription_ended(session: Session, env: Envelope, limits: Projection
     return Applied({"ok": True, "ended": len(ended)})
 
 
+def apply_subscription_dead(session: Session, env: Envelope, limits: ProjectionLimits) -> Applied:
+    """Mark a webhook subscription dead (its URL failed for ``webhooks.max_age``): it matches
+    no more events, and its owner's pending deliveries become dead letters. Only the node that
+    delivers for it says so."""
+    p = env.payload
+    subscription_id = _text(p["subscription_id"], 64, "subscription_id")
+    _text(p.get("reason", "failing"), 500, "reason")
+    row = session.get(SubscriptionRow, subscription_id)
+    if row is None or row.node_id != env.origin or row.callback_webhook is None:
+        return Applied({"ok": False, "reason": "not a webhook subscription of the origin"})
+    if row.status == "dead":
+        return Applied({"ok": True, "dead": subscription_id, "already": True})
+    row.status = "dead"
+    session.flush()
+    session.execute(
+        update(DeliveryRow)
+        .where(DeliveryRow.subscription_id == subscription_id, DeliveryRow.status == "pending")
+        .values(status="dead", finished_at=env.timestamp)
+    )
+    return Applied({"ok": True, "dead": subscription_id})
+
+
 SUBSCRIPTION_APPLIERS: dict[str, Applier] = {
     kind: _strict_json(fn)
     for kind, fn in {
         "subscription.created": apply_subscription_created,
         "subscription.removed": apply_subscription_removed,
         "subscription.ended": apply_subscription_ended,
+        "subscription.dead": apply_subscription_dead,
     }.items()
 }

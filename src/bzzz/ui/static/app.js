@@ -1,7 +1,7 @@
 // The dashboard: signs in, loads each section from /api/v1 and keeps it current from the
 // event stream (no reload). It shows what the token's grants let the routes answer.
 import { api, ApiError, auth, EventStream } from "./api.js";
-import { el, replace } from "./dom.js";
+import { el, replace, tick } from "./dom.js";
 import { renderConsole, renderThread } from "./console.js";
 import {
   eventLine, renderAgents, renderCosts, renderPeers, renderSearch, renderTasks, renderThreads,
@@ -9,7 +9,7 @@ import {
 } from "./views.js";
 
 const state = { who: null, stream: null, metrics: null, escalations: [], threads: [],
-  openThread: null, timer: null, pending: new Set(), periodic: null };
+  openThread: null, timer: null, pending: new Set(), periodic: null, open: false };
 const $ = (id) => document.getElementById(id);
 
 function report(error) {
@@ -42,7 +42,7 @@ const loaders = {
   },
   async webhooks() {
     const listed = await api("/api/v1/webhooks", { query: { status: "dead" } });
-    renderWebhooks(listed.deliveries, state.who.admin, redrive);
+    renderWebhooks(listed.deliveries, listed.subscriptions || [], state.who.admin, redrive);
   },
   async console() {
     state.escalations = (await api("/api/v1/escalations", { query: { limit: 200 } })).escalations;
@@ -154,6 +154,20 @@ function showWho(who) {
   $("sign-out").hidden = !auth.token;
 }
 
+// Without a token the page opens straight on the network where the node takes callers
+// without a credential, and shows the sign-in card where it needs one.
+async function open() {
+  try {
+    const access = await api("/ui/access.json");
+    state.open = !access.credential_required;
+  } catch (error) {
+    signOut(`Cannot reach the node: ${error.message}`);
+    return;
+  }
+  if (auth.token || state.open) start();
+  else signOut("This node needs a token.");
+}
+
 async function start() {
   $("signin").hidden = true;
   try {
@@ -190,6 +204,8 @@ function signOut(message) {
   $("sign-out").hidden = true;
   replace("whoami");
   $("signin").hidden = false;
+  // "Continue without a token" only where the node was seen to take callers without one.
+  $("anonymous-choice").hidden = !state.open;
   $("signin-error").textContent = message || "";
 }
 
@@ -206,8 +222,9 @@ function wire() {
   });
   $("anonymous").addEventListener("click", () => { auth.token = null; start(); });
   $("sign-out").addEventListener("click", () => signOut("Signed out."));
-  if (auth.token) start();
-  else signOut("");
+  open();
+  // "12 s ago" stays true: every relative time on the page is read again each second.
+  setInterval(() => tick(), 1000);
 }
 
 wire();

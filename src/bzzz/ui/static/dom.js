@@ -44,21 +44,34 @@ export function table(columns, rows, empty = "Nothing to show.") {
   if (!rows.length) return el("p", { class: "empty" }, empty);
   const head = el("tr", {}, columns.map((c) => el("th", { scope: "col" }, c.label)));
   const body = rows.map((row) =>
-    el("tr", {}, columns.map((c) => el("td", { class: c.class || null }, c.cell(row)))));
+    el("tr", {}, columns.map((c) =>
+      el("td", { class: c.class || null, dataset: { label: c.label } }, c.cell(row)))));
   return el("div", { class: "table-wrap" },
     el("table", {}, el("thead", {}, head), el("tbody", {}, body)));
+}
+
+// A time as "<n> s ago" (minutes, hours; a date past a day), kept current by tick().
+function ago(at) {
+  const seconds = Math.round((Date.now() - at.getTime()) / 1000);
+  return seconds < 60 ? `${Math.max(seconds, 0)} s ago`
+    : seconds < 3600 ? `${Math.round(seconds / 60)} min ago`
+    : seconds < 86400 ? `${Math.round(seconds / 3600)} h ago`
+    : at.toISOString().slice(0, 10);
 }
 
 export function when(iso) {
   if (!iso) return "—";
   const at = new Date(iso);
   if (Number.isNaN(at.getTime())) return String(iso);
-  const seconds = Math.round((Date.now() - at.getTime()) / 1000);
-  const text = seconds < 60 ? `${Math.max(seconds, 0)} s ago`
-    : seconds < 3600 ? `${Math.round(seconds / 60)} min ago`
-    : seconds < 86400 ? `${Math.round(seconds / 3600)} h ago`
-    : at.toISOString().slice(0, 10);
-  return el("time", { datetime: at.toISOString(), title: at.toISOString() }, text);
+  return el("time", { datetime: at.toISOString(), title: at.toISOString(), class: "ago" }, ago(at));
+}
+
+// Every relative time on the page, read again from its datetime (a timer calls it).
+export function tick(root = document) {
+  for (const node of root.querySelectorAll("time.ago")) {
+    const text = ago(new Date(node.dateTime));
+    if (node.textContent !== text) node.textContent = text;
+  }
 }
 
 export function usd(value) {

@@ -13,13 +13,14 @@ export function renderAgents(agents, metrics) {
   ];
   replace("agent-cards", cards);
   replace("agents", el("h2", {}, "Agents"), table([
-    { label: "Agent", cell: (a) => el("span", { class: "mono", dataset: { agent: a.id } }, a.id) },
+    { label: "Agent", cell: (a) => el("span", { class: "mono id", dataset: { agent: a.id } }, a.id) },
     { label: "Role", cell: (a) => a.role },
     { label: "Project", cell: (a) => a.project || "—" },
     { label: "Status", cell: (a) => badge(a.status) },
-    { label: "Tasks", class: "num", cell: (a) => `${a.active_tasks ?? 0} / ${a.max_tasks}` },
+    { label: "Tasks", class: "num", cell: (a) => el("span", { class: "nowrap" },
+      `${a.active_tasks ?? 0} / ${a.max_tasks}`) },
     { label: "Performance", class: "num", cell: (a) => percent(a.performance) },
-    { label: "Capabilities", cell: (a) => (a.capabilities || []).join(", ") || "—" },
+    { label: "Capabilities", class: "text", cell: (a) => (a.capabilities || []).join(", ") || "—" },
     { label: "Last activity", cell: (a) => when(a.last_activity) },
   ], agents, "No agent this token may see is on the network."));
 }
@@ -33,12 +34,17 @@ function consensusCell(thread) {
   return proposed.length ? el("span", {}, badge("proposed"), ` ${proposed.length}`) : "—";
 }
 
+// Agent ids side by side: each whole on its line, the list free to wrap between them.
+function ids(list) {
+  return el("span", { class: "ids" }, list.map((id) => el("span", { class: "mono id" }, id)));
+}
+
 export function renderThreads(threads, onOpen) {
   replace("threads", el("h2", {}, "Threads"), table([
-    { label: "Topic", cell: (t) => el("button", { type: "button", class: "link",
+    { label: "Topic", class: "text", cell: (t) => el("button", { type: "button", class: "link",
       dataset: { thread: t.id }, onclick: () => onOpen(t.id) }, t.topic) },
     { label: "Status", cell: (t) => badge(t.status) },
-    { label: "Participants", cell: (t) => t.participants.join(", ") },
+    { label: "Participants", cell: (t) => ids(t.participants) },
     { label: "Messages", class: "num", cell: (t) => String(t.message_count) },
     { label: "Escalations", class: "num", cell: (t) => t.open_escalations
       ? el("span", { class: "warn" }, `${t.open_escalations} open`)
@@ -52,14 +58,17 @@ export function renderThreads(threads, onOpen) {
 
 export function renderTasks(tasks) {
   replace("tasks", el("h2", {}, "Tasks"), table([
-    { label: "Task", cell: (t) => el("span", { class: "mono id" }, t.id) },
-    { label: "Agent", cell: (t) => el("span", { class: "mono" }, t.agent_id) },
-    { label: "Type", cell: (t) => t.type },
-    { label: "Description", cell: (t) => t.description },
-    { label: "Priority", cell: (t) => t.priority },
+    // The task's id over its agent's: two whole ids in one column leave room for the rest.
+    { label: "Task · agent", cell: (t) => el("span", { class: "stack" },
+      el("span", { class: "mono id", dataset: { task: t.id } }, t.id),
+      el("span", { class: "mono id muted" }, t.agent_id)) },
+    { label: "Type · priority", cell: (t) => el("span", { class: "stack nowrap" },
+      t.type, el("span", { class: "muted" }, t.priority)) },
+    { label: "Description", class: "text", cell: (t) => t.description },
     { label: "Status", cell: (t) => badge(t.status) },
-    { label: "Assigned by", cell: (t) => el("span", { class: "nowrap" }, t.assigner) },
-    { label: "Started", cell: (t) => when(t.startTime) },
+    { label: "Assigned by · started", cell: (t) => el("span", { class: "stack" },
+      el("span", { class: "mono id" }, t.assigner), el("span", { dataset: { started: t.id } },
+        when(t.startTime))) },
   ], tasks, "No task of an agent this token reads."));
 }
 
@@ -121,7 +130,7 @@ export function renderPeers(peers, metrics, nodeId) {
         ? `${(latency.mean_seconds * 1000).toFixed(1)} ms` : "—",
         latency ? `${latency.samples} samples` : null)),
     table([
-      { label: "Node", cell: (p) => el("span", { class: "mono" }, p.id, p.self ? " (this node)" : "") },
+      { label: "Node", cell: (p) => el("span", { class: "mono id" }, p.id, p.self ? " (this node)" : "") },
       { label: "Address", cell: (p) => p.address || "—" },
       { label: "Status", cell: (p) => badge(p.status) },
       { label: "Latency", class: "num", cell: (p) => latencyOf(p, metrics) },
@@ -129,21 +138,38 @@ export function renderPeers(peers, metrics, nodeId) {
     ], shown, "No peer heard yet."));
 }
 
-export function renderWebhooks(deliveries, admin, onRedrive) {
+// This node's webhook subscriptions (a dead one's URL failed for webhooks.max_age), then the
+// dead letters, which node admins redrive.
+export function renderWebhooks(deliveries, subscriptions, admin, onRedrive) {
+  const dead = subscriptions.filter((s) => s.status === "dead").length;
+  const hooks = el("div", { id: "webhook-subscriptions" },
+    el("h2", {}, "Webhook subscriptions"),
+    dead ? el("p", { class: "warn" }, `${dead} dead: the URL failed for webhooks.max_age; `
+      + "no event goes to it until the subscription is removed and made again.") : null,
+    table([
+      { label: "Subscription", cell: (s) => el("span", { class: "mono id",
+        dataset: { subscription: s.subscription_id } }, s.subscription_id) },
+      { label: "Status", cell: (s) => badge(s.status) },
+      { label: "URL", cell: (s) => el("span", { class: "mono id" }, s.callback_webhook) },
+      { label: "Events", class: "text", cell: (s) => s.event_types.join(", ") },
+      { label: "Created", cell: (s) => when(s.created_at) },
+    ], subscriptions, "No webhook subscription on this node."));
   const action = admin && deliveries.length
     ? el("button", { type: "button", onclick: () => onRedrive(null) }, "Redrive all") : null;
-  replace("webhooks", el("div", { class: "section-head" }, el("h2", {}, "Webhook dead letters"), action),
+  const letters = el("div", { id: "dead-letters" },
+    el("div", { class: "section-head" }, el("h2", {}, "Webhook dead letters"), action),
     table([
       { label: "Id", class: "num", cell: (d) => String(d.id) },
-      { label: "Subscription", cell: (d) => el("span", { class: "mono" }, d.subscription_id) },
-      { label: "URL", cell: (d) => d.url || "—" },
+      { label: "Subscription", cell: (d) => el("span", { class: "mono id" }, d.subscription_id) },
+      { label: "URL", cell: (d) => el("span", { class: "mono id" }, d.url || "—") },
       { label: "Status", cell: (d) => badge(d.status) },
       { label: "Attempts", class: "num", cell: (d) => String(d.attempts) },
-      { label: "Last error", cell: (d) => d.last_error || "—" },
+      { label: "Last error", class: "text", cell: (d) => d.last_error || "—" },
       { label: "Created", cell: (d) => when(d.created_at) },
       { label: "", cell: (d) => admin ? el("button", { type: "button", class: "small",
         onclick: () => onRedrive([d.id]) }, "Redrive") : "" },
     ], deliveries, "No dead letter."));
+  replace("webhooks", hooks, letters);
 }
 
 export function renderSearch(address, result) {
@@ -151,7 +177,7 @@ export function renderSearch(address, result) {
   const parts = [el("h2", {}, "Search"), el("p", { class: "mono" }, address)];
   if (result.matches) {
     parts.push(table([
-      { label: "Agent", cell: (a) => el("span", { class: "mono" }, a.id) },
+      { label: "Agent", cell: (a) => el("span", { class: "mono id" }, a.id) },
       { label: "Role", cell: (a) => a.role },
       { label: "Project", cell: (a) => a.project || "—" },
       { label: "Status", cell: (a) => badge(a.status) },
@@ -165,11 +191,12 @@ export function renderSearch(address, result) {
 
 export function eventLine(type, payload) {
   const data = (payload && payload.data) || {};
-  const agent = data.agent && typeof data.agent === "object" ? data.agent.id : null;
-  const what = [agent || data.agent_id, data.action, data.topic || data.thread_id, data.status]
+  const agent = data.agent && typeof data.agent === "object" ? data.agent.id : data.agent_id;
+  const what = [data.action, data.topic || data.thread_id, data.status]
     .filter((part) => typeof part === "string" && part).join(" · ") || data.reason || "";
-  return el("li", {}, el("span", { class: "event-type" }, type), " ", String(what),
-    " ", when(payload && payload.timestamp));
+  return el("li", {}, el("span", { class: "event-type" }, type), " ",
+    typeof agent === "string" && agent ? [el("span", { class: "mono id" }, agent), " "] : null,
+    String(what), " ", when(payload && payload.timestamp));
 }
 
 export { text };

@@ -1,0 +1,84 @@
+"""How a node takes its place on the network: the allow-list of origins, and admission.
+
+With ``bzzz.admission`` on (the default), only admitted nodes' envelopes are applied; whatever
+the setting, only admitted nodes' tokens, admissions, keys and retention. The first node of a
+network admits itself, a later process on the same data directory is admitted by the
+directory's own key (slot 0's), any other node waits for ``bzzz node admit``.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from bzzz.config import Settings
+from bzzz.eventlog import EventLog
+from bzzz.network import admission
+from bzzz.network.identity import NodeIdentity
+
+logger = logging.getLogger(__name__)
+
+
+def trusted_origins(settings: Settings, identity: NodeIdentity) -> frozenset[str] | None:
+    """The network's allow-list of origins (keys or node ids), or None: any signed node.
+
+    This node is not added to it: a node left off the network's list must find its own
+    changes refused, as every other node refuses them, rather than diverge from them.
+    """
+    listed = frozenset(settings.bzzz.trusted_nodes)
+    if not listed:
+        return None
+    # With admission, a node off the list may still be admitted (it learns at start).
+    mine = {identity.public_key_b64, identity.node_id}
+    if not settings.bzzz.admission and not mine & listed:
+        logger.error(
+            "this node (%s, key %s) is not in BZZZ_TRUSTED_NODES: the network refuses its changes",
+            identity.node_id,
+            identity.public_key_b64,
+        )
+    return listed
+
+
+async def join_admitted(settings: Settings, slot: int, log: EventLog) -> None:
+    """Be admitted, or say why this node's changes will be dropped.
+
+    The first node of a network admits itself. A later process on the same data directory
+    shares its trust: the directory's own key (slot 0's) admits it — and is the one that
+    admits itself first, whichever process of the directory gets here first. With admission
+    off as well: tokens, admissions, keys and retention come from admitted nodes only.
+    """
+    admitted = log.projector.admission
+    me = log.identity
+    if admitted.is_member(me.public_key_b64, me.node_id):
+        return
+    directory = directory_identity(settings, slot) or me
+    if admitted.open:
+        await _admit(directory, directory, log)
+    if directory is not me and admitted.is_member(directory.public_key_b64, directory.node_id):
+        await _admit(directory, me, log)
+    if not admitted.is_member(me.public_key_b64, me.node_id):
+        dropped = "its changes" if settings.bzzz.admission else "its token, node, key changes"
+        logger.error(
+            "this node (%s) is not admitted to network %s: %s are dropped until an "
+            "admitted node runs `bzzz node admit %s`",
+            me.node_id,
+            log.network,
+            dropped,
+            me.public_key_b64,
+        )
+
+
+async def _admit(by: NodeIdentity, newcomer: NodeIdentity, log: EventLog) -> dict[str, Any]:
+    """Publish ``by``'s admission of ``newcomer`` and wait for this node to apply it."""
+    if by is not log.identity:
+        log = EventLog(by, log.network, log.projector, log.clock, keyring=log.keyring)
+    key = newcomer.public_key_b64
+    return await log.emit(admission.ADMITTED, admission.KIND, newcomer.node_id, {"public_key": key})
+
+
+def directory_identity(settings: Settings, slot: int) -> NodeIdentity | None:
+    """The data directory's own key (slot 0's), when this process holds another slot."""
+    data_dir = settings.node.data_dir.expanduser()
+    if not slot or not (data_dir / "node.key").exists():
+        return None
+    return NodeIdentity.load_or_create(data_dir)
