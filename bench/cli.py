@@ -19,7 +19,10 @@ earlier run) the earlier medians are printed beside the new.
                                   [--before bench/results/cli-before.json]
 
 To measure an older version of the code, put its source tree first on the path, e.g.
-``git archive <commit> src/bzzz | tar -x -C /tmp/old && PYTHONPATH=/tmp/old/src …``.
+``git archive <commit> src/bzzz | tar -x -C /tmp/old && PYTHONPATH=/tmp/old/src …``. With
+``--against /tmp/old/src`` one run measures both, each command's runs alternating between the
+two versions, so that both see the same load (the figures land under ``results`` and
+``against``; the served node is this version's).
 """
 
 from __future__ import annotations
@@ -152,49 +155,97 @@ def _public_key(root: Path, n: int) -> str:
     return NodeIdentity.load_or_create(root / f"other-{n}").public_key_b64
 
 
-def _time(env: dict[str, str], args: list[str], runs: int) -> dict[str, float]:
-    return _figures([_run(env, args)[0] for _ in range(runs)])
+Versions = list[dict[str, str]]  # one environment per measured version of the code
 
 
-def _changes(env: dict[str, str], root: Path, runs: int) -> dict[str, dict[str, float]]:
-    created: list[tuple[float, float]] = []
-    ids: list[str] = []
+def _time(envs: Versions, args: list[str], runs: int) -> list[dict[str, float]]:
+    """Figures of `bzzz ARGS` per version, the versions' runs alternating."""
+    taken: list[list[tuple[float, float]]] = [[] for _ in envs]
+    for _ in range(runs):
+        for i, env in enumerate(envs):
+            taken[i].append(_run(env, args)[0])
+    return [_figures(t) for t in taken]
+
+
+def _changes(envs: Versions, root: Path, runs: int) -> list[dict[str, dict[str, float]]]:
+    created: list[list[tuple[float, float]]] = [[] for _ in envs]
+    revoked: list[list[tuple[float, float]]] = [[] for _ in envs]
+    admitted: list[list[tuple[float, float]]] = [[] for _ in envs]
+    ids: list[list[str]] = [[] for _ in envs]
     for n in range(runs):
-        took, out = _run(env, ["token", "create", f"bench-{n}", "--project", "bench", "--json"])
-        created.append(took)
-        ids.append(json.loads(out)["id"])
-    revoked = [_run(env, ["token", "revoke", token_id])[0] for token_id in ids]
-    own = _run(env, ["identity", "--json"])[1]
-    _run(env, ["node", "admit", json.loads(own)["public_key"]])
-    admitted = [_run(env, ["node", "admit", _public_key(root, n)])[0] for n in range(runs)]
-    return {
-        "token create": _figures(created),
-        "token revoke": _figures(revoked),
-        "node admit": _figures(admitted),
-    }
+        for i, env in enumerate(envs):
+            took, out = _run(env, ["token", "create", f"b{i}-{n}", "--project", "bench", "--json"])
+            created[i].append(took)
+            ids[i].append(json.loads(out.strip().splitlines()[-1])["id"])
+    for n in range(runs):
+        for i, env in enumerate(envs):
+            revoked[i].append(_run(env, ["token", "revoke", ids[i][n]])[0])
+    own = _run(envs[0], ["identity", "--json"])[1]
+    _run(envs[0], ["node", "admit", json.loads(own)["public_key"]])
+    for n in range(runs):
+        for i, env in enumerate(envs):
+            admitted[i].append(_run(env, ["node", "admit", _public_key(root, n * 10 + i)])[0])
+    return [
+        {
+            "token create": _figures(created[i]),
+            "token revoke": _figures(revoked[i]),
+            "node admit": _figures(admitted[i]),
+        }
+        for i in range(len(envs))
+    ]
 
 
-def measure(runs: int) -> dict[str, Any]:
-    """Every figure of one run of the bench."""
-    help_figures: dict[str, dict[str, float]] = {}
-    help_figures["--help"] = _time(dict(os.environ), ["--help"], runs)
-    for command in _commands():
-        help_figures[f"{command} --help"] = _time(dict(os.environ), [command, "--help"], runs)
+def _versions(env: dict[str, str], against: Path | None) -> Versions:
+    if against is None:
+        return [env]
+    return [env, env | {"PYTHONPATH": str(against)}]
+
+
+GROUPS = ("help", "reads", "changes")
+
+
+def measure(
+    runs: int, against: Path | None = None, groups: tuple[str, ...] = GROUPS
+) -> list[dict[str, Any]]:
+    """Every figure of one run of the bench, per version (this one, then ``against``)."""
+    results: list[dict[str, Any]] = [
+        {"help": {}, "reads": {}, "changes": {}} for _ in _versions({}, against)
+    ]
+    if "reads" in groups or "changes" in groups:
+        _measure_served(results, runs, against, groups)
+    if "help" in groups:
+        plain = _versions(dict(os.environ), against)
+        for words in [["--help"], *([c, "--help"] for c in _commands())]:
+            for i, figures in enumerate(_time(plain, words, runs)):
+                results[i]["help"][" ".join(words)] = figures
+    return results
+
+
+def _measure_served(
+    results: list[dict[str, Any]], runs: int, against: Path | None, groups: tuple[str, ...]
+) -> None:
     with tempfile.TemporaryDirectory(prefix="bzzz-bench-cli-") as tmp:
         root = Path(tmp)
         port = _free_port()
-        env = _env(root / "data", port)
-        with _served(env, port):
-            changes = _changes(env, root, runs)
-            reads = {" ".join(args): _time(env, args, runs) for args in READS}
-    return {"help": help_figures, "reads": reads, "changes": changes}
+        envs = _versions(_env(root / "data", port), against)
+        with _served(envs[0], port):
+            # Changes first: the reads then see the tokens and the admitted nodes they made.
+            if "changes" in groups:
+                for i, figures in enumerate(_changes(envs, root, runs)):
+                    results[i]["changes"] = figures
+            if "reads" in groups:
+                for args in READS:
+                    for i, figures in enumerate(_time(envs, args, runs)):
+                        results[i]["reads"][" ".join(args)] = figures
 
 
 def _show(results: dict[str, Any], before: dict[str, Any] | None) -> None:
     head = f"{'command':34} {'median':>8} {'p90':>8} {'min':>8} {'max':>8} {'cpu':>8}"
     if before is not None:
         head += f" {'before':>8} {'b. p90':>8} {'b. cpu':>8}"
-    for group in ("help", "reads", "changes"):
+    for group in GROUPS:
+        if not results[group]:
+            continue
         print(f"\n{group} (seconds)\n{head}")
         for name, f in results[group].items():
             line = (
@@ -211,10 +262,18 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=7, help="runs per command (default 7)")
     parser.add_argument("--json", type=Path, default=Path("bench/results/cli.json"))
     parser.add_argument("--before", type=Path, help="an earlier run's JSON, shown beside")
+    parser.add_argument("--against", type=Path, help="another version's src/, measured beside")
+    parser.add_argument(
+        "--groups", default=",".join(GROUPS), help="which of help,reads,changes (default all)"
+    )
     args = parser.parse_args()
     before = json.loads(args.before.read_text())["results"] if args.before else None
     load = os.getloadavg()
-    results = measure(args.runs)
+    groups = tuple(g for g in args.groups.split(",") if g in GROUPS)
+    measured = measure(args.runs, args.against, groups)
+    results = measured[0]
+    if args.against is not None:
+        before = measured[1]
     _show(results, before)
     report = {
         "bench": "cli",
@@ -224,6 +283,7 @@ def main() -> None:
         "load": {"start": load, "end": os.getloadavg()},
         "code": code_version(),
         "results": results,
+        "against": {"src": str(args.against), "results": before} if args.against else None,
     }
     args.json.parent.mkdir(parents=True, exist_ok=True)
     args.json.write_text(json.dumps(report, indent=2) + "\n")

@@ -9,16 +9,22 @@ applies a well-formed envelope depends on its origin alone: trusted (``BZZZ_TRUS
 and, with admission on, admitted as of the envelope's place in the log. The origin is checked
 before the envelope is stored (a refusal changes nothing) and again at its place once stored.
 
-The stream's acknowledgement is the durability point; every node, the one running on this
-directory included, applies the envelope from there. The network is joined at the first
-``emit``: a command the service refuses first (an unknown token) never joins it.
+The stream's acknowledgement is the durability point; every node applies the envelope from
+there. When a node runs on this directory (the command joined its embedded server), the command
+also waits, bounded by ``bzzz.publish_timeout``, until that node's store has applied it: a token
+just created works at once on the node beside it. The network is joined at the first ``emit``:
+a command the service refuses first (an unknown token) never joins it.
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
+import logging
 from collections.abc import AsyncIterator, Callable, Sequence
 from typing import TYPE_CHECKING, Any
+
+from bzzz import cli_start as start
 
 if TYPE_CHECKING:
     from bzzz.config import Settings
@@ -26,15 +32,24 @@ if TYPE_CHECKING:
     from bzzz.network.identity import NodeIdentity
     from bzzz.network.jetstream import JetStreamBus
 
+logger = logging.getLogger(__name__)
+
 
 class DirectoryLog:
     """The ``emit`` of the node's event log, for one command acting as the data directory."""
 
     def __init__(
-        self, settings: Settings, identity: NodeIdentity, exits: contextlib.AsyncExitStack
+        self,
+        settings: Settings,
+        identity: NodeIdentity,
+        exits: contextlib.AsyncExitStack,
+        *,
+        served_here: bool = False,
     ) -> None:
         self.settings = settings
         self.identity = identity
+        # A node runs on this data directory: its store shows when it applied the envelope.
+        self.served_here = served_here
         self._exits = exits
         self._bus: JetStreamBus | None = None
         self.network = settings.bzzz.network_id
@@ -66,9 +81,31 @@ class DirectoryLog:
         refusal = await self._refusal(before_seq=stored.seq)
         if refusal is not None:
             return {"ok": False, "reason": f"{refusal}; every node drops it"}
+        if self.served_here:
+            await self._applied_here(stored.seq)
         for listener in self.applied:
             listener([envelope])
         return {"ok": True}
+
+    async def _applied_here(self, seq: int) -> None:
+        """Wait until the node on this directory has applied log sequence ``seq`` (bounded)."""
+        from bzzz.store.repository import Repository
+
+        async with start.opened_store(self.settings) as db:
+            try:
+                async with asyncio.timeout(self.settings.bzzz.publish_timeout):
+                    while True:
+                        async with db.session() as session:
+                            if await Repository(session).max_applied_seq() >= seq:
+                                return
+                        # Another process applies it: its store is all this one can watch.
+                        await asyncio.sleep(0.02)
+            except TimeoutError:
+                logger.warning(
+                    "the log holds the change (sequence %d); the node on %s has not applied it yet",
+                    seq,
+                    self.settings.node.data_dir,
+                )
 
     async def _joined(self) -> JetStreamBus:
         if self._bus is None:
@@ -99,10 +136,14 @@ class DirectoryLog:
 @contextlib.asynccontextmanager
 async def joined(settings: Settings) -> AsyncIterator[DirectoryLog]:
     """The network's log for one change, as the data directory's node."""
+    from bzzz.network.embedded import running_url
     from bzzz.network.identity import NodeIdentity
 
     data_dir = settings.node.data_dir.expanduser()
     data_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
     identity = NodeIdentity.load_or_create(data_dir)
+    # Looked at before joining: once joined, this command's own server would be running too.
+    served = not settings.bzzz.nats_url and running_url(data_dir) is not None
+    served = served and (settings.node.database_url is not None or (data_dir / "bzzz.db").is_file())
     async with contextlib.AsyncExitStack() as exits:
-        yield DirectoryLog(settings, identity, exits)
+        yield DirectoryLog(settings, identity, exits, served_here=served)

@@ -1,12 +1,14 @@
-"""The Node: builds the services, runs them, stops them (the composition root)."""
+"""The Node: builds the services, runs them, stops them (the composition root).
+
+Beside it: ``node_slots.py`` (the slot a process holds in the data directory, the node's
+secrets), ``node_network.py`` (the allow-list of origins, admission), ``node_admin.py`` (the
+CLI's admission commands).
+"""
 
 from __future__ import annotations
 
 import asyncio
-import fcntl
 import logging
-import os
-import secrets
 from collections.abc import Coroutine
 from enum import StrEnum
 from pathlib import Path
@@ -31,7 +33,7 @@ from bzzz.conversations.escalation import EscalationService
 from bzzz.conversations.hooks import ExtractiveInsights
 from bzzz.conversations.monitor import ThreadMonitor
 from bzzz.conversations.service import ConversationService
-from bzzz.errors import BzzzError, NetworkError
+from bzzz.errors import BzzzError
 from bzzz.eventlog import EventLog
 from bzzz.events.service import SubscriptionService
 from bzzz.events.webhooks import WebhookDispatcher
@@ -40,7 +42,6 @@ from bzzz.llm.client import OpenAIModelClient
 from bzzz.llm.runtime import HostedRuntime
 from bzzz.llm.service import LLMService
 from bzzz.llm.summaries import ModelSummarizer
-from bzzz.network import admission
 from bzzz.network.admission import Admission
 from bzzz.network.base import Bus
 from bzzz.network.embedded import EmbeddedNats
@@ -48,6 +49,8 @@ from bzzz.network.identity import NodeIdentity
 from bzzz.network.jetstream import JetStreamBus
 from bzzz.network.nats_auth import NatsAuth
 from bzzz.network.sealing import KeyMissing, Keyring, keyring_of
+from bzzz.node_network import join_admitted, trusted_origins
+from bzzz.node_slots import claim_slot, load_secret
 from bzzz.peers.reclaim import Reclaimer
 from bzzz.peers.service import PeerService, PeerSettings
 from bzzz.projector import Projector
@@ -57,8 +60,6 @@ from bzzz.store.projection import ProjectionLimits
 from bzzz.whoosh.registrar import WhooshRegistrar, registrar_for
 
 logger = logging.getLogger(__name__)
-
-MAX_SLOTS = 64
 
 
 class NodeState(StrEnum):
@@ -70,38 +71,6 @@ class NodeState(StrEnum):
     STOPPING = "stopping"
     STOPPED = "stopped"
     FAILED = "failed"
-
-
-def _claim_slot(data_dir: Path) -> tuple[Path, IO[bytes], int]:
-    """Take the first free node slot of a data directory: (node dir, held lock, slot number).
-
-    Several local processes may share one data directory (one network); each needs its own
-    identity, database and durable consumer, so each holds a slot. Slot 0 is the directory.
-    """
-    slots = data_dir / "slots"
-    slots.mkdir(mode=0o700, parents=True, exist_ok=True)
-    slots.chmod(0o700)
-    for n in range(MAX_SLOTS):
-        handle = os.fdopen(os.open(slots / f"{n}.lock", os.O_WRONLY | os.O_CREAT, 0o600), "ab")
-        try:
-            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            handle.close()
-            continue
-        node_dir = data_dir if n == 0 else slots / str(n)
-        node_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
-        return node_dir, handle, n
-    raise NetworkError(f"more than {MAX_SLOTS} bzzz processes share {data_dir}")
-
-
-def _load_secret(path: Path) -> bytes:
-    if path.exists():
-        return path.read_bytes()
-    value = secrets.token_bytes(32)
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    with os.fdopen(fd, "wb") as fh:
-        fh.write(value)
-    return value
 
 
 class Node:
@@ -196,7 +165,7 @@ class Node:
             await self._run_background()
             await self._federate()
             await self._catch_up()
-            await self._join_admitted()
+            await join_admitted(self.settings, self.slot, self.log)
             if not self.tool:
                 await self._go_online()
         except BaseException:
@@ -241,9 +210,9 @@ class Node:
         # Private to the node's user: the store, keys, NATS credentials and logs live here.
         data_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
         data_dir.chmod(0o700)
-        self.node_dir, self._slot_lock, self.slot = _claim_slot(data_dir)
+        self.node_dir, self._slot_lock, self.slot = claim_slot(data_dir)
         self.identity = NodeIdentity.load_or_create(self.node_dir)
-        node_secret = _load_secret(self.node_dir / "webhook.secret")
+        node_secret = load_secret(self.node_dir / "webhook.secret")
         self.keyring = keyring_of(self.settings)
         self.bus = self._bus_override or await self._make_bus(data_dir)
         url = self.settings.database_url()
@@ -256,7 +225,7 @@ class Node:
             max_active_threads=self.settings.conversation.max_active_threads,
             max_agents=self.settings.agents.max_agents,
         )
-        trusted = self._trusted()
+        trusted = trusted_origins(self.settings, self.identity)
         self.projector = Projector(
             self.db,
             self.bus,
@@ -423,65 +392,6 @@ class Node:
             llm=self.llm,
             log=self.log,
         )
-
-    def _trusted(self) -> frozenset[str] | None:
-        """The network's allow-list of origins (keys or node ids), or None: any signed node.
-
-        This node is not added to it: a node left off the network's list must find its own
-        changes refused, as every other node refuses them, rather than diverge from them.
-        """
-        listed = frozenset(self.settings.bzzz.trusted_nodes)
-        if not listed:
-            return None
-        # With admission, a node off the list may still be admitted (it learns at start).
-        mine = {self.identity.public_key_b64, self.identity.node_id}
-        if not self.settings.bzzz.admission and not mine & listed:
-            logger.error(
-                "this node (%s, key %s) is not in BZZZ_TRUSTED_NODES: the network refuses "
-                "its changes",
-                self.identity.node_id,
-                self.identity.public_key_b64,
-            )
-        return listed
-
-    async def _join_admitted(self) -> None:
-        """With admission on: be admitted, or say why this node's changes will be dropped.
-
-        The first node of a network admits itself. A later process on the same data directory
-        shares its trust: the directory's own key (slot 0's) admits it.
-        """
-        if not self.settings.bzzz.admission:
-            return
-        admitted = self.projector.admission
-        me = self.identity
-        if admitted.is_member(me.public_key_b64, me.node_id):
-            return
-        log: EventLog | None = self.log if admitted.open else None
-        sponsor = self._directory_identity()
-        if sponsor is not None and admitted.is_member(sponsor.public_key_b64, sponsor.node_id):
-            log = EventLog(sponsor, self.network, self.projector, self.clock, keyring=self.keyring)
-        outcome = await self._admit_self(log) if log is not None else None
-        if outcome is None or not outcome.get("ok"):
-            logger.error(
-                "this node (%s) is not admitted to network %s: its changes are dropped until an "
-                "admitted node runs `bzzz node admit %s`",
-                me.node_id,
-                self.network,
-                me.public_key_b64,
-            )
-
-    async def _admit_self(self, log: EventLog) -> dict[str, Any]:
-        me = self.identity
-        return await log.emit(
-            admission.ADMITTED, admission.KIND, me.node_id, {"public_key": me.public_key_b64}
-        )
-
-    def _directory_identity(self) -> NodeIdentity | None:
-        """The data directory's own key (slot 0's), when this process holds another slot."""
-        data_dir = self.settings.node.data_dir.expanduser()
-        if not self.slot or not (data_dir / "node.key").exists():
-            return None
-        return NodeIdentity.load_or_create(data_dir)
 
     def _describe(self) -> tuple[str, list[str]]:
         """This node's status and capabilities for its heartbeat: busy when all its agents are."""

@@ -39,16 +39,11 @@ from sqlalchemy.orm import Session
 from bzzz import domain
 from bzzz.network.envelope import Envelope
 from bzzz.store.access_projection import ACCESS_APPLIERS
+from bzzz.store.agent_projection import CANONICAL, ONLINE
 from bzzz.store.llm_projection import LLM_APPLIERS
-from bzzz.store.models import (
-    AgentRow,
-    AppliedEnvelope,
-    MessageRow,
-)
+from bzzz.store.models import AgentRow, AppliedEnvelope, MessageRow
 from bzzz.store.node_projection import ADMISSION_OUTCOMES, NODE_APPLIERS
 from bzzz.store.projection import (
-    CANONICAL,
-    ONLINE,
     SEEN,
     STAGED,
     STAGED_MESSAGE_IDS,
@@ -59,7 +54,7 @@ from bzzz.store.projection import (
     ProjectionLimits,
     stage,
 )
-from bzzz.store.repository import agent_from_row
+from bzzz.store.rows import agent_from_row
 from bzzz.store.subscriptions import (
     SUBSCRIPTION_APPLIERS,
     SUBSCRIPTION_CHANGES,

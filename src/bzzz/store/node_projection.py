@@ -14,7 +14,7 @@ from bzzz import domain
 from bzzz.domain import AgentStatus
 from bzzz.network import admission, sealing
 from bzzz.network.envelope import Envelope
-from bzzz.store import projection
+from bzzz.store import agent_projection, projection
 from bzzz.store.models import AgentRow, AppliedEnvelope
 from bzzz.store.projection import Applied, Applier, ProjectionLimits
 
@@ -75,7 +75,7 @@ def _take_offline(
         if before is not None and last > before:
             continue
         row.status = AgentStatus.OFFLINE.value
-        projection._count_online(session, -1)
+        agent_projection._count_online(session, -1)
         went.append(row.id)
         projection._activity(session, row.id, "offline", reason, env.id, env.timestamp)
         events.append(
@@ -83,7 +83,7 @@ def _take_offline(
                 env,
                 "agent_announcement",
                 projection._address_of(row),
-                {"action": "offline", "agent": projection._agent_json(row), "reason": reason},
+                {"action": "offline", "agent": agent_projection._agent_json(row), "reason": reason},
                 len(events),
             )
         )

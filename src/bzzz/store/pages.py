@@ -18,7 +18,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from bzzz import domain
 from bzzz.errors import InvalidParameters
 from bzzz.store.models import ActivityRow, InboxRow, MessageRow, TaskRow
-from bzzz.store.repository import message_from_row, task_from_row
+from bzzz.store.rows import message_from_row, task_from_row
 
 T = TypeVar("T")
 

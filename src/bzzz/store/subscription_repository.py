@@ -9,7 +9,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from bzzz import domain
 from bzzz.store.models import DeliveryRow, SubscriptionRow
-from bzzz.store.repository import delivery_from_row, subscription_from_row
+from bzzz.store.rows import delivery_from_row, subscription_from_row
 
 
 class SubscriptionRepository:

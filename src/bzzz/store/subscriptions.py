@@ -34,7 +34,7 @@ from bzzz.store.projection import (
     _text,
     stage,
 )
-from bzzz.store.repository import subscription_from_row
+from bzzz.store.rows import subscription_from_row
 
 # Envelopes after which a node's matching reloads its subscriptions.
 SUBSCRIPTION_CHANGES = frozenset(

@@ -14,7 +14,9 @@ from sqlalchemy.orm import Session
 
 from bzzz import domain
 from bzzz.network.envelope import Envelope
-from bzzz.store import projection
+from bzzz.store import conversation_projection, projection
+from bzzz.store.agent_projection import AGENT_APPLIERS
+from bzzz.store.conversation_projection import CONVERSATION_APPLIERS
 from bzzz.store.models import (
     AgentRow,
     EscalationRow,
@@ -222,7 +224,7 @@ def apply_thread_message(session: Session, env: Envelope, limits: ProjectionLimi
     refusal = _check_stance(session, p)
     if refusal:
         return Applied({"ok": False, "reason": refusal})
-    applied = projection.apply_message_posted(session, env, limits)
+    applied = conversation_projection.apply_message_posted(session, env, limits)
     if applied.outcome["ok"] and p.get("thread_id"):
         applied.events.extend(_thread_effects(session, env, applied.outcome))
     return applied
@@ -233,7 +235,7 @@ def apply_thread_opened(session: Session, env: Envelope, limits: ProjectionLimit
     context = env.payload.get("shared_context") or {}
     if not isinstance(context, dict):
         raise TypeError("shared_context must be an object")
-    applied = projection.apply_thread_created(session, env, limits)
+    applied = conversation_projection.apply_thread_created(session, env, limits)
     if applied.outcome["ok"]:
         thread = session.get(ThreadRow, env.payload["thread_id"])
         assert thread is not None
@@ -483,6 +485,8 @@ _THREAD_APPLIERS: dict[str, Applier] = {
     "slurp.generated": apply_slurp_generated,
 }
 
-APPLIERS: dict[str, Applier] = projection.APPLIERS | {
-    kind: _strict_json(fn) for kind, fn in _THREAD_APPLIERS.items()
-}
+APPLIERS: dict[str, Applier] = (
+    AGENT_APPLIERS
+    | CONVERSATION_APPLIERS
+    | {kind: _strict_json(fn) for kind, fn in _THREAD_APPLIERS.items()}
+)

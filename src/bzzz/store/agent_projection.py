@@ -1,0 +1,221 @@
+"""The appliers of ``agent.announced`` and ``agent.offline``: who holds an agent id, and the
+online count the agent limit is checked against.
+"""
+
+from __future__ import annotations
+
+from typing import Any, cast
+
+from sqlalchemy import Table, bindparam, func, select
+from sqlalchemy.orm import Session
+
+from bzzz import domain
+from bzzz.domain import AgentStatus, canonical_agent_id
+from bzzz.network.envelope import Envelope
+from bzzz.store.models import AgentRow
+from bzzz.store.projection import (
+    CANONICAL_LENGTH,
+    NAME_LENGTH,
+    Applied,
+    Applier,
+    ProjectionLimits,
+    _activity,
+    _address_of,
+    _check_names,
+    _event,
+    _optional_text,
+    _performance,
+    _refresh_status,
+    _strict_json,
+    _text,
+)
+
+
+def _agent_json(row: AgentRow) -> dict[str, Any]:
+    return {
+        "id": row.id,
+        "role": row.role,
+        "capabilities": list(row.capabilities),
+        "specialization": row.specialization,
+        "project": row.project,
+        "task": row.task,
+        "status": row.status,
+        "node_id": row.node_id,
+    }
+
+
+def _check_announcement(p: dict[str, Any]) -> None:
+    """Validate an agent.announced payload before any row is touched."""
+    for name in ("agent_id", "role", "session_id"):
+        _text(p[name], NAME_LENGTH, name)
+    for name in ("project", "task"):
+        _optional_text(p.get(name), NAME_LENGTH, name)
+    _optional_text(p.get("specialization"), 256, "specialization")
+    _check_names(p.get("capabilities") or [], "capabilities")
+    max_tasks = p.get("max_tasks", 3)
+    if not isinstance(max_tasks, int) or isinstance(max_tasks, bool) or max_tasks < 1:
+        raise ValueError("max_tasks must be a positive integer")
+    if not isinstance(p.get("metadata") or {}, dict):
+        raise TypeError("metadata must be an object")
+
+
+ONLINE = "bzzz_online_agents"
+
+
+def online_agents(session: Session) -> int:
+    """How many agents are online: the batch's running count, else counted in the database."""
+    known = session.info.get(ONLINE)
+    if known is None:
+        counted = session.execute(
+            select(func.count()).select_from(AgentRow).where(AgentRow.status != "offline")
+        )
+        known = session.info[ONLINE] = int(counted.scalar_one())
+    return int(known)
+
+
+def _count_online(session: Session, delta: int) -> None:
+    if session.info.get(ONLINE) is not None:
+        session.info[ONLINE] += delta
+
+
+def _same_holder(row: AgentRow, origin: str, session_id: str) -> bool:
+    """Whether ``session_id`` at ``origin`` holds the agent of ``row``.
+
+    A principal's or handle's key holds its agents through any node; a session key only on
+    the node whose session it is.
+    """
+    if row.session_id != session_id:
+        return False
+    return row.node_id == origin or domain.network_wide_key(session_id)
+
+
+_AGENTS = cast(Table, AgentRow.__table__)
+
+# Agents holding another spelling of an id (built once, like _MESSAGE_EXISTS).
+_LOOK_ALIKES = select(_AGENTS.c.id).where(
+    _AGENTS.c.canonical_id == bindparam("canonical"), _AGENTS.c.id != bindparam("agent_id")
+)
+
+# Canonical id -> ids announced in this batch (not flushed yet, so not in the query above).
+CANONICAL = "bzzz_canonical_ids"
+
+
+def _canonical_id(session: Session, agent_id: str) -> str | None:
+    """The id's canonical form, or None when a live agent holds a look-alike of it."""
+    canonical = canonical_agent_id(agent_id)
+    if len(canonical) > CANONICAL_LENGTH:
+        raise ValueError(f"agent_id must stay under {CANONICAL_LENGTH} characters in NFKC form")
+    batch: dict[str, set[str]] = session.info.setdefault(CANONICAL, {})
+    # Core, so no flush: the common case (no other spelling) costs one indexed query.
+    stored = session.connection().execute(
+        _LOOK_ALIKES, {"canonical": canonical, "agent_id": agent_id}
+    )
+    others = {str(row[0]) for row in stored} | batch.get(canonical, set())
+    others.discard(agent_id)
+    for other in sorted(others):
+        # The row as this batch left it (it may have gone offline in an unflushed change).
+        row = session.get(AgentRow, other)
+        if row is not None and row.status != AgentStatus.OFFLINE.value:
+            return None
+    batch.setdefault(canonical, set()).add(agent_id)
+    return canonical
+
+
+def apply_agent_announced(session: Session, env: Envelope, limits: ProjectionLimits) -> Applied:
+    """Create or update an agent unless a live agent of another session holds the id.
+
+    Ids are compared in canonical form (NFKC, case-folded): while ``ISO-A`` is online, no one
+    announces ``iso-a``, its own session included.
+    """
+    p = env.payload
+    _check_announcement(p)
+    canonical = _canonical_id(session, p["agent_id"])
+    if canonical is None:
+        return Applied({"ok": False, "reason": "exists", "look_alike": True})
+    row = session.get(AgentRow, p["agent_id"])
+    at = env.timestamp
+    held = row is not None and row.status != AgentStatus.OFFLINE.value
+    if held and row is not None and not _same_holder(row, env.origin, p["session_id"]):
+        return Applied({"ok": False, "reason": "exists", "holder_node": row.node_id})
+    if not held:
+        # The limit counts online agents: one coming back from offline needs room like a new one.
+        if online_agents(session) >= limits.max_agents:
+            return Applied({"ok": False, "reason": "max_agents"})
+        _count_online(session, 1)
+    if row is None:
+        row = AgentRow(
+            id=p["agent_id"],
+            created_at=at,
+            active_tasks=0,
+            tasks_completed=0,
+            tasks_failed=0,
+            performance=_performance(0, 0),
+        )
+        session.add(row)
+    row.canonical_id = canonical
+    row.role = p["role"]
+    row.capabilities = list(p.get("capabilities") or [])
+    row.specialization = p.get("specialization")
+    row.max_tasks = int(p.get("max_tasks", 3))
+    row.project = p.get("project")
+    row.task = p.get("task")
+    row.node_id = env.origin
+    row.session_id = p["session_id"]
+    row.metadata_ = dict(p.get("metadata") or {})
+    row.last_activity = at
+    row.status = AgentStatus.IDLE.value
+    _refresh_status(row)
+    _activity(session, row.id, "announced", f"announced as {row.role}", env.id, at)
+    event = _event(
+        env,
+        "agent_announcement",
+        _address_of(row),
+        {"action": "announced", "agent": _agent_json(row)},
+    )
+    return Applied({"ok": True, "status": row.status}, [event])
+
+
+def apply_agent_offline(session: Session, env: Envelope, limits: ProjectionLimits) -> Applied:
+    """Mark agents offline, but only those still held by the origin's named session."""
+    p = env.payload
+    _check_names(p["agent_ids"], "agent_ids")
+    _text(p["session_id"], NAME_LENGTH, "session_id")
+    _text(p.get("reason", "session ended"), 500, "reason")
+    events = []
+    went: list[str] = []
+    for n, agent_id in enumerate(p["agent_ids"]):
+        row = session.get(AgentRow, agent_id)
+        if row is None or row.status == AgentStatus.OFFLINE.value:
+            continue
+        if row.node_id != env.origin or row.session_id != p["session_id"]:
+            continue
+        row.status = AgentStatus.OFFLINE.value
+        _count_online(session, -1)
+        row.last_activity = env.timestamp
+        went.append(agent_id)
+        _activity(
+            session, agent_id, "offline", p.get("reason", "session ended"), env.id, env.timestamp
+        )
+        events.append(
+            _event(
+                env,
+                "agent_announcement",
+                _address_of(row),
+                {
+                    "action": "offline",
+                    "agent": _agent_json(row),
+                    "reason": p.get("reason", "session ended"),
+                },
+                n,
+            )
+        )
+    return Applied({"ok": True, "offline": went}, events)
+
+
+AGENT_APPLIERS: dict[str, Applier] = {
+    kind: _strict_json(fn)
+    for kind, fn in {
+        "agent.announced": apply_agent_announced,
+        "agent.offline": apply_agent_offline,
+    }.items()
+}
