@@ -30,7 +30,8 @@ from mcp.client.streamable_http import streamable_http_client
 
 from bzzz.network.sealing import Keyring, NetworkKey, encode_secret
 
-START_TIMEOUT = 20.0
+# A bound, not a speed target: with the suite on several workers a node may start slowly.
+START_TIMEOUT = 40.0
 STOP_TIMEOUT = 10.0
 CALL_TIMEOUT = 15.0
 POLL = 0.05
