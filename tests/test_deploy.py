@@ -370,9 +370,11 @@ def test_the_compose_file_runs_three_nats_servers_postgres_and_two_nodes() -> No
         assert f"./nats/{name}.conf:/etc/nats/nats.conf:ro" in mounts
         assert "nats-server" in services[name]["entrypoint"]
         assert "8222/healthz" in " ".join(services[name]["healthcheck"]["test"])
+    first, *others = NODE_SERVICES
     for name in NODE_SERVICES:
         needs = services[name]["depends_on"]
-        assert set(needs) == {*NATS_SERVICES, "postgres"}
+        # The first node admits itself; the others start once it is healthy (it admits them).
+        assert set(needs) == {*NATS_SERVICES, "postgres", *([first] if name in others else [])}
         assert {need["condition"] for need in needs.values()} == {"service_healthy"}
         data_dir = str(node_settings(node_environment(name)).node.data_dir)
         assert [m for m in services[name]["volumes"] if m.endswith(f":{data_dir}")]

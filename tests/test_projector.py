@@ -10,6 +10,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 import pytest
+from admitted import admit
 from sqlalchemy import insert, select
 from ulid import ULID
 
@@ -25,9 +26,12 @@ from bzzz.store.models import AppliedEnvelope, Base
 
 
 @pytest.fixture
-def peer() -> NodeIdentity:
-    """Another node of the network."""
-    return NodeIdentity.generate()
+async def peer(request: pytest.FixtureRequest) -> NodeIdentity:
+    """Another node of the network, admitted by the test's node."""
+    identity = NodeIdentity.generate()
+    name = "store_node" if "store_node" in request.fixturenames else "node"
+    await admit(request.getfixturevalue(name), identity)
+    return identity
 
 
 def announcement(

@@ -185,17 +185,37 @@ def _read_export(path: Path) -> list[Record]:
         raise InvalidParameters(f"cannot read the export {path}: {exc}") from None
 
 
+async def _log_heads(settings: Settings) -> list[Any] | None:
+    """The signed heads on the network's log; None (said on stderr) when it cannot be read."""
+    from bzzz.audit.trail import HEAD_KIND
+    from bzzz.audit.verify import heads_on_log
+    from bzzz.network.join import joined_bus
+
+    try:
+        async with joined_bus(settings) as bus:
+            messages = await bus.read_kind(HEAD_KIND)
+    except BzzzError as exc:
+        sys.stderr.write(f"bzzz: cannot read the signed heads on the log ({exc}); ")
+        sys.stderr.write("checking against this store's copy only\n")
+        return None
+    return heads_on_log((m.data for m in messages), settings.bzzz.network_id)
+
+
 async def _verify(args: argparse.Namespace, settings: Settings) -> int:
     from bzzz.audit import reading
+    from bzzz.audit.verify import merged_heads
 
     db = await _open(settings)
     try:
         records = _read_export(args.export) if args.export else await reading.records(db)
-        heads = await reading.heads(db)
+        stored = await reading.heads(db)
         anchors = await reading.anchors(db)
         local = None if args.export else _local_node(settings)
     finally:
         await db.close()
+    # The log's signed heads too: a rewritten chain whose local heads were deleted is caught.
+    on_log = await _log_heads(settings)
+    heads = merged_heads(stored, on_log or [])
     chains: dict[str, list[Record]] = defaultdict(list)
     for record in records:
         chains[record.node_id].append(record)

@@ -33,6 +33,11 @@ HUMAN_ROLE = "human"
 HUMAN_AGENT_PREFIX = "human-"
 
 
+def names_an_agent(sender: str) -> bool:
+    """Whether a sender or assigner is an agent, not a principal acting itself (``token:…``)."""
+    return ":" not in sender
+
+
 # Agent keys of sessionless callers: a principal or a minted handle holds the agent on any
 # node of the network; every other key (an MCP session, a stdio process) lives on one node.
 NETWORK_WIDE_KEYS = ("principal-", "handle-")

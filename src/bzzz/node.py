@@ -24,6 +24,7 @@ from bzzz.access.service import (
 )
 from bzzz.access.tokens import TokenRegistry
 from bzzz.agents.service import AgentService
+from bzzz.audit.dropped import drop_recorder
 from bzzz.audit.trail import AuditTrail
 from bzzz.clock import Clock, SystemClock
 from bzzz.config import Settings
@@ -242,6 +243,7 @@ class Node:
         )
         self.audit = AuditTrail(self.db, self.identity, self.log.emit, clock=self.clock)
         self.audit.enabled = self.settings.audit.enabled
+        self.projector.add_drop_listener(drop_recorder(self.audit))
         self.keys = NetworkKeys(self.keyring, self.log)
         self._build_access()
         limits_cfg = self.settings.limits

@@ -1,6 +1,7 @@
 """How a node takes its place on the network: the allow-list of origins, and admission.
 
-With ``bzzz.admission`` on, only admitted nodes' envelopes are applied: the first node of a
+With ``bzzz.admission`` on (the default), only admitted nodes' envelopes are applied; whatever
+the setting, only admitted nodes' tokens, admissions, keys and retention. The first node of a
 network admits itself, a later process on the same data directory is admitted by the
 directory's own key (slot 0's), any other node waits for ``bzzz node admit``.
 """
@@ -39,36 +40,40 @@ def trusted_origins(settings: Settings, identity: NodeIdentity) -> frozenset[str
 
 
 async def join_admitted(settings: Settings, slot: int, log: EventLog) -> None:
-    """With admission on: be admitted, or say why this node's changes will be dropped.
+    """Be admitted, or say why this node's changes will be dropped.
 
     The first node of a network admits itself. A later process on the same data directory
-    shares its trust: the directory's own key (slot 0's) admits it.
+    shares its trust: the directory's own key (slot 0's) admits it — and is the one that
+    admits itself first, whichever process of the directory gets here first. With admission
+    off as well: tokens, admissions, keys and retention come from admitted nodes only.
     """
-    if not settings.bzzz.admission:
-        return
     admitted = log.projector.admission
     me = log.identity
     if admitted.is_member(me.public_key_b64, me.node_id):
         return
-    sponsoring: EventLog | None = log if admitted.open else None
-    sponsor = directory_identity(settings, slot)
-    if sponsor is not None and admitted.is_member(sponsor.public_key_b64, sponsor.node_id):
-        sponsoring = EventLog(sponsor, log.network, log.projector, log.clock, keyring=log.keyring)
-    outcome = await _admit(me, sponsoring) if sponsoring is not None else None
-    if outcome is None or not outcome.get("ok"):
+    directory = directory_identity(settings, slot) or me
+    if admitted.open:
+        await _admit(directory, directory, log)
+    if directory is not me and admitted.is_member(directory.public_key_b64, directory.node_id):
+        await _admit(directory, me, log)
+    if not admitted.is_member(me.public_key_b64, me.node_id):
+        dropped = "its changes" if settings.bzzz.admission else "its token, node, key changes"
         logger.error(
-            "this node (%s) is not admitted to network %s: its changes are dropped until an "
+            "this node (%s) is not admitted to network %s: %s are dropped until an "
             "admitted node runs `bzzz node admit %s`",
             me.node_id,
             log.network,
+            dropped,
             me.public_key_b64,
         )
 
 
-async def _admit(me: NodeIdentity, log: EventLog) -> dict[str, Any]:
-    return await log.emit(
-        admission.ADMITTED, admission.KIND, me.node_id, {"public_key": me.public_key_b64}
-    )
+async def _admit(by: NodeIdentity, newcomer: NodeIdentity, log: EventLog) -> dict[str, Any]:
+    """Publish ``by``'s admission of ``newcomer`` and wait for this node to apply it."""
+    if by is not log.identity:
+        log = EventLog(by, log.network, log.projector, log.clock, keyring=log.keyring)
+    key = newcomer.public_key_b64
+    return await log.emit(admission.ADMITTED, admission.KIND, newcomer.node_id, {"public_key": key})
 
 
 def directory_identity(settings: Settings, slot: int) -> NodeIdentity | None:

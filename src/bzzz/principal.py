@@ -7,6 +7,7 @@ also manages tokens and reads every agent of its projects.
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Iterable
 from dataclasses import dataclass
 from enum import IntEnum
@@ -15,6 +16,7 @@ from bzzz.domain import HUMAN_ROLE
 from bzzz.errors import PermissionDenied
 
 ALL = "*"
+ACTOR_LENGTH = 128  # as long as an agent id: a sender or assigner column holds either
 
 
 class Scope(IntEnum):
@@ -64,6 +66,19 @@ class Principal:
         if self.all_projects:
             return True
         return project is not None and project in self.projects
+
+    @property
+    def actor(self) -> str:
+        """How the principal is named where it acts itself, without an agent (a message's
+        sender, a task's assigner): ``token:<id>``, ``jwt:…``, ``principal:anonymous``.
+
+        Always with a ':', which no agent id holds (see :func:`bzzz.domain.names_an_agent`),
+        and at most 128 characters (a long JWT subject keeps a digest of the rest).
+        """
+        name = self.id if ":" in self.id else f"principal:{self.id}"
+        if len(name) <= ACTOR_LENGTH:
+            return name
+        return name[: ACTOR_LENGTH - 33] + "#" + hashlib.sha256(name.encode()).hexdigest()[:32]
 
     @property
     def is_human(self) -> bool:

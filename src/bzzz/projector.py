@@ -11,6 +11,7 @@ import json
 import logging
 from collections import Counter
 from collections.abc import Awaitable, Callable, Coroutine, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from bzzz import domain
@@ -58,6 +59,21 @@ _Verified = tuple[list[tuple[Envelope, int]], Sequence[BusMessage]]
 EventListener = Callable[[Sequence[tuple[domain.Subscription, domain.Event]]], Awaitable[None]]
 # Sees every envelope's outcome after its batch committed (hosted agents find their tasks here).
 OutcomeListener = Callable[[dict[str, Outcome]], None]
+
+
+@dataclass(frozen=True, slots=True)
+class Dropped:
+    """An envelope the projector did not apply: where, why, and what it claimed to be."""
+
+    seq: int
+    reason: str  # bad_signature, untrusted, not_admitted, …
+    envelope_id: str | None
+    type: str | None = None
+    origin: str | None = None
+
+
+# Sees each dropped envelope (the node audits them).
+DropListener = Callable[[Dropped], None]
 
 
 class _NotNext(Exception):
@@ -109,6 +125,7 @@ class Projector:
         self._listeners: list[EventListener] = []
         self._applied_listeners: list[Callable[[Sequence[Envelope]], None]] = []
         self._outcome_listeners: list[OutcomeListener] = []
+        self._drop_listeners: list[DropListener] = []
         self._applied_seq = 0
         self._received_seq = 0  # the newest sequence the consumer has handed over
         self._progress = asyncio.Condition()
@@ -117,7 +134,7 @@ class Projector:
         self._origins: set[asyncio.Future[None]] = set()  # origins applying their envelopes
         self.directory = AgentDirectory()
         # Stand-ins of envelopes retention or erasure purged from the log (met as gaps).
-        self.stand_ins = StandIns(bus, network, trusted, keyring)
+        self.stand_ins = StandIns(bus, network, trusted, keyring, self.admission)
         self.rejected: Counter[str] = Counter()
         self.applied_count = 0
 
@@ -142,6 +159,20 @@ class Projector:
     def add_outcome_listener(self, listener: OutcomeListener) -> None:
         """Call ``listener`` after each commit with the outcomes of the batch's envelopes."""
         self._outcome_listeners.append(listener)
+
+    def add_drop_listener(self, listener: DropListener) -> None:
+        """Call ``listener`` with each envelope dropped (rejected, or from an unadmitted node)."""
+        self._drop_listeners.append(listener)
+
+    def _dropped(self, dropped: Dropped) -> None:
+        self.rejected[dropped.reason] += 1
+        self._answer_rejected(dropped.envelope_id, dropped.reason)
+        for listener in self._drop_listeners:
+            try:
+                listener(dropped)
+            except Exception:
+                # Like the other listeners, auditing a drop must never stop the log.
+                logger.exception("drop listener failed")
 
     def remove_outcome_listener(self, listener: OutcomeListener) -> None:
         """Stop calling ``listener``."""
@@ -390,9 +421,8 @@ class Projector:
         opened = []
         for msg, result in zip(messages, results, strict=True):
             if isinstance(result, EnvelopeRejected):
-                self.rejected[result.reason] += 1
                 logger.warning("rejected envelope at seq %d: %s", msg.seq, result.reason)
-                self._answer_rejected(_envelope_id(msg.data), result.reason)
+                self._dropped(Dropped(msg.seq, result.reason, _envelope_id(msg.data)))
             else:
                 opened.append((result, msg.seq))
         return opened
@@ -416,9 +446,10 @@ class Projector:
         for env, seq in opened:
             reason = self.admission.check(env)
             if reason is not None:
-                self.rejected[reason] += 1
-                logger.warning("dropped envelope at seq %d from %s: %s", seq, env.origin, reason)
-                self._answer_rejected(env.id, reason)
+                logger.warning(
+                    "dropped %s envelope at seq %d from %s: %s", env.type, seq, env.origin, reason
+                )
+                self._dropped(Dropped(seq, reason, env.id, env.type, env.origin))
                 continue
             change = self.admission.step(env)
             if change is not None:

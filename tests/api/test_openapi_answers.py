@@ -15,6 +15,7 @@ import httpx
 import pytest
 from jsonschema import Draft202012Validator
 
+from bzzz.config import Settings
 from bzzz.node import Node
 from bzzz.principal import LOCAL, Scope
 
@@ -58,6 +59,14 @@ class Run:
         assert errors == [], (method, template, status, errors[:5])
         self.checked.add((template, method.lower(), status))
         return body
+
+
+@pytest.fixture
+def settings(settings: Settings) -> Settings:
+    """Auth off by setting: the run mixes callers without a credential and a token holder (a
+    network with a token otherwise refuses callers without one)."""
+    settings.auth.required = False
+    return settings
 
 
 @pytest.fixture

@@ -67,8 +67,9 @@ async def test_bad_task_requests_are_error_responses_and_assign_nothing(
                             headers={HANDLE: boss}), 400, "INVALID_PARAMETERS")  # fmt: skip
     refused(await http.post("/agents/nobody/tasks", json=good, headers={HANDLE: boss}),
             404, "AGENT_NOT_FOUND")  # fmt: skip
-    # Without an agent to send as, nothing is sent.
-    refused(await http.post("/agents/worker/tasks", json=good), 400, "INVALID_PARAMETERS")
+    # Naming an agent the caller does not act as sends nothing.
+    refused(await http.post("/agents/worker/tasks", json=good | {"agent_id": "boss"}), 400,
+            "INVALID_PARAMETERS")  # fmt: skip
     refused(await http.get("/agents/nobody/status"), 404, "AGENT_NOT_FOUND")
     refused(await http.get("/agents/no@body/status"), 400, "INVALID_PARAMETERS")
 

@@ -253,6 +253,35 @@ class HttpNode:
                 await proc.wait()
 
 
+async def bzzz_cli(env: dict[str, str], *args: str) -> str:
+    """Run one `bzzz …` command to completion (bounded); its stdout, failing on an error."""
+    done = await asyncio.to_thread(
+        subprocess.run,
+        [bzzz_executable(), *args],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=START_TIMEOUT * 3,
+        check=False,
+    )
+    assert done.returncode == 0, f"bzzz {' '.join(args)}: {done.stderr}"
+    return done.stdout
+
+
+async def admit(by: HttpNode, *newcomers: HttpNode) -> None:
+    """What an operator does: `bzzz identity` on each newcomer, `bzzz node admit` on ``by``."""
+    for newcomer in newcomers:
+        shown = json.loads(await bzzz_cli(newcomer.env, "identity", "--json"))
+        await bzzz_cli(by.env, "node", "admit", shown["public_key"])
+
+
+async def start_network(first: HttpNode, *others: HttpNode) -> None:
+    """Start the network's first node (it admits itself), then the others, admitted by it."""
+    await first.start()
+    await asyncio.gather(*(node.start() for node in others))
+    await admit(first, *others)
+
+
 def kill_orphans(data_dir: Path) -> None:
     """Last-resort cleanup: SIGKILL any nats-server still serving data_dir."""
     for pid in nats_servers_of(data_dir):

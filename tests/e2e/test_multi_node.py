@@ -21,6 +21,7 @@ from bzzz.network.identity import NodeIdentity
 
 from .support import (
     HttpNode,
+    admit,
     bzzz_executable,
     call,
     call_error,
@@ -28,6 +29,7 @@ from .support import (
     http_session,
     kill_orphans,
     node_env,
+    start_network,
 )
 
 pytestmark = pytest.mark.integration
@@ -100,7 +102,7 @@ async def test_three_nodes_share_agents_messages_threads_tasks_and_events(
     make_node: NodeFactory,
 ) -> None:
     a, b, c = make_node("a"), make_node("b"), make_node("c")
-    await asyncio.gather(a.start(), b.start(), c.start())
+    await start_network(a, b, c)
     async with (
         http_session(a.mcp_url) as sa,
         http_session(b.mcp_url) as sb,
@@ -236,7 +238,7 @@ async def test_one_agent_id_announced_on_two_nodes_at_once_has_one_winner_everyw
     make_node: NodeFactory,
 ) -> None:
     a, b = make_node("a"), make_node("b")
-    await asyncio.gather(a.start(), b.start())
+    await start_network(a, b)
     ids = [f"contested-{n}" for n in range(8)]
     async with http_session(a.mcp_url) as sa, http_session(b.mcp_url) as sb:
 
@@ -267,7 +269,7 @@ async def test_a_node_killed_while_another_posts_10000_messages_gets_each_once(
     make_node: NodeFactory,
 ) -> None:
     sender, receiver = make_node("sender"), make_node("receiver")
-    await asyncio.gather(sender.start(), receiver.start())
+    await start_network(sender, receiver)
     total = 10_000
     recipients = ["inbox-0", "inbox-1"]
     async with http_session(receiver.mcp_url, terminate_on_close=False) as sr:
@@ -396,6 +398,8 @@ async def test_a_federated_network_is_searched_and_its_agents_reached_by_address
     home = make_node("home", BZZZ_FEDERATED_NETWORKS="research")
     lab = make_node("lab", BZZZ_NETWORK_ID="research")
     await asyncio.gather(home.start(), lab.start())
+    # Home posts into research's log: research's first node admits it there.
+    await admit(lab, home)
     async with http_session(home.mcp_url) as sh, http_session(lab.mcp_url) as sl:
         await call(sh, "bzzz_announce", {"agent_id": "arch-home", "role": "architect"})
         await call(sl, "bzzz_announce", {"agent_id": "rev-lab", "role": "reviewer"})

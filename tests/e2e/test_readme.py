@@ -31,7 +31,18 @@ from mcp.client.streamable_http import streamable_http_client
 from bzzz.cli import _parser
 from bzzz.config import load_settings, unknown_variables
 
-from .support import CALL_TIMEOUT, START_TIMEOUT, HttpNode, bzzz_executable, http_session, node_env
+from .cluster import NatsCluster
+from .support import (
+    CALL_TIMEOUT,
+    START_TIMEOUT,
+    TEST_NETWORK_KEY_B64,
+    HttpNode,
+    bzzz_executable,
+    call,
+    eventually,
+    http_session,
+    node_env,
+)
 
 pytestmark = pytest.mark.integration
 
@@ -299,22 +310,127 @@ def _shell_lines(block: Block) -> list[str]:
     return [line.split(" #")[0].strip() for line in joined.splitlines() if line.strip()]
 
 
+def _assignments(words: list[str]) -> dict[str, str]:
+    """Take the leading NAME=value words off ``words``."""
+    found = {}
+    while words and re.fullmatch(r"[A-Z_][A-Z0-9_]*=.*", words[0]):
+        name, _, value = words.pop(0).partition("=")
+        found[name] = value
+    return found
+
+
 def test_the_shell_lines_name_scripts_that_exist_and_settings_that_load(tmp_path: Path) -> None:
     root = README.parent
     for block in of_kind("bash"):
+        exported: dict[str, str] = {}
         for line in _shell_lines(block):
             words = shlex.split(line)
-            assignments = {}
-            while words and re.fullmatch(r"[A-Z_][A-Z0-9_]*=.*", words[0]):
-                name, _, value = words.pop(0).partition("=")
-                assignments[name] = value
+            if words[:1] == ["export"]:
+                exported |= _assignments(words[1:])
+                continue
+            assignments = exported | _assignments(words)
             if words[:1] == ["bash"]:
                 script = root / words[1]
                 assert script.is_file() and script.stat().st_mode & 0o111, line
                 continue
             assert words[0] == "bzzz", f"README line {block.line}: {line}"
             args = _parser().parse_args(words[1:])
-            assert args.command == "serve", line
+            assert args.command in ("serve", "identity", "node"), line
             env = assignments | {"BZZZ_DATA_DIR": str(tmp_path / "d")}
             assert unknown_variables(env) == [], line
             load_settings(environ=env)
+
+
+# --- many nodes, one network: the README's lines on a secured 3-server cluster -------------------
+
+
+def _many_nodes_block() -> Block:
+    [block] = [b for b in of_kind("bash") if "bzzz node admit" in b.body]
+    return block
+
+
+def _on_loopback(line: str, cluster: NatsCluster, home: Path, public_key: str | None) -> str:
+    """The line with the machines' addresses, secrets and home of this test."""
+    for i, server in enumerate(cluster.servers):
+        line = line.replace(f"10.0.0.{i + 1}:4222", f"127.0.0.1:{server.port}")
+    line = line.replace("PASSWORD", cluster.password).replace("~/", f"{home}/")
+    line = line.replace("NETWORK_KEY", TEST_NETWORK_KEY_B64)
+    if "PUBLIC_KEY" in line.split("#")[0]:
+        assert public_key is not None, "bzzz node admit PUBLIC_KEY before bzzz identity"
+        line = line.replace("PUBLIC_KEY", public_key)
+    return line
+
+
+async def _run_bzzz(args: list[str], env: dict[str, str]) -> str:
+    import asyncio
+
+    done = await asyncio.to_thread(
+        subprocess.run,
+        [bzzz_executable(), *args],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=START_TIMEOUT,
+        check=False,
+    )
+    assert done.returncode == 0, f"bzzz {' '.join(args)}: {done.stderr}"
+    return done.stdout
+
+
+@pytest.fixture
+async def secured_cluster(tmp_path: Path) -> AsyncIterator[NatsCluster]:
+    """The README's secured 3-server cluster, on loopback."""
+    running = NatsCluster(tmp_path / "cluster", secured=True)
+    try:
+        await running.start()
+        yield running
+    finally:
+        await running.close()
+
+
+async def test_the_many_nodes_lines_run_as_written_on_a_secured_cluster(
+    secured_cluster: NatsCluster, tmp_path: Path, clean_env: dict[str, str]
+) -> None:
+    home = tmp_path / "home"
+    exported: dict[str, str] = {}
+    nodes: list[HttpNode] = []
+    public_key: str | None = None
+    try:
+        for line in _shell_lines(_many_nodes_block()):
+            words = shlex.split(_on_loopback(line, secured_cluster, home, public_key))
+            if words[:1] == ["export"]:
+                exported |= _assignments(words[1:])
+                continue
+            env = clean_env | {"PYTHONUNBUFFERED": "1"} | exported | _assignments(words)
+            assert words[0] == "bzzz", line
+            if words[1] == "serve":
+                [port] = [int(w) for w in words[words.index("--port") + 1 :][:1]]
+                node = HttpNode(Path(env["BZZZ_DATA_DIR"]), env, tmp_path / "logs")
+                assert port in (7331, 7332)  # on loopback the test picks free ports instead
+                await node.start()
+                nodes.append(node)
+                continue
+            printed = await _run_bzzz(words[1:], env)
+            if words[1] == "identity":
+                [public_key] = re.findall(r"^public_key\s+(\S+)$", printed, re.MULTILINE)
+        a, b = nodes
+        listed = json.loads(await _run_bzzz(["node", "list", "--json"], a.env))
+        assert len(listed["nodes"]) == 2 and public_key in {
+            n["public_key"] for n in listed["nodes"]
+        }
+        # Admitted, B's agents are everyone's: announced on B, found on A.
+        async with http_session(b.mcp_url) as on_b:
+            announced = await call(on_b, "bzzz_announce", {"agent_id": "rev-b", "role": "reviewer"})
+            assert announced["success"] is True, announced
+        async with http_session(a.mcp_url) as on_a:
+            found = await eventually(
+                lambda: call(on_a, "bzzz_lookup", {"semantic_address": "bzzz://*:reviewer@*"}),
+                lambda result: [m["id"] for m in result.get("matches", [])] == ["rev-b"],
+            )
+        assert found["success"] is True
+    finally:
+        for node in nodes:
+            await node.kill()
+            from .support import kill_orphans
+
+            kill_orphans(node.data_dir)

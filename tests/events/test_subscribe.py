@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -148,11 +147,12 @@ async def test_a_created_thread_is_an_event(node: Node) -> None:
 
 
 async def test_a_node_joining_and_leaving_is_a_network_status_event(
-    node: Node, memory_bus: InMemoryBus, tmp_path: Path
+    node: Node, memory_bus: InMemoryBus
 ) -> None:
     sub = await subscribe(node, "network_status")
+    # Another process on the node's data directory: admitted by the directory's key.
     other_settings = load_settings(
-        environ={}, overrides={"node": {"data_dir": str(tmp_path / "other")}}
+        environ={}, overrides={"node": {"data_dir": str(node.settings.node.data_dir)}}
     )
 
     async with Node(other_settings, bus=memory_bus) as other:
@@ -160,7 +160,7 @@ async def test_a_node_joining_and_leaving_is_a_network_status_event(
     await node.projector.wait_for_sequence(await memory_bus.last_sequence(), within=5)
 
     seen = [(e["data"]["node_id"], e["data"]["status"]) for e in await events(node, sub)]
-    assert seen == [(other_id, "online"), (other_id, "offline")]
+    assert seen == [(other_id, "admitted"), (other_id, "online"), (other_id, "offline")]
 
 
 async def test_events_of_an_unknown_subscription_are_refused(node: Node) -> None:

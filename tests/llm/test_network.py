@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 
 import pytest
+from admitted import admit
 
 from bzzz.cli import main
 from bzzz.config import Settings, load_settings
@@ -27,6 +28,7 @@ async def test_a_task_from_another_node_is_done_here_and_seen_there(
     model_server.push(Step(content="done remotely", usage=(10, 5)))
     other = load_settings(environ={}, overrides={"node": {"data_dir": str(tmp_path / "b")}})
     async with Node(other, bus=memory_bus) as remote:
+        await admit(hosted_node, remote)
         watcher = TaskWatcher(remote)
         boss = Caller("boss")
         await remote.agents.announce(boss, AnnounceInput(agent_id="boss", role="lead"))

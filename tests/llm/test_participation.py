@@ -157,6 +157,28 @@ async def test_progress_is_posted_at_once_then_at_most_once_per_interval() -> No
     assert all(p["task_id"] == "task-1" for p in posts)
 
 
+async def test_progress_streamed_after_a_review_opened_still_names_its_thread() -> None:
+    # A task's progress is its last post: text streamed once the interval has passed since
+    # the review opened must not erase where the review is (the collaboration test's race).
+    now = [100.0]
+    posts: list[dict[str, Any]] = []
+
+    async def post(content: dict[str, Any]) -> None:
+        posts.append(content)
+
+    reporter = ProgressReporter("task-1", post, 1.0, clock=lambda: now[0])
+    await reporter.send({"status": "collaborating", "thread_id": "thread-1"})
+    now[0] += 5.0  # the reviewers took their time
+    reporter.restart()
+    await reporter.on_delta("draft")
+
+    assert [(p["status"], p.get("thread_id")) for p in posts] == [
+        ("collaborating", "thread-1"),
+        ("working", "thread-1"),
+    ]
+    assert posts[-1]["partial_text"] == "draft"
+
+
 async def test_a_hosted_agent_answers_a_message_naming_it_and_not_the_chatter_before(
     hosted_node: Node, model_server: ScriptedModelServer
 ) -> None:

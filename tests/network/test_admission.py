@@ -104,7 +104,9 @@ def _sealed(identity: NodeIdentity, type_: str, **payload: Any) -> Envelope:
 def test_an_open_network_is_closed_by_a_node_admitting_itself_first() -> None:
     a, b = NodeIdentity.generate(), NodeIdentity.generate()
     state = Admission(enforce=True)
-    assert state.open and state.check(_sealed(b, "node.status")) is None
+    assert state.open and state.check(_sealed(b, "agent.announced")) is None
+    # What changes who may do what waits for an admitted node, even on an open network.
+    assert state.check(_sealed(b, "node.status")) == "not_admitted"
 
     refused = state.step(_sealed(a, "node.admitted", public_key=b.public_key_b64))
     assert refused is not None and not refused.outcome["ok"]
@@ -154,6 +156,23 @@ def test_a_copy_stored_again_later_changes_nothing_and_a_restore_agrees() -> Non
     restored.restore(recorded)
     assert restored.members == state.members == {a.public_key_b64: a.node_id}
     assert restored.step(log[1]) is None
+
+
+@pytest.mark.parametrize(
+    "type_", ["token.created", "token.revoked", "node.lost", "keys.added", "retention.forget"]
+)
+def test_changes_of_who_may_do_what_come_from_admitted_nodes_whatever_the_setting(
+    type_: str,
+) -> None:
+    a, b = NodeIdentity.generate(), NodeIdentity.generate()
+    for enforce in (True, False):
+        state = Admission(enforce=enforce)
+        assert state.check(_sealed(b, type_)) == "not_admitted"  # open: no member yet
+        assert state.step(_sealed(a, "node.admitted", public_key=a.public_key_b64)) is not None
+        assert state.check(_sealed(a, type_)) is None
+        assert state.check(_sealed(b, type_)) == "not_admitted"
+        # Anything else from b: dropped only where admission is enforced.
+        assert state.check(_sealed(b, "message.posted")) == ("not_admitted" if enforce else None)
 
 
 # --- nodes on a real nats-server -------------------------------------------------------------

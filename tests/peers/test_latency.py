@@ -11,6 +11,7 @@ from typing import Any
 
 import httpx
 import pytest
+from admitted import admit
 from e2e.support import bzzz_executable
 from mcp import Client
 from prometheus_client.parser import text_string_to_metric_families
@@ -70,6 +71,7 @@ async def test_two_nodes_time_round_trips_to_each_other_and_report_them_per_peer
         Node(_settings(tmp_path / "a", nats_url)) as a,
         Node(_settings(tmp_path / "b", nats_url)) as b,
     ):
+        await admit(a, b)  # `bzzz node admit` on a, the network's first node
         async with asyncio.timeout(WITHIN):
             await a.peers.pinger.wait_for(_measured(b.node_id))
             await b.peers.pinger.wait_for(_measured(a.node_id))

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
+from admitted import admit
 
 from bzzz.config import Settings, load_settings
 from bzzz.eventlog import LOCAL_CALLER, Caller
@@ -36,6 +38,7 @@ async def pair(tmp_path: Path) -> AsyncIterator[tuple[Node, Node]]:
         Node(_settings(tmp_path, "a"), bus=bus, address="http://a:1/mcp") as a,
         Node(_settings(tmp_path, "b"), bus=bus, address="http://b:1/mcp") as b,
     ):
+        await admit(a, b)  # a, the network's first node, admitted itself
         yield a, b
 
 
@@ -111,6 +114,9 @@ async def test_forged_and_foreign_heartbeats_are_dropped_and_counted(
 ) -> None:
     a, b = pair
     bus = a.bus
+    # b's beats from before a admitted it were dropped as not_admitted: only what follows counts.
+    await a.peers.wait_for(lambda peers: b.node_id in peers, 5)
+    before = Counter(a.peers.rejected)
     stranger = NodeIdentity.generate()
     payload = {"address": "x", "capabilities": [], "status": "online", "boot": "b", "beat": 1}
     # Signed by a stranger but filed under B's id: an impostor.
@@ -123,8 +129,12 @@ async def test_forged_and_foreign_heartbeats_are_dropped_and_counted(
     honest = seal(stranger, a.network, "node.heartbeat", "bzzz.main.node.x", payload)
     tampered = honest.model_copy(update={"payload": {**payload, "status": "busy"}})
     await bus.put_peer(stranger.node_id, tampered.to_bytes())
-    await a.peers.wait_for(lambda _: sum(a.peers.rejected.values()) >= 3, 5)
-    assert a.peers.rejected == {"origin_mismatch": 1, "wrong_network": 1, "bad_signature": 1}
+    await a.peers.wait_for(lambda _: sum((a.peers.rejected - before).values()) >= 3, 5)
+    assert a.peers.rejected - before == {
+        "origin_mismatch": 1,
+        "wrong_network": 1,
+        "bad_signature": 1,
+    }
     assert stranger.node_id not in {p.id for p in a.peers.peers()}
     assert a.peers.peer(b.node_id).address == "http://b:1/mcp"  # type: ignore[union-attr]
 
@@ -136,8 +146,9 @@ async def test_an_allow_list_keeps_unknown_nodes_off_the_board_and_out_of_the_lo
     trusted_identity = NodeIdentity.load_or_create(tmp_path / "a")
     allow = [trusted_identity.public_key_b64]
     async with (
-        Node(_settings(tmp_path, "a", trusted_nodes=allow), bus=bus) as a,
-        Node(_settings(tmp_path, "b"), bus=bus) as b,
+        # The static allow-list on its own (without admission): a filter of origins.
+        Node(_settings(tmp_path, "a", trusted_nodes=allow, admission=False), bus=bus) as a,
+        Node(_settings(tmp_path, "b", admission=False), bus=bus) as b,
     ):
         await b.peers.wait_for(lambda peers: a.node_id in peers, 5)
         await _announce(b, "sneaky")

@@ -10,6 +10,7 @@ from typing import Any
 
 import nats
 import pytest
+from admitted import admit
 from sqlalchemy import select
 
 from bzzz.clock import ManualClock
@@ -172,6 +173,7 @@ async def test_retention_and_erasure_on_two_nodes_then_a_third_rebuilds(
     a_settings = node_settings(tmp_path, "a", nats_url, await new_store("a"), **kept)
     b_settings = node_settings(tmp_path, "b", nats_url, await new_store("b"), **kept)
     async with Node(a_settings, clock=clock) as a, Node(b_settings) as b:
+        await admit(a, b)  # b forgets bob: only an admitted node's erasure is applied
         ids = await _play_old_then_new(a, b, clock)
         before = await _rows(a)
 

@@ -10,10 +10,19 @@ from __future__ import annotations
 import hashlib
 import secrets
 
+from bzzz.domain import network_wide_key
+from bzzz.eventlog import Caller
 from bzzz.principal import Principal
 
 # The key of a sessionless call without a credential: it holds nothing by itself.
 STATELESS = "stateless"
+
+
+def holder_of(caller: Caller) -> str:
+    """What holds the caller's agents, as messages name it: ``session``, or ``caller`` for a
+    call without one (2026-07-28, REST), whose principal or handle holds them."""
+    sessionless = caller.session_id == STATELESS or network_wide_key(caller.session_id)
+    return "caller" if sessionless else "session"
 
 
 def principal_key(who: Principal) -> str:

@@ -11,7 +11,14 @@ from datetime import datetime
 from typing import Any
 
 from bzzz import domain
-from bzzz.access.keys import STATELESS, handle_agent, handle_hash, handle_key, mint_handle
+from bzzz.access.keys import (
+    STATELESS,
+    handle_agent,
+    handle_hash,
+    handle_key,
+    holder_of,
+    mint_handle,
+)
 from bzzz.address import Address, parse_address
 from bzzz.agents.leases import Leases
 from bzzz.agents.views import agent_info, message_info, task_info, thread_info
@@ -96,7 +103,7 @@ class AgentService:
         held = existing is not None and existing.online
         handle = caller.handle if existing and self._handle_fits(caller, existing) else None
         if held and existing is not None and not (handle or self._holds_by_key(caller, existing)):
-            raise self._exists(params.agent_id)
+            raise self._exists(params.agent_id, caller)
         if not held:
             self._check_quota(caller.principal)
         handle = handle or mint_handle(params.agent_id)
@@ -114,7 +121,7 @@ class AgentService:
                     f"the network already has its maximum of {self._max_agents} online agents",
                     details={"max_agents": self._max_agents},
                 )
-            raise self._exists(params.agent_id)
+            raise self._exists(params.agent_id, caller)
         agent = self.directory.get(params.agent_id)
         assert agent is not None
         self.leases.renew(agent.id)
@@ -185,9 +192,10 @@ class AgentService:
         return not caller.principal.authenticated or agent.owner == caller.principal.id
 
     @staticmethod
-    def _exists(agent_id: str) -> InvalidParameters:
+    def _exists(agent_id: str, caller: Caller) -> InvalidParameters:
         return InvalidParameters(
-            f"Agent ID already exists: '{agent_id}' is held by a live agent of another session",
+            f"Agent ID already exists: '{agent_id}' is held by a live agent of another "
+            f"{holder_of(caller)}",
             details={"agent_id": agent_id},
         )
 
@@ -219,6 +227,8 @@ class AgentService:
 
         Only agents of the caller's projects are seen.
         """
+        if caller.handle is not None:
+            await self.agents_of(caller)  # as every call that names its agent: renews its lease
         address = parse_address(params.semantic_address)
         criteria = params.filter_criteria or FilterCriteria()
         visible = visible_projects(caller.principal)
@@ -514,8 +524,9 @@ class AgentService:
         return agent
 
     def may_read_thread(self, caller: Caller, thread: domain.Thread) -> bool:
-        """A participant (through an agent the caller acts as), an admin of its project, or
-        a person (role ``human``) of its project once it escalated to humans."""
+        """A participant (through an agent the caller acts as, or one its principal owns,
+        whatever client announced it), the principal that created it, an admin of its
+        project, or a person (role ``human``) of its project once it escalated to humans."""
         who = caller.principal
         project = thread_project(thread)
         if who.is_admin_of(project):
@@ -523,7 +534,14 @@ class AgentService:
         if who.is_human and who.may_see_project(project) and thread.asks_a_human:
             return True
         members = set(thread.active_participants)
-        return any(a.id in members for a in self._acting(caller))
+        if any(a.id in members for a in self._acting(caller)):
+            return True
+        if not who.authenticated or not who.may_see_project(project):
+            return False
+        return thread.creator == who.actor or any(
+            agent is not None and agent.owner == who.id
+            for agent in map(self.directory.get, members)
+        )
 
     def require_thread_reader(self, caller: Caller, thread: domain.Thread) -> None:
         """THREAD_NOT_FOUND outside the thread's project; PERMISSION_DENIED for a non-member."""

@@ -215,13 +215,16 @@ class ThreadsAnswer(Answer):
     """GET /api/v1/threads."""
 
     threads: list[ThreadSummary]
+    count: int
 
 
 class TasksAnswer(Answer):
-    """GET /api/v1/tasks."""
+    """GET /api/v1/tasks: one agent's (``agent_id``), or every one the caller reads (None;
+    each task then names its agent)."""
 
-    agent_id: str
+    agent_id: str | None
     tasks: list[Task]
+    count: int
 
 
 class EscalationsAnswer(Answer):

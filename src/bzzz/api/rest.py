@@ -13,6 +13,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from starlette.requests import Request
 
 from bzzz import domain
+from bzzz.agents.overview import Overview
 from bzzz.agents.service import thread_project
 from bzzz.api import answers as a
 from bzzz.api.handlers import Operation, body_of, caller_of, query_of
@@ -57,10 +58,13 @@ class HistoryQuery(_Model):
     max_history: int = Field(10, ge=0, le=1000)
 
 
-class AgentQuery(HistoryQuery):
-    """Which of the caller's agents a route acts as (default: its only one)."""
+class ReadableQuery(_Model):
+    """GET /api/v1/threads and /api/v1/tasks: what the caller reads, or one agent's."""
 
-    agent_id: Identifier | None = None
+    agent_id: Identifier | None = Field(
+        None, description="only this agent's (default: every one the caller reads)"
+    )
+    limit: int = Field(100, ge=1, le=500)
 
 
 class EscalationsQuery(_Model):
@@ -122,6 +126,7 @@ class Routes:
     def __init__(self, node: Node) -> None:
         self.node = node
         self.humans = HumanDesk(node.db, node.agents, node.conversations)
+        self.overview = Overview(node.db, node.agents, node.node_id)
 
     async def list_agents(self, request: Request) -> dict[str, Any]:
         """Agents matching an address and the lookup filters (bzzz_lookup)."""
@@ -150,11 +155,17 @@ class Routes:
         return await self.node.agents.get(caller_of(request), params)
 
     async def list_threads(self, request: Request) -> dict[str, Any]:
-        """The threads of the caller's agent (bzzz_thread list)."""
-        query = query_of(request, AgentQuery)
-        params = ThreadInput(action="list", agent_id=query.agent_id)
-        listed = await self.node.conversations.thread(caller_of(request), params)
-        return {"success": True, "threads": listed["result"]}
+        """The threads the caller reads (a participant's principal, a project's admin), or one
+        agent's (its /threads, as bzzz_get shows them); no agent needed to ask."""
+        query = query_of(request, ReadableQuery)
+        caller = caller_of(request)
+        if query.agent_id is None:
+            threads = await self.overview.threads(caller, query.limit)
+        else:
+            address = agent_address(query.agent_id) + "/threads"
+            params = GetInput(address=address, max_history=query.limit)
+            threads = (await self.node.agents.get(caller, params))["content"]["threads"]
+        return {"success": True, "threads": threads, "count": len(threads)}
 
     async def get_thread(self, request: Request) -> dict[str, Any]:
         """One thread with its messages, escalations and consensus (bzzz_get)."""
@@ -164,16 +175,17 @@ class Routes:
         return await self.node.agents.get(caller_of(request), params)
 
     async def list_tasks(self, request: Request) -> dict[str, Any]:
-        """The tasks of an agent (default: the caller's own), as bzzz_get of its /tasks."""
-        query = query_of(request, AgentQuery)
+        """The tasks of the agents whose work the caller reads (owner, project admin), or of
+        one agent (bzzz_get of its /tasks); no agent needed to ask."""
+        query = query_of(request, ReadableQuery)
         caller = caller_of(request)
-        agent_id = query.agent_id
-        if agent_id is None:
-            agent_id = (await self.node.conversations.sender_of(caller, None)).id
-        address = agent_address(agent_id) + "/tasks"
-        params = GetInput(address=address, max_history=max(query.max_history, 1))
-        got = await self.node.agents.get(caller, params)
-        return {"success": True, "agent_id": agent_id, "tasks": got["content"]["tasks"]}
+        if query.agent_id is None:
+            tasks = await self.overview.tasks(caller, query.limit)
+            return {"success": True, "agent_id": None, "tasks": tasks, "count": len(tasks)}
+        address = agent_address(query.agent_id) + "/tasks"
+        params = GetInput(address=address, max_history=query.limit)
+        tasks = (await self.node.agents.get(caller, params))["content"]["tasks"]
+        return {"success": True, "agent_id": query.agent_id, "tasks": tasks, "count": len(tasks)}
 
     async def list_escalations(self, request: Request) -> dict[str, Any]:
         """Escalations of the threads the caller reads (participants, project admins)."""
@@ -298,14 +310,15 @@ def operations(node: Node) -> list[Operation]:
         Operation("GET", f"{API}/agents/{{agent_id}}", "One agent", r.get_agent, "agents",
                   answer=a.GetOutput,
                   query=HistoryQuery, errors=(400, 403, 404)),
-        Operation("GET", f"{API}/threads", "The threads of the caller's agent", r.list_threads,
-                  "threads", answer=a.ThreadsAnswer, query=AgentQuery, errors=read),
+        Operation("GET", f"{API}/threads", "The threads the caller reads (or one agent's)",
+                  r.list_threads, "threads", answer=a.ThreadsAnswer, query=ReadableQuery,
+                  errors=(400, 403, 404)),
         Operation("GET", f"{API}/threads/{{thread_id}}",
                   "One thread with its messages, escalations and consensus", r.get_thread,
                   "threads", answer=a.GetOutput, query=HistoryQuery, errors=(400, 403, 404)),
-        Operation("GET", f"{API}/tasks", "The tasks of an agent (default: the caller's)",
+        Operation("GET", f"{API}/tasks", "The tasks the caller reads (or one agent's)",
                   r.list_tasks, "tasks",
-                  answer=a.TasksAnswer, query=AgentQuery, errors=(400, 403, 404)),
+                  answer=a.TasksAnswer, query=ReadableQuery, errors=(400, 403, 404)),
         Operation("GET", f"{API}/escalations", "Escalations of the threads the caller reads",
                   r.list_escalations, "escalations",
                   answer=a.EscalationsAnswer, query=EscalationsQuery, errors=read),

@@ -1,14 +1,17 @@
 """The design's WHOOSH endpoints (§4.2): an agent's status, task assignment, collaboration.
 
 WHOOSH calls them at the paths its ``AgentEndpoints`` name. Assigning a task or inviting an
-agent is sending a message, so the caller must hold an agent to send as (as ``bzzz_post``'s
-sender): an authenticated principal's agents, or the one its ``agent_handle`` names.
+agent is sending a message: as one of the caller's agents when it acts as one (a credential's
+agents, ``agent_id`` to pick one, the one its ``agent_handle`` names), else as the principal
+itself, an orchestrator or a person that holds no agent (the sender and the task's assigner
+are then ``token:<id>``, ``jwt:…`` or ``principal:anonymous``).
 
 ``collaborate`` has two forms, both built from the services MCP tools use:
 
 * without ``thread_id``: the caller's agent opens a thread with the agent on ``topic``
   (``bzzz_thread create``): the agent is in the thread at once, as the design's
-  ``initiateCollaboration`` puts collaborators into a conversation;
+  ``initiateCollaboration`` puts collaborators into a conversation (a principal that opens it
+  is not in it: it reads the thread as its creator);
 * with ``thread_id``: the caller's agent, which must read the thread, sends the agent an
   invitation (a ``question`` naming the thread); the agent joins it with ``bzzz_thread join``
   (nobody joins a thread on another agent's behalf).
@@ -101,7 +104,8 @@ def operations(node: Node) -> list[Operation]:
             "agent_id": body.agent_id,
         }
         params = validate_input(PostInput, {k: v for k, v in post.items() if v is not None})
-        return await node.conversations.post(caller_of(request, body.agent_handle), params)
+        caller = caller_of(request, body.agent_handle)
+        return await node.conversations.post(caller, params, as_principal=True)
 
     async def collaborate(request: Request) -> dict[str, Any]:
         agent_id = request.path_params["agent_id"]
@@ -122,6 +126,7 @@ def operations(node: Node) -> list[Operation]:
                     topic=body.topic,
                     agent_id=body.agent_id,
                 ),
+                as_principal=True,
             )
             return {"success": True, "mode": "thread_created", "thread": created["result"]}
         # Only a reader of the thread invites into it: THREAD_NOT_FOUND / PERMISSION_DENIED.
@@ -146,7 +151,9 @@ def operations(node: Node) -> list[Operation]:
         post = {"target_address": target, "message_type": "question", "content": invitation}
         if body.agent_id is not None:
             post["agent_id"] = body.agent_id
-        sent = await node.conversations.post(caller, validate_input(PostInput, post))
+        sent = await node.conversations.post(
+            caller, validate_input(PostInput, post), as_principal=True
+        )
         return {"success": True, "mode": "invited", "thread_id": body.thread_id, "post": sent}
 
     return [

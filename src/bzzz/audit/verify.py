@@ -4,7 +4,9 @@ A chain is intact when its records run 1, 2, 3… each holding the hash of the o
 and a hash its own fields give. The first break is named: an *edited* record (its fields no
 longer give its hash), a *removed* one (a gap, or a link to a record that is not there) or a
 *reordered* one (a link to a record further on). Heads are checked for their signature and,
-for this node's chain, for holding the hash the chain has at that seq.
+for this node's chain, for holding the hash the chain has at that seq. The heads come from the
+log itself (``heads_on_log``) as well as from the store's copy: deleting or editing the local
+``audit_heads`` rows hides nothing the log still holds.
 
 After audit retention pruned a chain's older records, the chain starts after its *anchor*
 (the last pruned record's seq and hash): the first kept record must link to it, and the
@@ -14,10 +16,12 @@ forged to hide a rewritten record.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 from bzzz.audit.records import GENESIS, Record, head_bytes
+from bzzz.audit.trail import HEAD_TYPE
+from bzzz.network.envelope import EnvelopeRejected, open_envelope
 from bzzz.network.identity import origin_of, verify_signature
 from bzzz.store.models import AuditAnchorRow, AuditHeadRow
 
@@ -195,3 +199,47 @@ def verify(
         if found is not None:
             report.problems.append(found)
     return report
+
+
+def heads_on_log(messages: Iterable[bytes], network: str) -> list[AuditHeadRow]:
+    """The chain heads the log's ``audit.head`` envelopes hold, each signed by its own node.
+
+    An envelope whose signature fails, or that carries another node's head, is no evidence
+    and is left out (the projector refuses the same ones).
+    """
+    found = []
+    for data in messages:
+        try:
+            env = open_envelope(data, network)
+        except EnvelopeRejected:
+            continue
+        p = env.payload
+        if env.type != HEAD_TYPE or p.get("node_id") != env.origin:
+            continue
+        if p.get("public_key") != env.origin_key or not isinstance(p.get("seq"), int):
+            continue
+        found.append(
+            AuditHeadRow(
+                node_id=env.origin,
+                seq=p["seq"],
+                hash=str(p.get("hash")),
+                public_key=env.origin_key,
+                signature=str(p.get("signature")),
+                envelope_id=env.id,
+                signed_at=env.timestamp,
+            )
+        )
+    return found
+
+
+def merged_heads(*sources: Iterable[AuditHeadRow]) -> list[AuditHeadRow]:
+    """Every distinct (node, seq, hash) head of the sources, by node and seq.
+
+    Two different hashes for one seq both stay: each is checked against the chain, so a head
+    rewritten in one copy is reported rather than hidden by the other.
+    """
+    by_key: dict[tuple[str, int, str], AuditHeadRow] = {}
+    for source in sources:
+        for head in source:
+            by_key.setdefault((head.node_id, head.seq, head.hash), head)
+    return sorted(by_key.values(), key=lambda h: (h.node_id, h.seq, h.hash))

@@ -38,8 +38,9 @@ class BzzzSettings(_Section):
         default_factory=list, description="other network ids whose agents lookups also search"
     )
     admission: bool = Field(
-        False,
-        description="apply envelopes only from nodes admitted to the network (bzzz node admit)",
+        True,
+        description="apply envelopes only from nodes admitted to the network (bzzz node admit); "
+        "off, tokens, nodes, keys and retention still come from admitted nodes only",
     )
 
     @field_validator("nats_url", "trusted_nodes", "federated_networks", mode="before")

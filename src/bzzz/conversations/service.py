@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import logging
 import time
 from collections.abc import Awaitable, Callable
@@ -10,7 +11,7 @@ from typing import Any
 from ulid import ULID
 
 from bzzz import domain
-from bzzz.access.keys import STATELESS
+from bzzz.access.keys import STATELESS, holder_of, principal_key
 from bzzz.access.limits import PostLimiter
 from bzzz.address import Address, parse_address
 from bzzz.agents.service import AgentService, raise_store_failure, thread_project
@@ -102,9 +103,10 @@ class ConversationService:
                 "the agent_handle that bzzz_announce returned",
                 details={"hint": "agent_handle"},
             )
+        holder = holder_of(caller)
         if not mine:
             raise InvalidParameters(
-                "this session has not announced an agent; call bzzz_announce first",
+                f"this {holder} has not announced an agent; call bzzz_announce first",
                 details={"hint": "bzzz_announce"},
             )
         if agent_id is not None:
@@ -112,42 +114,41 @@ class ConversationService:
                 if agent.id == agent_id:
                     return agent
             raise InvalidParameters(
-                f"agent '{agent_id}' was not announced by this session",
+                f"agent '{agent_id}' was not announced by this {holder}",
                 details={"session_agents": [a.id for a in mine]},
             )
         if len(mine) > 1:
             raise InvalidParameters(
-                "this session announced several agents; pass agent_id to choose one",
+                f"this {holder} announced several agents; pass agent_id to choose one",
                 details={"session_agents": [a.id for a in mine]},
             )
         return mine[0]
 
+    async def _sender_id(self, caller: Caller, agent_id: str | None, as_principal: bool) -> str:
+        """Who sends: the caller's agent, else (``as_principal``) the principal itself."""
+        if as_principal and agent_id is None and not await self._agents.agents_of(caller):
+            return caller.principal.actor
+        return (await self.sender_of(caller, agent_id)).id
+
     # --- bzzz_post ---------------------------------------------------------------------------
 
-    async def post(self, caller: Caller, params: PostInput) -> dict[str, Any]:
-        """Deliver a message to an address or a thread; tasks are created or updated."""
+    async def post(
+        self, caller: Caller, params: PostInput, *, as_principal: bool = False
+    ) -> dict[str, Any]:
+        """Deliver a message to an address or a thread; tasks are created or updated.
+
+        ``as_principal``: a caller that acts as no agent sends as its principal (an
+        orchestrator assigning a task, a person inviting an agent), recorded as
+        ``token:…``; it posts to addresses, not into threads.
+        """
         started = time.perf_counter()
         caller.principal.require(Scope.WRITE, "posting")
         address = parse_address(params.target_address) if params.target_address else None
         if address is not None and address.network not in (None, self._log.network):
             return await self._post_federated(caller, params, address, started)
-        sender = await self.sender_of(caller, params.agent_id)
-        self._limiter.take(sender.id)
-        stance: tuple[str, str] | None = None
-        if params.thread_id:
-            async with self._db.session() as session:
-                repo = Repository(session)
-                recipients = await self._thread_recipients(repo, caller, params, sender)
-                if address is not None:
-                    await self._check_thread_target(repo, params.thread_id, address)
-                stance = await self._stance(repo, params, sender)
-        else:
-            assert address is not None  # PostInput requires one without thread_id
-            if params.stance is not None:
-                raise InvalidParameters(
-                    "a stance needs thread_id and reply_to", details={"field": "stance"}
-                )
-            recipients = self._address_recipients(address, sender, who=caller.principal)
+        sender = await self._sender_id(caller, params.agent_id, as_principal)
+        self._limiter.take(sender)
+        recipients, stance = await self._recipients(caller, params, address, sender)
         task_id = None
         if params.message_type in TASK_UPDATE_TYPES:
             async with self._db.session() as session:
@@ -157,7 +158,7 @@ class ConversationService:
         message_id = f"msg-{ULID()}"
         payload = {
             "message_id": message_id,
-            "sender": sender.id,
+            "sender": sender,
             "target_address": target_of(params),
             "message_type": params.message_type,
             "content": redact_data(params.content) if self._redact_stored else params.content,
@@ -169,7 +170,10 @@ class ConversationService:
         }
         if stance is not None:
             payload["stance"], payload["stance_source"] = stance
-        outcome = await self._log.emit("message.posted", "msg", sender.id, payload)
+        # The subject names the sender; a principal's id (':', '.', '/' in a JWT issuer) is
+        # no subject token, its key is.
+        key = sender if domain.names_an_agent(sender) else principal_key(caller.principal)
+        outcome = await self._log.emit("message.posted", "msg", key, payload)
         raise_store_failure(outcome)
         if not outcome["ok"]:
             raise InvalidParameters(
@@ -183,6 +187,42 @@ class ConversationService:
         if outcome.get("consensus"):
             result["consensus"] = outcome["consensus"]
         return result
+
+    async def _recipients(
+        self, caller: Caller, params: PostInput, address: Address | None, sender: str
+    ) -> tuple[list[str], tuple[str, str] | None]:
+        """Who a post reaches (a thread's other participants, or an address), and its stance."""
+        if params.thread_id:
+            if not domain.names_an_agent(sender):
+                raise InvalidParameters(
+                    "this call acts as no agent, and only a thread's participants post into "
+                    "it: pass agent_id or agent_handle of an agent in the thread",
+                    details={"field": "thread_id", "thread_id": params.thread_id},
+                )
+            async with self._db.session() as session:
+                repo = Repository(session)
+                recipients = await self._thread_recipients(repo, caller, params, sender)
+                if address is not None:
+                    await self._check_thread_target(repo, params.thread_id, address)
+                return recipients, await self._stance(repo, params, sender)
+        assert address is not None  # PostInput requires one without thread_id
+        if params.stance is not None:
+            raise InvalidParameters(
+                "a stance needs thread_id and reply_to", details={"field": "stance"}
+            )
+        if await self._assigned_by_principal(params):
+            # Its assigner acted without an agent: it has no inbox and reads the task.
+            return [], None
+        return self._address_recipients(address, sender, who=caller.principal), None
+
+    async def _assigned_by_principal(self, params: PostInput) -> bool:
+        """Whether a post updates a task that a principal assigned itself (``token:…``)."""
+        task_id = params.content.get("task_id")
+        if params.message_type not in TASK_UPDATE_TYPES or not isinstance(task_id, str):
+            return False
+        async with self._db.session() as session:
+            task = await Repository(session).task(task_id)
+        return task is not None and not domain.names_an_agent(task.assigner)
 
     async def _check_thread_target(
         self, repo: Repository, thread_id: str, address: Address
@@ -215,7 +255,7 @@ class ConversationService:
         )
 
     async def _stance(
-        self, repo: Repository, params: PostInput, sender: domain.Agent
+        self, repo: Repository, params: PostInput, sender: str
     ) -> tuple[str, str] | None:
         """The stance a thread message takes: declared, else classified by a model (if any)."""
         if params.reply_to is None:
@@ -232,12 +272,12 @@ class ConversationService:
                 details={"field": "reply_to", "thread_id": params.thread_id},
             )
         if params.stance is not None:
-            if target.sender == sender.id:
+            if target.sender == sender:
                 raise InvalidParameters(
                     "a stance is on someone else's message", details={"field": "stance"}
                 )
             return params.stance, "agent"
-        if target.sender == sender.id:
+        if target.sender == sender:
             return None
         text = content_text(params.content)
         classified = await self.classifier.classify(text, message_text(target))
@@ -265,7 +305,7 @@ class ConversationService:
         federation = self._agents.federation_of(address.network)
         sender = await self.sender_of(caller, params.agent_id)
         recipients = self._address_recipients(
-            address, sender, federation.directory(address.network)
+            address, sender.id, federation.directory(address.network)
         )
         # Seen from the other network, the sender lives here: agent@network ('@' cannot
         # occur in an agent id, so it never names one of theirs).
@@ -328,15 +368,15 @@ class ConversationService:
         return result
 
     async def _thread_recipients(
-        self, repo: Repository, caller: Caller, params: PostInput, sender: domain.Agent
+        self, repo: Repository, caller: Caller, params: PostInput, sender: str
     ) -> list[str]:
         assert params.thread_id is not None
         thread = visible_thread(
             caller.principal, params.thread_id, await repo.thread(params.thread_id)
         )
-        if sender.id not in thread.active_participants:
+        if sender not in thread.active_participants:
             raise InvalidParameters(
-                f"agent '{sender.id}' is not a participant of thread '{thread.id}'; "
+                f"agent '{sender}' is not a participant of thread '{thread.id}'; "
                 "join it with bzzz_thread first",
                 details={"thread_id": thread.id},
             )
@@ -352,12 +392,12 @@ class ConversationService:
                 + ", ".join(THREAD_POST_TYPES),
                 details={"valid": list(THREAD_POST_TYPES)},
             )
-        return [a for a in thread.active_participants if a != sender.id]
+        return [a for a in thread.active_participants if a != sender]
 
     def _address_recipients(
         self,
         address: Address,
-        sender: domain.Agent,
+        sender: str,
         directory: AgentDirectory | None = None,
         who: Principal | None = None,
     ) -> list[str]:
@@ -384,19 +424,17 @@ class ConversationService:
         )
         if who is not None and not who.all_projects:
             matches = [a for a in matches if a.project in who.projects]
-        return sorted(a.id for a in matches if a.id != sender.id)
+        return sorted(a.id for a in matches if a.id != sender)
 
     @staticmethod
     async def _task_for_update(
-        repo: Repository, params: PostInput, sender: domain.Agent, recipients: list[str]
+        repo: Repository, params: PostInput, sender: str, recipients: list[str]
     ) -> str | None:
         if params.message_type not in TASK_UPDATE_TYPES:
             return None
         task_id = params.content.get("task_id")
         if task_id is None:
-            candidates = [
-                t for r in recipients for t in await repo.active_tasks_between(sender.id, r)
-            ]
+            candidates = [t for r in recipients for t in await repo.active_tasks_between(sender, r)]
             if len(candidates) != 1:
                 raise InvalidParameters(
                     f"{params.message_type} needs content.task_id (the task to update)",
@@ -413,9 +451,9 @@ class ConversationService:
         task = await repo.task(task_id)
         if task is None:
             raise InvalidParameters(f"no task '{task_id}'", details={"task_id": task_id})
-        if task.agent_id != sender.id:
+        if task.agent_id != sender:
             raise InvalidParameters(
-                f"task '{task_id}' is assigned to '{task.agent_id}', not to '{sender.id}'",
+                f"task '{task_id}' is assigned to '{task.agent_id}', not to '{sender}'",
                 details={"task_id": task_id},
             )
         if task.status not in domain.ACTIVE_TASK_STATUSES:
@@ -427,10 +465,12 @@ class ConversationService:
 
     # --- bzzz_thread -------------------------------------------------------------------------
 
-    async def thread(self, caller: Caller, params: ThreadInput) -> dict[str, Any]:
-        """Run one bzzz_thread action."""
+    async def thread(
+        self, caller: Caller, params: ThreadInput, *, as_principal: bool = False
+    ) -> dict[str, Any]:
+        """Run one bzzz_thread action (``as_principal``: see :meth:`post`, for ``create``)."""
         handlers: dict[str, Any] = {
-            "create": self._create,
+            "create": functools.partial(self._create, as_principal=as_principal),
             "join": self._join,
             "leave": self._leave,
             "list": self._list,
@@ -453,18 +493,24 @@ class ConversationService:
                 details={"missing": missing, "action": params.action},
             )
 
-    async def _create(self, caller: Caller, params: ThreadInput) -> dict[str, Any]:
+    async def _create(
+        self, caller: Caller, params: ThreadInput, as_principal: bool = False
+    ) -> dict[str, Any]:
         self._require(params, "participants", "topic")
         assert params.participants is not None and params.topic is not None
         caller.principal.require(Scope.WRITE, "creating a thread")
-        creator = await self.sender_of(caller, params.agent_id)
-        participants = list(dict.fromkeys([creator.id, *params.participants]))
-        visible = self._agents.visible_agent
-        unknown = [p for p in participants if visible(caller.principal, p) is None]
+        creator = await self._sender_id(caller, params.agent_id, as_principal)
+        # A principal that creates a thread itself is not in it: the agents it names are.
+        named = [creator] if domain.names_an_agent(creator) else []
+        participants = list(dict.fromkeys([*named, *params.participants]))
+        visible = [self._agents.visible_agent(caller.principal, p) for p in participants]
+        unknown = [p for p, agent in zip(participants, visible, strict=True) if agent is None]
         if unknown:
             raise AgentNotFound(
                 f"unknown participants: {', '.join(unknown)}", details={"unknown": unknown}
             )
+        # The thread is its creator's project's (the first participant's for a principal).
+        project = next(a.project for a in visible if a is not None)
         await self._check_thread_room(caller)
         thread_id = f"thread-{ULID()}"
         outcome = await self._log.emit(
@@ -474,9 +520,9 @@ class ConversationService:
             {
                 "thread_id": thread_id,
                 "topic": params.topic,
-                "creator": creator.id,
+                "creator": creator,
                 "participants": participants,
-                "metadata": {"project": creator.project},
+                "metadata": {"project": project},
             },
         )
         raise_store_failure(outcome)
@@ -501,7 +547,7 @@ class ConversationService:
                     creators = self._agents.directory.owned_by(who.id)
                 else:
                     creators = [a.id for a in await self._agents.agents_of(caller)]
-                mine = await repo.count_active_threads(creators)
+                mine = await repo.count_active_threads([*creators, who.actor])
         if active >= self._max_active_threads:
             raise self._too_many()
         if mine >= share:

@@ -9,7 +9,7 @@ from typing import Any
 from ulid import ULID
 
 from bzzz import domain
-from bzzz.access.keys import STATELESS, handle_key
+from bzzz.access.keys import STATELESS, handle_key, holder_of
 from bzzz.address import parse_address
 from bzzz.domain import EVENT_TYPES, iso
 from bzzz.errors import InvalidParameters, PermissionDenied, RateLimited
@@ -211,8 +211,9 @@ class SubscriptionService:
         sub = await self._subscription(params.subscription_id)
         if not may_end(caller, sub):
             raise PermissionDenied(
-                f"subscription '{sub.id}' belongs to another session; only its maker (the same "
-                "session, credential or agent_handle) or an admin of its projects removes it",
+                f"subscription '{sub.id}' belongs to another {holder_of(caller)}; only its maker "
+                "(the same session, credential or agent_handle) or an admin of its projects "
+                "removes it",
                 details={"subscription_id": sub.id, "missing": "subscription_owner"},
             )
         await self.remove(sub.id, caller.session_id, "unsubscribed")

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from bzzz.errors import InvalidParameters
+from bzzz.network.admission import Admission
 from bzzz.network.base import BatchHandler, Bus, BusMessage, PeerHandler, PingHandler, Stored
 from bzzz.network.envelope import seal
 from bzzz.network.identity import NodeIdentity
@@ -28,8 +29,9 @@ from bzzz.store.projection import ProjectionLimits
 
 logger = logging.getLogger(__name__)
 
-# What a follower reads of another network: its agents, and its nodes (lost nodes' agents).
-FOLLOWED_KINDS = ("agent", "node")
+# What a follower reads of another network: its agents, its nodes (lost nodes' agents), and
+# its admissions (whose agents and node changes that network applies).
+FOLLOWED_KINDS = ("agent", "node", "admission")
 
 
 def not_federated(network: str, federated: list[str]) -> InvalidParameters:
@@ -153,6 +155,8 @@ class FederationService:
                 network=network,
                 node_id=self._identity.node_id,
                 limits=ProjectionLimits(),
+                # As that network's own nodes apply it (admission on, the default).
+                admitted=Admission(enforce=True),
             )
             self._followed[network] = _Followed(network, db, projector)
 

@@ -3,6 +3,10 @@
 The first piece is posted at once; later pieces wait until ``interval`` seconds have passed
 since the last post (pieces in between are only gathered). A post that fails is logged and the
 work goes on: progress is a courtesy, the final result is what counts.
+
+A task's progress is its last ``task_progress`` post, so what stays true of the task once said
+(the thread where it is worked on) is repeated in every later post: a partial text streamed
+after the review opened must not erase where the review is.
 """
 
 from __future__ import annotations
@@ -17,6 +21,8 @@ from bzzz.errors import BzzzError
 logger = logging.getLogger(__name__)
 
 PARTIAL_CHARS = 4_000
+# Fields of a post that stay true for the rest of the task.
+LASTING = ("thread_id",)
 Poster = Callable[[dict[str, Any]], Awaitable[None]]
 
 
@@ -35,6 +41,7 @@ class ProgressReporter:
         self._interval = interval
         self._clock = clock
         self._last: float | None = None
+        self._lasting: dict[str, Any] = {}
         self.text = ""
         self.posted = 0
 
@@ -53,7 +60,8 @@ class ProgressReporter:
     async def send(self, extra: dict[str, Any]) -> None:
         """Post one ``task_progress`` (the task id and ``extra``); the next waits its turn."""
         self._last = self._clock()
-        content = {"task_id": self._task_id, "chars": len(self.text)} | extra
+        self._lasting |= {k: extra[k] for k in LASTING if k in extra}
+        content = {"task_id": self._task_id, "chars": len(self.text)} | self._lasting | extra
         try:
             await self._post(content)
             self.posted += 1

@@ -188,7 +188,7 @@ class TaskWorker:
     def _progress(self, agent: HostedAgent, task: domain.Task) -> ProgressReporter:
         async def post(content: dict[str, Any]) -> None:
             params = PostInput(
-                target_address=f"bzzz://{task.assigner}",
+                target_address=report_address(task),
                 message_type="task_progress",
                 content=content,
                 agent_id=agent.id,
@@ -231,7 +231,7 @@ class TaskWorker:
         self, agent: HostedAgent, task: domain.Task, kind: str, content: dict[str, Any]
     ) -> None:
         """Post the task's end to its thread when it has one, else to the assigner."""
-        target = f"bzzz://{task.assigner}"
+        target = report_address(task)
         if task.thread_id and await self._in_thread(agent, task.thread_id):
             params = PostInput(
                 target_address=target,
@@ -284,6 +284,15 @@ class TaskWorker:
                 )
         except BzzzError as exc:
             logger.warning("hosted agent %s could not store a memory: %s", agent.id, exc)
+
+
+def report_address(task: domain.Task) -> str:
+    """Where a task's updates go: its assigner's address.
+
+    A principal that assigned it itself (``token:…``) has no address: the update names the
+    assignee, reaches nobody, and the principal reads the task (``GET /api/v1/tasks``).
+    """
+    return f"bzzz://{task.assigner if domain.names_an_agent(task.assigner) else task.agent_id}"
 
 
 def _agreed(done: Collaborated) -> dict[str, Any]:

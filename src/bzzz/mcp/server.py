@@ -229,12 +229,13 @@ def build_server(node: Node) -> tuple[BzzzMCP, SessionRegistry]:
             ),
         ] = None,
         limit: Annotated[int, Field(strict=True, description="at most this many matches")] = 100,
+        agent_handle: Annotated[str | None, Field(description=text.HANDLE)] = None,
     ) -> Annotated[CallToolResult, LookupOutput]:
         params = validate_input(
             LookupInput,
             _args(semantic_address=semantic_address, filter_criteria=filter_criteria, limit=limit),
         )
-        return await run(node.agents.lookup(caller_of(ctx), params))
+        return await run(node.agents.lookup(caller_of(ctx, agent_handle), params))
 
     @server.tool(name="bzzz_get", description=text.GET)
     async def bzzz_get(

@@ -6,17 +6,21 @@ so every node — and the CLI, reading those subjects alone — reaches the same
 point of the log:
 
 - A network without an admitted node (and without ``BZZZ_TRUSTED_NODES``) is open: every signed
-  node is applied. Its first admission must be a node admitting itself; from then on only
-  admitted nodes admit or remove others.
+  node's posts are applied, but none of its changes of who may do what (below). Its first
+  admission must be a node admitting itself; from then on only admitted nodes admit or remove
+  others.
 - The nodes of the static list (``BZZZ_TRUSTED_NODES``) count as admitted from the start, so such
   a network is never open; the log cannot remove them.
 - The last admitted node cannot be removed: a network never falls back to open.
 - An envelope id counts once, where the log first holds it: a copy stored again later (a publish
   retried past the duplicate window) replays the first outcome and changes nothing.
 
-With enforcement on (``bzzz.admission``) an envelope from a node outside the set is dropped and
-counted as ``not_admitted``; with it off the set is still derived, so turning it on later
-agrees with every other node.
+With enforcement on (``bzzz.admission``, the default) an envelope from a node outside the set is
+dropped and counted as ``not_admitted``. Whatever the setting, the envelopes that change who may
+do what (``token.*``, ``node.*``, ``keys.*``, ``retention.*``: tokens, admission, node status,
+network keys, retention and erasure) are applied only from admitted nodes — the one exception
+being the first node of an open network admitting itself. So a holder of the NATS login who
+signs with a key of its own mints no token, adds no key and erases nothing.
 """
 
 from __future__ import annotations
@@ -34,6 +38,13 @@ REMOVED = "node.removed"
 TYPES = frozenset({ADMITTED, REMOVED})
 KIND = "admission"  # the subject kind: bzzz.<network>.admission.<node_id>
 NOT_ADMITTED = "not_admitted"
+# Types (by prefix) that change who may do what: only admitted nodes' are applied, always.
+PRIVILEGED = ("token.", "node.", "keys.", "retention.")
+
+
+def privileged(type_: str) -> bool:
+    """Whether envelopes of this type are applied only from admitted nodes, whatever the setting."""
+    return type_.startswith(PRIVILEGED)
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,6 +69,10 @@ class Admission:
         self.members: dict[str, str] = {}  # public key -> node id
         self._decided: set[str] = set()  # ids of the admission envelopes decided so far
 
+    def fresh(self) -> Admission:
+        """The same network's set at the start of its log (the static list only)."""
+        return Admission(self._static, enforce=self.enforce)
+
     @property
     def open(self) -> bool:
         """No node is admitted yet and no static list: every signed node is applied."""
@@ -73,7 +88,13 @@ class Admission:
 
     def check(self, env: Envelope) -> str | None:
         """Why the envelope must be dropped (``not_admitted``), or None to apply it."""
-        if self.enforce and not self.admits(env.origin_key, env.origin):
+        if self.is_member(env.origin_key, env.origin):
+            return None
+        if self.enforce and not self.open:
+            return NOT_ADMITTED
+        if privileged(env.type) and not (self.open and env.type == ADMITTED):
+            # On an open network an admission is decided (``step``): only a node admitting
+            # itself is taken, and a refusal says why.
             return NOT_ADMITTED
         return None
 

@@ -18,6 +18,8 @@ from collections.abc import Sequence
 
 from pydantic import ValidationError
 
+from bzzz.network import admission
+from bzzz.network.admission import Admission
 from bzzz.network.base import Bus, BusMessage
 from bzzz.network.envelope import Envelope, EnvelopeRejected, open_envelope
 from bzzz.network.sealing import Keyring
@@ -37,12 +39,16 @@ class StandIns:
         network: str,
         trusted: frozenset[str] | None,
         keyring: Keyring | None = None,
+        admitted: Admission | None = None,
     ) -> None:
         self._bus = bus
         # The holders are sealed like any content envelope: opened with the network's keys.
         self._keyring = keyring
         self._network = network
         self._trusted = trusted
+        # Holders count only from nodes admitted where the log holds them (a forged holder
+        # would put envelopes of its choosing in the purged places).
+        self._admission = admitted or Admission()
         self._by_seq: dict[int, Envelope] = {}
         # Every purge below this sequence was re-stated before it happened, so what was read
         # at that point covers every gap below it.
@@ -68,7 +74,11 @@ class StandIns:
 
     async def _load(self, applied: int) -> None:
         self._horizon = await self._bus.last_sequence()
-        for msg in await self._bus.read_kind(KIND):
+        # The admitted set is replayed beside the holders, so each is judged by the set of
+        # its own place in the log.
+        state = self._admission.fresh()
+        read = [*await self._bus.read_kind(admission.KIND), *await self._bus.read_kind(KIND)]
+        for msg in sorted(read, key=lambda m: m.seq):
             try:
                 holder = open_envelope(
                     msg.data, self._network, self._trusted, keyring=self._keyring
@@ -76,7 +86,13 @@ class StandIns:
             except EnvelopeRejected as exc:
                 logger.warning("ignored restated envelopes at seq %d: %s", msg.seq, exc.reason)
                 continue
-            if holder.sealed:
+            if state.check(holder) is not None:
+                if holder.type not in admission.TYPES:
+                    logger.warning("ignored restated envelopes at seq %d: not_admitted", msg.seq)
+                continue
+            if holder.type in admission.TYPES:
+                state.step(holder)
+            elif holder.sealed:
                 logger.warning("cannot open restated envelopes at seq %d: no key", msg.seq)
             elif holder.type == TYPE:
                 self._take(holder, applied)

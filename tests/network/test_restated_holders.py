@@ -1,0 +1,51 @@
+"""Stand-ins for purged places count only from nodes admitted where the log holds them."""
+
+from __future__ import annotations
+
+from ulid import ULID
+
+from bzzz.network import admission
+from bzzz.network.admission import Admission
+from bzzz.network.base import BusMessage
+from bzzz.network.envelope import Envelope, seal
+from bzzz.network.identity import NodeIdentity
+from bzzz.network.memory import InMemoryBus
+from bzzz.network.restate import KIND, TYPE, StandIns
+
+
+def _stand_in(identity: NodeIdentity, agent_id: str) -> dict[str, object]:
+    subject = f"bzzz.main.agent.{agent_id}"
+    payload = {"agent_id": agent_id, "role": "dev", "session_id": "s"}
+    return seal(identity, "main", "agent.announced", subject, payload).model_dump(mode="json")
+
+
+async def _put(bus: InMemoryBus, env: Envelope) -> int:
+    return await bus.publish(env.subject, env.to_bytes(), str(ULID()))
+
+
+async def test_a_holder_from_an_unadmitted_key_fills_no_gap() -> None:
+    bus = InMemoryBus()
+    purger, forger = NodeIdentity.generate(), NodeIdentity.generate()
+    admitted = seal(
+        purger,
+        "main",
+        admission.ADMITTED,
+        f"bzzz.main.{admission.KIND}.{purger.node_id}",
+        {"public_key": purger.public_key_b64},
+    )
+    await _put(bus, admitted)  # seq 1
+    # Seqs 2 and 3 were purged: the real holder and a forged one both claim them.
+    await bus.publish("bzzz.main.msg.gone", b"{}", "gone-2")
+    await bus.publish("bzzz.main.msg.gone", b"{}", "gone-3")
+    for seq, (who, agent) in enumerate([(forger, "evil"), (purger, "real")], start=2):
+        entries = [{"seq": seq, "envelope": _stand_in(purger, agent)}]
+        holder = seal(who, "main", TYPE, f"bzzz.main.{KIND}.{who.node_id}", {"entries": entries})
+        await _put(bus, holder)
+    last = await _put(bus, admitted.model_copy(update={"id": str(ULID())}))
+    await bus.purge("msg", None, before_seq=4)
+
+    stand_ins = StandIns(bus, "main", None, admitted=Admission(enforce=True))
+    tail = [BusMessage(subject="bzzz.main.x", data=b"{}", seq=last)]
+    filled = await stand_ins.fill(1, tail)
+
+    assert [(seq, env.payload["agent_id"]) for env, seq in filled] == [(3, "real")]
