@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any, TextIO, TypeVar
 
 import httpx
+import httpx2
 import pytest
 from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
@@ -318,13 +319,19 @@ async def call_error(
 
 @contextlib.asynccontextmanager
 async def http_session(
-    url: str, *, terminate_on_close: bool = True
+    url: str, *, terminate_on_close: bool = True, headers: dict[str, str] | None = None
 ) -> AsyncIterator[ClientSession]:
-    """An initialized MCP client session over streamable HTTP."""
-    async with (
-        streamable_http_client(url, terminate_on_close=terminate_on_close) as (read, write),
-        ClientSession(read, write) as session,
-    ):
+    """An initialized MCP client session over streamable HTTP (with ``headers``, if given)."""
+    async with contextlib.AsyncExitStack() as stack:
+        http = None
+        if headers:
+            http = await stack.enter_async_context(
+                httpx2.AsyncClient(headers=headers, timeout=CALL_TIMEOUT)
+            )
+        read, write = await stack.enter_async_context(
+            streamable_http_client(url, http_client=http, terminate_on_close=terminate_on_close)
+        )
+        session = await stack.enter_async_context(ClientSession(read, write))
         async with asyncio.timeout(CALL_TIMEOUT):
             await session.initialize()
         yield session

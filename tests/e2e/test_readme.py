@@ -251,14 +251,32 @@ async def test_the_tour_commands_and_client_configs_run_with_the_legacy_handshak
     [escalation] = escalations["escalations"]
     assert escalation["rule"] == "Any Disagreement" and escalation["resolved"] is True
 
+    # The README's order: clients connect while the node knows no credential; its console lines
+    # then make tokens, after which an HTTP client connects only with one (the headers block).
+    configs = [json.loads(block.body) for block in of_kind("json") if len(block.info) == 1]
+    for config in configs:
+        if "headers" not in _server_of(config):
+            await _client_config(config, tour_node, tmp_path)
+
+    tokens: list[str] = []
     for block in of_kind("console"):
         for line in block.body.splitlines():
             assert line.startswith("$ bzzz "), f"README line {block.line}: {line}"
-            await _run_console(line.removeprefix("$ "), tour_node)
+            printed = await _run_console(line.removeprefix("$ "), tour_node)
+            if isinstance(printed, dict) and "token" in printed:
+                tokens.append(printed["token"])
+    assert tokens, "the README's console lines create a token with --json"
 
-    for block in of_kind("json"):
-        if len(block.info) == 1:
-            await _client_config(json.loads(block.body), tour_node, tmp_path)
+    # Without a credential the node now refuses an HTTP client (401), as the README says; the
+    # README's configuration with the headers block connects with the token just made.
+    url = f"http://127.0.0.1:{tour_node.port}/mcp"
+    async with httpx2.AsyncClient(timeout=START_TIMEOUT) as http:
+        refused = await http.post(url, json={"jsonrpc": "2.0", "id": 1, "method": "ping"})
+    assert refused.status_code == 401, refused.text
+    with_headers = [config for config in configs if "headers" in _server_of(config)]
+    assert with_headers, "the README shows a client configuration with a token"
+    for config in with_headers:
+        await _client_config(config, tour_node, tmp_path, token=tokens[-1])
 
 
 async def _run_console(command: str, node: HttpNode) -> Any:
@@ -280,13 +298,24 @@ async def _run_console(command: str, node: HttpNode) -> Any:
     return json.loads(done.stdout) if "--json" in argv else done.stdout
 
 
-async def _client_config(config: dict[str, Any], node: HttpNode, tmp_path: Path) -> None:
-    """Connect as an MCP host would with the README's configuration; the six tools are there."""
+def _server_of(config: dict[str, Any]) -> dict[str, Any]:
     [server] = config["mcpServers"].values()
+    return dict(server)
+
+
+async def _client_config(
+    config: dict[str, Any], node: HttpNode, tmp_path: Path, token: str | None = None
+) -> None:
+    """Connect as an MCP host would with the README's configuration; the six tools are there."""
+    server = _server_of(config)
     if "url" in server:
         assert server["url"] == "http://127.0.0.1:7331/mcp"
         url = server["url"].replace("7331", str(node.port))
-        async with http_session(url) as session:
+        headers = {
+            name: value.replace("bzzz_…", token or "")
+            for name, value in server.get("headers", {}).items()
+        }
+        async with http_session(url, headers=headers) as session:
             tools = await session.list_tools()
     else:
         assert server["command"].endswith("/.venv/bin/bzzz")
