@@ -23,7 +23,11 @@ from .test_rest import announce, refused
 
 
 async def _idle(self: WebhookDispatcher) -> None:
-    await asyncio.Event().wait()
+    # Stand-in for the dispatch loop: it delivers nothing (the tests drive the queue) and,
+    # like the real one, leaves at stop() instead of holding the node's stop for its timeout.
+    while not self._stopping:
+        self._wake.clear()
+        await self._wake.wait()
 
 
 @pytest.fixture

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from typing import Any
@@ -17,7 +16,11 @@ from bzzz.node import Node
 
 
 async def _idle(self: WebhookDispatcher) -> None:
-    await asyncio.Event().wait()
+    # Stand-in for the dispatch loop: it delivers nothing (the tests drive the queue) and,
+    # like the real one, leaves at stop() instead of holding the node's stop for its timeout.
+    while not self._stopping:
+        self._wake.clear()
+        await self._wake.wait()
 
 
 @pytest.fixture

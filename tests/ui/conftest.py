@@ -80,8 +80,11 @@ class Served:
 
 
 async def _no_dispatch(self: WebhookDispatcher) -> None:
-    # The tests drive the webhook queue themselves (node.webhooks.deliver_due).
-    await asyncio.Event().wait()
+    # Stand-in for the dispatch loop: it delivers nothing (the tests drive the queue) and,
+    # like the real one, leaves at stop() instead of holding the node's stop for its timeout.
+    while not self._stopping:
+        self._wake.clear()
+        await self._wake.wait()
 
 
 async def _idle(self: ThreadMonitor) -> None:
