@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from admitted import admit
 
 from bzzz.cli import main
 from bzzz.clock import ManualClock
@@ -313,6 +314,8 @@ async def test_the_log_refuses_a_slurp_event_from_a_node_that_did_not_complete_t
 ) -> None:
     async with make_node() as origin, second_node(memory_bus, clock, tmp_path) as other:
         origin.conversations.observers.remove(origin.consensus)
+        # An admitted node: what the log refuses is its claim, not the node.
+        await admit(origin, other)
         thread_id = await trio(origin)
         await agree_on_postgres(origin, thread_id)
         await caught_up(other, memory_bus)

@@ -129,8 +129,9 @@ async def after_the_restart(c: ClientSession, state: dict[str, Any]) -> None:
     assert {state["direct_id"], state["message_ids"][0]} <= ids
 
 
-# A healthy restart catches up with a few dozen envelopes in well under a second.
-RESTART_TIMEOUT = 8.0
+# A healthy restart catches up with a few dozen envelopes in well under a second; the bound is
+# a process start's (a loaded CI machine starts Python slowly), not a speed claim.
+RESTART_TIMEOUT = START_TIMEOUT
 
 
 async def test_a_node_restarted_after_a_clean_stop_comes_back(

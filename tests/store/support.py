@@ -22,8 +22,11 @@ from bzzz.store.models import Base
 
 # Tables that only say how this node got there (when it applied what), not what the log means.
 BOOKKEEPING = frozenset({"applied_envelopes"})
-# Tables of this node's own subscriptions: another node does not hold them.
-NODE_LOCAL = frozenset({"subscription_events", "webhook_deliveries", "slurp_submissions"})
+# Tables of this node's own: its subscriptions, and its audit chain (a node audits what it saw,
+# e.g. a newcomer's envelopes it dropped before the newcomer was admitted).
+NODE_LOCAL = frozenset(
+    {"subscription_events", "webhook_deliveries", "slurp_submissions", "audit_records"}
+)
 # Columns the webhook dispatcher changes in the background as it attempts deliveries.
 VOLATILE = {
     "webhook_deliveries": ("status", "attempts", "next_attempt_at", "last_error", "finished_at")
