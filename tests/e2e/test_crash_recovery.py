@@ -12,6 +12,7 @@ import pytest
 from mcp import ClientSession
 
 from .support import (
+    START_TIMEOUT,
     STOP_TIMEOUT,
     HttpNode,
     WebhookReceiver,
