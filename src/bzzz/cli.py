@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import sys
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
@@ -83,6 +84,21 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
+# An Ed25519 public key in base64url (43 characters) may begin with "-"; argparse would take
+# it for an option (`bzzz node admit -7vS…` answered "PUBLIC_KEY required").
+_KEY_WITH_DASH = re.compile(r"-[A-Za-z0-9_-]{42}")
+
+
+def _keys_stay_positional(argv: list[str]) -> list[str]:
+    """Put ``--`` before the first public key that begins with a dash, unless one is there."""
+    for index, arg in enumerate(argv):
+        if arg == "--":
+            return argv
+        if _KEY_WITH_DASH.fullmatch(arg):
+            return [*argv[:index], "--", *argv[index:]]
+    return argv
+
+
 def _overrides(args: argparse.Namespace) -> dict[str, dict[str, Any]]:
     node: dict[str, Any] = {}
     if args.data_dir:
@@ -97,7 +113,7 @@ def _overrides(args: argparse.Namespace) -> dict[str, dict[str, Any]]:
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the `bzzz` command."""
     parser = _parser()
-    args = parser.parse_args(argv)
+    args = parser.parse_args(_keys_stay_positional(sys.argv[1:] if argv is None else argv))
     if args.command is None:
         parser.print_help()
         return 0
