@@ -30,6 +30,9 @@ from bzzz.node import Node
 from bzzz.principal import LOCAL, Scope
 
 CHROMIUM = "/usr/bin/chromium"
+# How long a tab waits for what the page should show (Playwright's default for every wait).
+# A bound, not a speed claim: four workers and Chromium on two cores took over 5 s once.
+SHOWN_WITHIN_MS = 30_000
 IN_CI = bool(os.environ.get("CI"))
 STUCK = {
     "name": "stuck",
@@ -186,7 +189,7 @@ class Dashboard:
         """Sign in with ``token`` and wait for the event stream to be live."""
         await self.page.fill("#token", token)
         await self.page.click("#signin-form button[type=submit]")
-        await self.page.locator("#live.on").wait_for(timeout=5000)
+        await self.page.locator("#live.on").wait_for()
 
 
 @contextlib.asynccontextmanager
@@ -195,6 +198,7 @@ async def open_tab(
 ) -> AsyncIterator[Dashboard]:
     """A fresh tab on ``url`` at this viewport that collects console and page errors."""
     context = await browser.new_context(viewport={"width": width, "height": height})
+    context.set_default_timeout(SHOWN_WITHIN_MS)
     page = await context.new_page()
     problems = Problems()
     loads: list[Any] = []
@@ -212,6 +216,6 @@ async def open_tab(
 async def dashboard(browser: Browser, served: Served) -> AsyncIterator[Dashboard]:
     """A fresh tab on /ui that collects console errors and page errors; none may occur."""
     async with open_tab(browser, f"{served.url}/ui") as board:
-        await board.page.locator("#signin").wait_for(timeout=5000)
+        await board.page.locator("#signin").wait_for()
         yield board
         assert board.problems.messages == []

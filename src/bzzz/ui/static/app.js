@@ -9,7 +9,8 @@ import {
 } from "./views.js";
 
 const state = { who: null, stream: null, metrics: null, escalations: [], threads: [],
-  openThread: null, timer: null, pending: new Set(), periodic: null, open: false };
+  openThread: null, timer: null, loading: false, pending: new Set(), periodic: null,
+  open: false };
 const $ = (id) => document.getElementById(id);
 
 function report(error) {
@@ -71,17 +72,28 @@ const AFFECTS = {
   limit_exceeded: ["costs"],
 };
 
+// Sections to reload are gathered for 80 ms, then loaded one batch at a time: two loads of a
+// section never overlap, so an older answer is never drawn over a newer one.
 function refresh(sections) {
   for (const section of sections) state.pending.add(section);
-  if (state.timer) return;
-  state.timer = setTimeout(async () => {
-    state.timer = null;
-    const due = ORDER.filter((s) => state.pending.has(s));
-    state.pending.clear();
-    for (const section of due) {
-      try { await loaders[section](); } catch (error) { report(error); }
+  if (state.timer || state.loading) return;
+  state.timer = setTimeout(loadPending, 80);
+}
+
+async function loadPending() {
+  state.timer = null;
+  state.loading = true;
+  try {
+    while (state.pending.size) {
+      const due = ORDER.filter((s) => state.pending.has(s));
+      state.pending.clear();
+      for (const section of due) {
+        try { await loaders[section](); } catch (error) { report(error); }
+      }
     }
-  }, 80);
+  } finally {
+    state.loading = false;
+  }
 }
 
 function onEvent(type, payload) {
@@ -211,7 +223,12 @@ function signOut(message) {
 
 function wire() {
   for (const button of document.querySelectorAll(".tabs button")) {
-    button.addEventListener("click", () => showTab(button.dataset.tab));
+    // A tab shows what is there now: some changes (a webhook subscription made or dead) send
+    // no event, and the periodic refresh may be 15 s away.
+    button.addEventListener("click", () => {
+      showTab(button.dataset.tab);
+      if (button.dataset.tab in loaders) refresh([button.dataset.tab]);
+    });
   }
   $("search").addEventListener("submit", search);
   $("signin-form").addEventListener("submit", (event) => {
