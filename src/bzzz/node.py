@@ -39,7 +39,6 @@ from bzzz.eventlog import EventLog
 from bzzz.events.service import SubscriptionService
 from bzzz.events.webhooks import WebhookDispatcher
 from bzzz.federation.service import FederationService
-from bzzz.llm.client import OpenAIModelClient
 from bzzz.llm.runtime import HostedRuntime
 from bzzz.llm.service import LLMService
 from bzzz.llm.summaries import ModelSummarizer
@@ -378,8 +377,6 @@ class Node:
         from bzzz.llm.classifier import ModelInsights, ModelStanceClassifier
 
         self.llm = LLMService(self.settings, self.db, self.log)
-        if isinstance(self.llm.client, OpenAIModelClient):
-            self.llm.client.redact = self.settings.privacy.redact_models
         self.llm.audit = self.audit
         if self.llm.enabled:
             self.conversations.summarizer = ModelSummarizer(self.llm)

@@ -1,5 +1,7 @@
 """Model access over any OpenAI-compatible API: retries, Retry-After, a circuit breaker, streams.
 
+This module imports the ``openai`` SDK (~0.4 s): only a node with a model endpoint loads it.
+
 The SDK's own retries are off (``max_retries=0``): this module retries instead, so that every
 attempt is seen by the circuit breaker and a server's Retry-After is honoured exactly.
 """
@@ -14,7 +16,7 @@ import re
 import time
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
-from typing import Any, Protocol
+from typing import Any
 
 import openai
 
@@ -23,32 +25,23 @@ from bzzz.config import OpenAISettings
 from bzzz.errors import OpenAIError
 from bzzz.llm.breaker import CircuitBreaker
 from bzzz.llm.modeltable import ModelTable
-from bzzz.llm.types import ModelReply, ModelRequest, TokenUsage, ToolCall
+from bzzz.llm.types import (
+    DeltaHandler,
+    ModelReply,
+    ModelRequest,
+    TokenUsage,
+    ToolCall,
+)
 from bzzz.privacy.redact import redact_messages
 
 logger = logging.getLogger(__name__)
 
-DeltaHandler = Callable[[str], Awaitable[None]]
 Sleep = Callable[[float], Awaitable[None]]
 
 MAX_RETRY_AFTER = 300.0
 # The SDK wants some key to build a client; without a configured one (a local server such as
 # Ollama or vLLM at ``openai.base_url``) this stands in, and no Authorization header is sent.
 KEYLESS = "no-key"
-
-
-class ModelClient(Protocol):
-    """Sends one chat completion request and returns the reply."""
-
-    async def complete(
-        self, request: ModelRequest, on_delta: DeltaHandler | None = None
-    ) -> ModelReply:
-        """One completion; ``on_delta`` receives streamed text when ``request.stream``."""
-        ...
-
-    async def close(self) -> None:
-        """Release connections."""
-        ...
 
 
 class _Retryable(Exception):

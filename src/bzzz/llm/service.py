@@ -12,7 +12,6 @@ from bzzz.config import Settings
 from bzzz.errors import OpenAIError
 from bzzz.eventlog import EventLog
 from bzzz.llm import tokens
-from bzzz.llm.client import DeltaHandler, ModelClient, OpenAIModelClient
 from bzzz.llm.costs import CostTracker
 from bzzz.llm.modeltable import ModelTable
 from bzzz.llm.pricing import NANOS_PER_USD, PriceTable
@@ -20,6 +19,8 @@ from bzzz.llm.types import (
     ChatMessage,
     CompletionOptions,
     CompletionResult,
+    DeltaHandler,
+    ModelClient,
     ModelRequest,
     TokenUsage,
 )
@@ -50,7 +51,11 @@ class LLMService:
         self.costs = CostTracker(db, log, settings.cost, PriceTable(settings.cost))
         endpoint = settings.openai
         if client is None and (endpoint.api_key is not None or endpoint.base_url is not None):
+            # The SDK loads only here, on a node with a model endpoint.
+            from bzzz.llm.client import OpenAIModelClient
+
             client = OpenAIModelClient(settings.openai)
+            client.redact = settings.privacy.redact_models
         self.client = client
         self.disabled_reason = None if client is not None else NO_KEY
         self.models = ModelTable(settings.openai.model_kinds)

@@ -11,11 +11,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from bzzz.llm import tokens
-from bzzz.llm.client import DeltaHandler
 from bzzz.llm.optimizer import CostOptimizer
 from bzzz.llm.service import LLMService
 from bzzz.llm.tools import ToolBox
-from bzzz.llm.types import ChatMessage, CompletionOptions, CompletionResult
+from bzzz.llm.types import ChatMessage, CompletionOptions, CompletionResult, DeltaHandler
 
 
 @dataclass(slots=True)

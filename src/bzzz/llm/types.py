@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 ChatMessage = dict[str, Any]
 
@@ -106,3 +107,20 @@ class CompletionResult:
             "finishReason": self.finish_reason,
             "cost": self.cost,
         }
+
+
+DeltaHandler = Callable[[str], Awaitable[None]]
+
+
+class ModelClient(Protocol):
+    """Sends one chat completion request and returns the reply."""
+
+    async def complete(
+        self, request: ModelRequest, on_delta: DeltaHandler | None = None
+    ) -> ModelReply:
+        """One completion; ``on_delta`` receives streamed text when ``request.stream``."""
+        ...
+
+    async def close(self) -> None:
+        """Release connections."""
+        ...
