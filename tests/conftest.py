@@ -10,6 +10,7 @@ do the spawned ``bzzz`` processes.
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import shutil
 import threading
@@ -33,6 +34,29 @@ from bzzz.store.database import Database
 # same one (BZZZ_NETWORK_KEY). A test of a wrong key configures its own.
 TEST_NETWORK_KEY = bytes(range(32))
 TEST_NETWORK_KEY_B64 = sealing.encode_secret(TEST_NETWORK_KEY)
+
+
+def _check_each_output_schema_once() -> None:
+    """The MCP client checks each tool's output schema against the JSON Schema metaschema in
+    every new session (~25 ms a tool, a fifth of a short MCP test's CPU); a schema that passed
+    once passes again, so each process checks each schema once. Results are still validated
+    against it on every call, and a schema that fails is checked (and fails) every time."""
+    from jsonschema.validators import validator_for
+
+    validator = validator_for({})
+    check = validator.check_schema.__func__  # type: ignore[attr-defined]
+    passed: set[str] = set()
+
+    def check_once(cls: type, schema: Any, *args: Any, **kwargs: Any) -> None:
+        key = json.dumps(schema, sort_keys=True, default=repr)
+        if key not in passed:
+            check(cls, schema, *args, **kwargs)
+            passed.add(key)
+
+    validator.check_schema = classmethod(check_once)  # type: ignore[method-assign,assignment]
+
+
+_check_each_output_schema_once()
 
 
 @pytest.fixture(autouse=True)
