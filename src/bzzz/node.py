@@ -240,7 +240,15 @@ class Node:
         self.log = EventLog(
             self.identity, self.network, self.projector, self.clock, keyring=self.keyring
         )
-        self.audit = AuditTrail(self.db, self.identity, self.log.emit, clock=self.clock)
+        audit = self.settings.audit
+        self.audit = AuditTrail(
+            self.db,
+            self.identity,
+            self.log.emit,
+            clock=self.clock,
+            every=audit.head_every,
+            interval=audit.head_seconds,
+        )
         self.audit.enabled = self.settings.audit.enabled
         self.projector.add_drop_listener(drop_recorder(self.audit))
         self.keys = NetworkKeys(self.keyring, self.log)

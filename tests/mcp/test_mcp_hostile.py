@@ -4,10 +4,13 @@ ErrorResponse (isError, a code from its list, no internals) and leaves the node'
 
 from __future__ import annotations
 
+import asyncio
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any
 
 import pytest
+import pytest_asyncio
 from mcp import Client
 from mcp_checks import (
     ClientFactory,
@@ -17,6 +20,9 @@ from mcp_checks import (
     table_counts,
 )
 
+from bzzz.config import load_settings
+from bzzz.mcp.server import build_server
+from bzzz.network.memory import InMemoryBus
 from bzzz.node import Node
 
 BIG = "a" * 100_000
@@ -421,6 +427,43 @@ async def _build_world(node: Node, owner: Client, peer: Client) -> World:
     return World(node=node, owner=owner, thread_id=created["thread_id"])
 
 
+@pytest_asyncio.fixture(scope="module", loop_scope="module")
+async def world(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[World]:
+    """One world for every hostile call of a worker: each call is checked to change nothing,
+    so the next one meets the same world (a call that changed it fails its own case).
+
+    The clients run in a task of their own: an MCP client's task group must be entered and
+    left in one task, and a fixture's set-up and tear-down are two."""
+    data_dir = tmp_path_factory.mktemp("hostile") / "node"
+    # Each refusal is audited; the trail's signed heads (on the log) are left for the stop,
+    # as the records themselves are left out of the snapshot.
+    overrides = {
+        "node": {"data_dir": str(data_dir)},
+        "audit": {"head_every": 10**9, "head_seconds": 10**6},
+    }
+    settings = load_settings(environ={}, overrides=overrides)
+    built: asyncio.Future[World] = asyncio.get_running_loop().create_future()
+    done = asyncio.Event()
+
+    async def hold() -> None:
+        async with Node(settings, bus=InMemoryBus()) as node:
+            server, _ = build_server(node)
+            async with (
+                Client(server, mode="legacy") as owner,
+                Client(server, mode="legacy") as peer,
+            ):
+                built.set_result(await _build_world(node, owner, peer))
+                await done.wait()
+
+    holder = asyncio.create_task(hold())
+    try:
+        yield await asyncio.wait_for(asyncio.shield(built), timeout=60)
+    finally:
+        done.set()
+        await holder
+
+
+@pytest.mark.asyncio(loop_scope="module")
 @pytest.mark.parametrize(
     ("tool", "arguments", "code"),
     [
@@ -433,16 +476,14 @@ async def _build_world(node: Node, owner: Client, peer: Client) -> World:
     ],
 )
 async def test_a_hostile_call_gets_a_structured_error_and_changes_nothing(
-    node: Node, connect: ClientFactory, tool: str, arguments: dict[str, Any], code: str
+    world: World, tool: str, arguments: dict[str, Any], code: str
 ) -> None:
-    async with connect() as owner, connect() as peer:
-        world = await _build_world(node, owner, peer)
-        before = await world.snapshot()
+    before = await world.snapshot()
 
-        result = await owner.call_tool(tool, arguments)
+    result = await world.owner.call_tool(tool, arguments)
 
-        assert_error_response(result, code)
-        assert await world.snapshot() == before
+    assert_error_response(result, code)
+    assert await world.snapshot() == before
 
 
 async def test_an_unknown_tool_gets_a_structured_error(connect: ClientFactory) -> None:

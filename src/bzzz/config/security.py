@@ -96,6 +96,10 @@ class AuditSettings(_Section):
     enabled: bool = Field(
         True, description="record every agent action (off only to measure what it costs)"
     )
+    head_every: int = Field(100, ge=1, description="records between two signed heads on the log")
+    head_seconds: float = Field(
+        10.0, gt=0, description="seconds a record waits at most for a signed head"
+    )
 
 
 class RetentionSettings(_Section):
