@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -30,3 +33,45 @@ async def test_the_migrated_schema_has_no_difference_from_the_models(tmp_path: P
         engine.dispose()
 
     assert differences == []
+
+
+def test_the_newest_revision_read_from_the_file_names_is_alembics_head() -> None:
+    from alembic.config import Config
+    from alembic.script import ScriptDirectory
+
+    from bzzz.store.database import MIGRATIONS, newest_revision
+
+    config = Config()
+    config.set_main_option("script_location", str(MIGRATIONS))
+    script = ScriptDirectory.from_config(config)
+    assert newest_revision() == script.get_current_head()
+    # The file name's number is the revision, for every migration (newest_revision relies on it).
+    for revision in script.walk_revisions():
+        assert revision.path is not None
+        assert Path(revision.path).name[:4] == revision.revision
+
+
+async def test_a_store_at_the_newest_revision_opens_without_loading_alembic(
+    tmp_path: Path,
+) -> None:
+    url = f"sqlite+aiosqlite:///{tmp_path / 'store.db'}"
+    db = Database(url)
+    await db.open()  # migrates: a new store
+    await db.close()
+    code = (
+        "import asyncio, sys\n"
+        "from bzzz.store.database import Database\n"
+        f"db = Database({url!r})\n"
+        "asyncio.run(db.open()); asyncio.run(db.close())\n"
+        "print(sorted(m for m in sys.modules if m.split('.')[0] == 'alembic'))\n"
+    )
+    done = await asyncio.to_thread(
+        subprocess.run,
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[]"
