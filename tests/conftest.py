@@ -69,6 +69,14 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers", "migrates: its stores start empty and run every migration (no migrated copy)"
     )
+    config.addinivalue_line(
+        "markers", "runs_first: minutes long; started first so that the run does not wait for it"
+    )
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    # Every xdist worker collects the same order, so this reorders the whole run.
+    items.sort(key=lambda item: item.get_closest_marker("runs_first") is None)
 
 
 def _in_thread(work: Coroutine[Any, Any, None]) -> None:

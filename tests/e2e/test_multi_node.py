@@ -265,6 +265,7 @@ async def test_one_agent_id_announced_on_two_nodes_at_once_has_one_winner_everyw
                 assert got["content"]["agent_info"]["node_id"] == winner
 
 
+@pytest.mark.runs_first
 async def test_a_node_killed_while_another_posts_10000_messages_gets_each_once(
     make_node: NodeFactory,
 ) -> None:
