@@ -75,3 +75,35 @@ async def test_a_store_at_the_newest_revision_opens_without_loading_alembic(
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "[]"
+
+
+async def test_a_store_at_an_older_revision_is_brought_to_the_newest_when_opened(
+    tmp_path: Path,
+) -> None:
+    from alembic import command
+    from alembic.config import Config
+
+    from bzzz.store.database import MIGRATIONS, newest_revision
+
+    path = tmp_path / "old.db"
+    engine = create_engine(f"sqlite:///{path}")
+    try:
+        with engine.begin() as connection:
+            config = Config()
+            config.set_main_option("script_location", str(MIGRATIONS))
+            config.attributes["connection"] = connection
+            command.upgrade(config, "0009")
+    finally:
+        engine.dispose()
+
+    db = Database(f"sqlite+aiosqlite:///{path}")
+    await db.open()
+    await db.close()
+
+    engine = create_engine(f"sqlite:///{path}")
+    try:
+        with engine.connect() as connection:
+            version = connection.exec_driver_sql("SELECT version_num FROM alembic_version").all()
+    finally:
+        engine.dispose()
+    assert [row[0] for row in version] == [newest_revision()] == ["0010"]
