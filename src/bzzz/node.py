@@ -249,7 +249,7 @@ class Node:
             every=audit.head_every,
             interval=audit.head_seconds,
         )
-        self.audit.enabled = self.settings.audit.enabled
+        self.audit.enabled = audit.enabled
         self.projector.add_drop_listener(drop_recorder(self.audit))
         self.keys = NetworkKeys(self.keyring, self.log)
         self._build_access()

@@ -25,13 +25,7 @@ from bzzz.config import OpenAISettings
 from bzzz.errors import OpenAIError
 from bzzz.llm.breaker import CircuitBreaker
 from bzzz.llm.modeltable import ModelTable
-from bzzz.llm.types import (
-    DeltaHandler,
-    ModelReply,
-    ModelRequest,
-    TokenUsage,
-    ToolCall,
-)
+from bzzz.llm.types import DeltaHandler, ModelReply, ModelRequest, TokenUsage, ToolCall
 from bzzz.privacy.redact import redact_messages
 
 logger = logging.getLogger(__name__)
