@@ -9,23 +9,16 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import secrets
-import socket
 import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import nats
+from ports import free_port
 
 from bzzz.network.embedded import nats_server_binary
 
 READY_TIMEOUT = 20.0
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
 
 
 @dataclass
@@ -34,8 +27,8 @@ class ClusterServer:
 
     name: str
     directory: Path
-    port: int = field(default_factory=_free_port)
-    cluster_port: int = field(default_factory=_free_port)
+    port: int = field(default_factory=free_port)
+    cluster_port: int = field(default_factory=free_port)
     proc: asyncio.subprocess.Process | None = None
 
     @property

@@ -13,7 +13,6 @@ import json
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sysconfig
 import time
@@ -28,6 +27,7 @@ import pytest
 from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
 from mcp.client.streamable_http import streamable_http_client
+from ports import free_port
 
 from bzzz.network.sealing import Keyring, NetworkKey, encode_secret
 
@@ -49,14 +49,6 @@ def bzzz_executable() -> str:
     if found is None:
         pytest.fail("the bzzz console script is not installed (pip install -e .)")
     return found
-
-
-def free_port() -> int:
-    """A TCP port on 127.0.0.1 that nothing listens on right now."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
 
 
 # --- processes ---------------------------------------------------------------------------------

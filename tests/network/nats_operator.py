@@ -12,7 +12,6 @@ import contextlib
 import hashlib
 import json
 import os
-import socket
 import subprocess
 import time
 from collections.abc import AsyncIterator
@@ -21,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import nkeys
+from ports import free_port
 
 from bzzz.network.embedded import nats_server_binary
 
@@ -61,13 +61,6 @@ class OperatorServer:
 
     url: str
     creds: Path
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
 
 
 def _write_config(directory: Path, port: int) -> None:
@@ -120,7 +113,7 @@ async def _wait_listening(port: int, within: float = 10.0) -> None:
 @contextlib.asynccontextmanager
 async def operator_server(directory: Path) -> AsyncIterator[OperatorServer]:
     """Start an operator-mode nats-server in ``directory``; stop it on exit."""
-    port = _free_port()
+    port = free_port()
     _write_config(directory, port)
     with (directory / "nats.log").open("ab") as log:
         proc = await asyncio.create_subprocess_exec(
