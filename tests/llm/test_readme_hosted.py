@@ -36,7 +36,7 @@ def hosted_blocks(kind: str) -> list[str]:
 
 
 def test_the_section_has_a_settings_file_and_an_example_of_every_task_type() -> None:
-    from bzzz.llm.tasks import TASK_TYPES
+    from bzzz.llm.types import TASK_TYPES
 
     [settings] = hosted_blocks("toml")
     examples = [json.loads(body) for body in hosted_blocks("json")]

@@ -27,7 +27,7 @@ from starlette.requests import Request
 from bzzz.api import answers as a
 from bzzz.api.handlers import Operation, body_of, caller_of
 from bzzz.errors import InvalidParameters
-from bzzz.llm.tasks import TASK_TYPES
+from bzzz.llm.types import TASK_TYPES
 from bzzz.node import Node
 from bzzz.schemas import GetInput, Identifier, PostInput, Priority, ThreadInput, validate_input
 

@@ -15,7 +15,7 @@ from typing import Any, TypeVar
 from bzzz import domain
 from bzzz.config import Settings
 from bzzz.domain import iso
-from bzzz.events.service import no_subscription, redrive, removal_payload
+from bzzz.events.records import no_subscription, redrive, removal_payload
 from bzzz.network.envelope import seal
 from bzzz.network.identity import NodeIdentity
 from bzzz.network.join import joined_bus

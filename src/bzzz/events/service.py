@@ -14,6 +14,7 @@ from bzzz.address import parse_address
 from bzzz.domain import EVENT_TYPES, iso
 from bzzz.errors import InvalidParameters, PermissionDenied, RateLimited
 from bzzz.eventlog import Caller, EventLog
+from bzzz.events.records import no_subscription, redrive, removal_payload
 from bzzz.events.targets import TargetPolicy
 from bzzz.principal import Scope
 from bzzz.schemas import SubscribeInput
@@ -32,18 +33,6 @@ def subscription_uri(subscription_id: str) -> str:
 def webhook_secret(node_secret: bytes, subscription_id: str) -> str:
     """The per-subscription HMAC key (derived, so it never travels the network)."""
     return hmac.new(node_secret, subscription_id.encode(), hashlib.sha256).hexdigest()
-
-
-def removal_payload(subscription_id: str, session_id: str | None, reason: str) -> dict[str, Any]:
-    """The payload of a ``subscription.removed`` envelope (MCP unsubscribe, the CLI)."""
-    return {"subscription_id": subscription_id, "session_id": session_id, "reason": reason}
-
-
-def no_subscription(subscription_id: str) -> InvalidParameters:
-    """The refusal for an unknown (or already removed) subscription id."""
-    return InvalidParameters(
-        f"no subscription '{subscription_id}'", details={"subscription_id": subscription_id}
-    )
 
 
 def maker_key(caller: Caller) -> str | None:
@@ -354,26 +343,3 @@ def delivery_view(delivery: domain.Delivery, *, detailed: bool) -> dict[str, Any
         "created_at": iso(delivery.created_at),
         "finished_at": iso(delivery.finished_at),
     }
-
-
-async def redrive(repo: SubscriptionRepository, delivery_ids: list[int] | None) -> list[int]:
-    """Put dead deliveries back in this node's queue, due now; refuse ids that are not dead.
-
-    A local change, not an envelope: the queue is the owning node's own (never projected),
-    and only that node can send its deliveries.
-    """
-    if delivery_ids is not None:
-        found = await repo.deliveries_by_id(delivery_ids)
-        missing = sorted(set(delivery_ids) - {d.id for d in found})
-        if missing:
-            raise InvalidParameters(
-                f"no webhook delivery {', '.join(map(str, missing[:10]))} on this node",
-                details={"missing": missing[:100]},
-            )
-        alive = sorted(d.id for d in found if d.status != "dead")
-        if alive:
-            raise InvalidParameters(
-                f"delivery {', '.join(map(str, alive[:10]))} is not dead-lettered",
-                details={"not_dead": alive[:100]},
-            )
-    return await repo.redrive(delivery_ids, domain.utcnow())

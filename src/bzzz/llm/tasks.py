@@ -10,9 +10,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from bzzz.errors import InvalidParameters
 from bzzz.llm.prompts import system_prompt
 from bzzz.llm.roles import RoleTemplate
-from bzzz.llm.types import ChatMessage
-
-TASK_TYPES = ("chat_completion", "code_review", "documentation", "architecture_analysis")
+from bzzz.llm.types import TASK_TYPES, ChatMessage
 
 
 class _Data(BaseModel):

@@ -8,6 +8,9 @@ from typing import Any, Protocol
 
 ChatMessage = dict[str, Any]
 
+# The task types hosted agents handle (one list: the WHOOSH route and the metrics use it too).
+TASK_TYPES = ("chat_completion", "code_review", "documentation", "architecture_analysis")
+
 
 @dataclass(frozen=True, slots=True)
 class TokenUsage:

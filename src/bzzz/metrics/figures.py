@@ -14,7 +14,7 @@ from sqlalchemy import distinct, func, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from bzzz.domain import AgentStatus, TaskStatus
-from bzzz.llm.tasks import TASK_TYPES
+from bzzz.llm.types import TASK_TYPES
 from bzzz.store.models import (
     AgentRow,
     CostRow,
