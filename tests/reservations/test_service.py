@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 from admitted import admit
-from sqlalchemy import func, select
+from sqlalchemy import func, select, text
 
 from bzzz.clock import ManualClock
 from bzzz.config import Settings, load_settings
@@ -308,3 +308,36 @@ async def test_two_nodes_asking_at_once_never_both_hold_an_exclusive_reservation
 
     assert on_a == on_b
     assert len(on_a) == 20
+
+
+async def test_conflicts_offline_and_release_hold_on_sqlite_and_postgresql(
+    store_node: Node,
+) -> None:
+    node = store_node
+    await _announce(node, ALICE, "alice")
+    await _announce(node, BOB, "bob")
+    held = await _reserve(node, ALICE, "src/**", "README.md", reason="sealed reason")
+    with pytest.raises(ReservationConflict):
+        await _reserve(node, BOB, "src/a/b.py")
+    await _reserve(node, BOB, "docs/**", mode="shared")
+    listed = await _listed(node)
+    await node.agents.session_ended(BOB)
+    released = await node.reservations.reserve(ALICE, ReserveInput(action="release"))
+
+    assert [(r["agent_id"], r["paths"], r["reason"]) for r in listed] == [
+        ("alice", ["src/**", "README.md"], "sealed reason"),
+        ("bob", ["docs/**"], None),
+    ]
+    assert released["released"] == [held["reservation"]["id"]]
+    assert await _rows(node) == 0
+
+
+async def test_the_store_holds_paths_and_reasons_sealed(node: Node) -> None:
+    await _announce(node, ALICE, "alice")
+    await _reserve(node, ALICE, "secret-dir-7c1f/**", reason="REASON-CANARY-44e0")
+    async with node.db.session() as session:
+        raw = (await session.execute(text("SELECT paths, reason FROM reservations"))).all()
+
+    assert len(raw) == 1
+    stored = " ".join(str(value) for value in raw[0])
+    assert "secret-dir-7c1f" not in stored and "REASON-CANARY-44e0" not in stored
