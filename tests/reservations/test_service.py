@@ -341,3 +341,12 @@ async def test_the_store_holds_paths_and_reasons_sealed(node: Node) -> None:
     assert len(raw) == 1
     stored = " ".join(str(value) for value in raw[0])
     assert "secret-dir-7c1f" not in stored and "REASON-CANARY-44e0" not in stored
+
+
+async def test_an_agents_content_counts_its_reservations(node: Node) -> None:
+    await _announce(node, ALICE, "alice")
+    await _reserve(node, ALICE, "src/**")
+    await _reserve(node, ALICE, "docs/**", mode="shared")
+    got = await node.agents.get(LOCAL_CALLER, GetInput(address="bzzz://alice"))
+
+    assert got["content"]["reservation_count"] == 2

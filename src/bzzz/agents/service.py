@@ -380,6 +380,9 @@ class AgentService:
             self.leases.renew(agent.id)  # its owner named it
         info = agent_info(agent)
         base = {"agent_info": info, "last_updated": info["last_activity"]}
+        if path == "" and self.reservations_of is not None:
+            # How many paths it holds, as anyone of its project may list them.
+            base["reservation_count"] = len(await self.reservations_of(agent.id))
         n = params.max_history
         if path == "/threads":
             self._no_cursor(params, path)

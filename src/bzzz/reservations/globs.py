@@ -43,8 +43,7 @@ class _Star:
 
 _STAR = _Star()
 _Token = _Char | _Star
-# A segment is its tokens, or None for a whole-segment ``**``.
-_Segment = tuple[_Token, ...] | None
+_Fits = Callable[[int, int], bool]
 
 
 def normalize(pattern: str) -> str:
@@ -79,7 +78,27 @@ def normalize(pattern: str) -> str:
 
 def overlap(a: str, b: str) -> bool:
     """Whether some path matches both patterns (each as :func:`normalize` leaves it)."""
+    if _literal_heads_differ(a, b):
+        return False  # the common case, decided without running the automata
+    return _overlap_cached(a, b) if a <= b else _overlap_cached(b, a)
+
+
+@lru_cache(maxsize=65_536)
+def _overlap_cached(a: str, b: str) -> bool:
     return _overlap_segments(_compile(a), _compile(b))
+
+
+_WILD = frozenset("*?[")
+
+
+def _literal_heads_differ(a: str, b: str) -> bool:
+    """Whether the patterns differ in a leading segment that is plain text in both."""
+    for x, y in zip(a.split("/"), b.split("/"), strict=False):
+        if _WILD & set(x) or _WILD & set(y):
+            return False
+        if x != y:
+            return True
+    return False
 
 
 def matches(pattern: str, path: str) -> bool:
@@ -88,12 +107,18 @@ def matches(pattern: str, path: str) -> bool:
     return overlap(pattern, literal)
 
 
-@lru_cache(maxsize=4096)
-def _compile(pattern: str) -> tuple[_Segment, ...]:
-    return tuple(None if s == "**" else _segment(s, pattern) for s in pattern.split("/"))
+@lru_cache(maxsize=16_384)
+def _compile(pattern: str) -> tuple[str | None, ...]:
+    """The pattern's segments (None for ``**``), each checked to be a valid segment glob."""
+    segments = tuple(None if s == "**" else s for s in pattern.split("/"))
+    for segment in segments:
+        if segment is not None:
+            _segment(segment)
+    return segments
 
 
-def _segment(text: str, pattern: str) -> tuple[_Token, ...]:
+@lru_cache(maxsize=16_384)
+def _segment(text: str) -> tuple[_Token, ...]:
     tokens: list[_Token] = []
     i = 0
     while i < len(text):
@@ -106,7 +131,7 @@ def _segment(text: str, pattern: str) -> tuple[_Token, ...]:
             tokens.append(_Char(_ANY))
             i += 1
         elif c == "[":
-            char, i = _char_class(text, i, pattern)
+            char, i = _char_class(text, i)
             tokens.append(char)
         else:
             tokens.append(_Char(((ord(c), ord(c)),)))
@@ -114,7 +139,7 @@ def _segment(text: str, pattern: str) -> tuple[_Token, ...]:
     return tuple(tokens)
 
 
-def _char_class(text: str, start: int, pattern: str) -> tuple[_Char, int]:
+def _char_class(text: str, start: int) -> tuple[_Char, int]:
     """The class opening at ``text[start]`` (a '['), and the index after its ']'."""
     i = start + 1
     negated = i < len(text) and text[i] in "!^"
@@ -127,7 +152,7 @@ def _char_class(text: str, start: int, pattern: str) -> tuple[_Char, int]:
         if i + 2 < len(text) and text[i + 1] == "-" and text[i + 2] != "]":
             high = text[i + 2]
             if ord(high) < ord(low):
-                raise PatternError(f"'{pattern}': range '{low}-{high}' runs backwards")
+                raise PatternError(f"'{text}': range '{low}-{high}' runs backwards")
             ranges.append((ord(low), ord(high)))
             i += 3
         else:
@@ -135,11 +160,11 @@ def _char_class(text: str, start: int, pattern: str) -> tuple[_Char, int]:
             i += 1
         first = False
     if i >= len(text):
-        raise PatternError(f"'{pattern}': '[' opens a set that no ']' closes")
+        raise PatternError(f"'{text}': '[' opens a set that no ']' closes")
     merged = _merge(ranges)
     accepted = _complement(merged) if negated else _intersect(merged, _ANY)
     if not accepted:
-        raise PatternError(f"'{pattern}': the set '{text[start : i + 1]}' matches no character")
+        raise PatternError(f"'{text}': the set '{text[start : i + 1]}' matches no character")
     return _Char(accepted), i + 1
 
 
@@ -181,29 +206,22 @@ def _intersect(
     return tuple(both)
 
 
-def _overlap_segments(a: tuple[_Segment, ...], b: tuple[_Segment, ...]) -> bool:
+def _overlap_segments(a: tuple[str | None, ...], b: tuple[str | None, ...]) -> bool:
     """Product of two segment sequences: ``**`` loops over any segment, others step together."""
+    loops_a = tuple(x is None for x in a)
+    loops_b = tuple(y is None for y in b)
 
-    def step(i: int, j: int) -> list[tuple[int, int]]:
-        x = a[i] if i < len(a) else ()
-        y = b[j] if j < len(b) else ()
-        nxt: list[tuple[int, int]] = []
-        if x is None:
-            nxt.append((i + 1, j))  # '**' matches no more segments
-            if j < len(b) and y is not None:
-                nxt.append((i, j + 1))  # '**' takes b's segment
-        if y is None:
-            nxt.append((i, j + 1))
-            if i < len(a) and x is not None:
-                nxt.append((i + 1, j))
-        if x is None and y is None:
-            nxt.append((i + 1, j + 1))
-        stepped = x is not None and y is not None and i < len(a) and j < len(b)
-        if stepped and x is not None and y is not None and _overlap_tokens(x, y):
-            nxt.append((i + 1, j + 1))
-        return nxt
+    def fits(i: int, j: int) -> bool:
+        x, y = a[i], b[j]
+        return x is not None and y is not None and _segments_overlap(x, y)
 
-    return _reaches(step, len(a), len(b))
+    return _meets(loops_a, loops_b, fits)
+
+
+@lru_cache(maxsize=65_536)
+def _segments_overlap(x: str, y: str) -> bool:
+    """Whether two segment globs (text, so the cache hashes strings) share a segment."""
+    return x == y or _overlap_tokens(_segment(x), _segment(y))
 
 
 def _overlap_tokens(a: tuple[_Token, ...], b: tuple[_Token, ...]) -> bool:
@@ -211,40 +229,42 @@ def _overlap_tokens(a: tuple[_Token, ...], b: tuple[_Token, ...]) -> bool:
     if not a or not b:
         return False
 
-    def step(i: int, j: int) -> list[tuple[int, int]]:
-        x = a[i] if i < len(a) else None
-        y = b[j] if j < len(b) else None
-        nxt: list[tuple[int, int]] = []
-        if x is _STAR:
-            nxt.append((i + 1, j))  # the star ends
-            if isinstance(y, _Char):
-                nxt.append((i, j + 1))  # the star takes b's character
-        if y is _STAR:
-            nxt.append((i, j + 1))
-            if isinstance(x, _Char):
-                nxt.append((i + 1, j))
-        if x is _STAR and y is _STAR:
-            nxt.append((i + 1, j + 1))
-        if isinstance(x, _Char) and isinstance(y, _Char) and _intersect(x.ranges, y.ranges):
-            nxt.append((i + 1, j + 1))
-        return nxt
+    def fits(i: int, j: int) -> bool:
+        x, y = a[i], b[j]
+        return (
+            isinstance(x, _Char) and isinstance(y, _Char) and bool(_intersect(x.ranges, y.ranges))
+        )
 
-    return _reaches(step, len(a), len(b))
+    return _meets(tuple(x is _STAR for x in a), tuple(y is _STAR for y in b), fits)
 
 
-_Step = Callable[[int, int], list[tuple[int, int]]]
+def _meets(loops_a: tuple[bool, ...], loops_b: tuple[bool, ...], fits: _Fits) -> bool:
+    """Whether two sequences of positions reach their ends together, from their starts.
 
-
-def _reaches(step: _Step, end_a: int, end_b: int) -> bool:
-    """Whether (end_a, end_b) is reachable from (0, 0) along ``step``."""
-    seen = {(0, 0)}
-    todo = [(0, 0)]
-    while todo:
-        here = todo.pop()
-        if here == (end_a, end_b):
-            return True
-        for there in step(*here):
-            if there[0] <= end_a and there[1] <= end_b and there not in seen:
-                seen.add(there)
-                todo.append(there)
-    return False
+    A loop position (``*`` in a segment, ``**`` in a path) consumes any number of the other's
+    steps, none included; two plain positions step together when ``fits`` says they accept a
+    common element. Every move goes right or down in the table of position pairs, so one pass
+    over it in row order sees every pair after all pairs that lead to it.
+    """
+    n, m = len(loops_a), len(loops_b)
+    reach = [[False] * (m + 1) for _ in range(n + 1)]
+    reach[0][0] = True
+    for i in range(n + 1):
+        row = reach[i]
+        below = reach[i + 1] if i < n else row
+        loop_a = i < n and loops_a[i]
+        for j in range(m + 1):
+            if not row[j]:
+                continue
+            loop_b = j < m and loops_b[j]
+            if loop_a:
+                below[j] = True  # a's loop ends
+                if j < m:
+                    row[j + 1] = True  # a's loop takes b's position
+            if loop_b:
+                row[j + 1] = True
+                if i < n:
+                    below[j] = True
+            if i < n and j < m and not (loop_a or loop_b) and fits(i, j):
+                reach[i + 1][j + 1] = True
+    return reach[n][m]

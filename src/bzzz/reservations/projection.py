@@ -53,11 +53,12 @@ SHARED = "shared"
 MODES = (EXCLUSIVE, SHARED)
 MIN_TTL = 10
 MAX_TTL = 86_400
-MAX_PATHS = 32
+MAX_PATHS = 16
 REASON_LENGTH = 500
-# Live reservations an agent may hold, and a project may hold (the table stays bounded).
+# Live reservations an agent may hold, and patterns a project's live ones may hold: the table
+# stays bounded, and so does the check of a request (at most MAX_PATHS x PER_PROJECT pairs).
 PER_AGENT = 64
-PER_PROJECT = 4096
+PER_PROJECT = 1024
 
 
 def reservation_json(row: ReservationRow) -> dict[str, Any]:
@@ -187,7 +188,7 @@ def apply_requested(session: Session, env: Envelope, limits: ProjectionLimits) -
     rows = _live(session, project)
     if sum(1 for r in rows if r.agent_id == agent_id) >= PER_AGENT:
         return Applied({"ok": False, "reason": "per_agent", "limit": PER_AGENT})
-    if len(rows) >= PER_PROJECT:
+    if sum(len(r.paths) for r in rows) + len(paths) > PER_PROJECT:
         return Applied({"ok": False, "reason": "per_project", "limit": PER_PROJECT})
     found = conflict_of(rows, agent_id, mode, paths)
     if found is not None:

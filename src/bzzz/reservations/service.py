@@ -229,9 +229,13 @@ def _refusal(outcome: dict[str, Any], agent: domain.Agent) -> BzzzError:
             },
         )
     if reason in ("per_agent", "per_project"):
-        whose = f"agent '{agent.id}'" if reason == "per_agent" else "this project"
+        held = (
+            f"agent '{agent.id}' already holds {outcome['limit']} live reservations"
+            if reason == "per_agent"
+            else f"this project's live reservations would pass {outcome['limit']} patterns"
+        )
         return RateLimited(
-            f"{whose} already holds {outcome['limit']} live reservations; release some first",
+            f"{held}; release some first",
             details={"limit": outcome["limit"], "retry_after": 60},
         )
     return InvalidParameters(
