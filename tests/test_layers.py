@@ -36,6 +36,7 @@ LAYERS: tuple[tuple[str, frozenset[str]], ...] = (
                 "metrics",
                 "peers",
                 "privacy",
+                "reservations",
                 "retention",
                 "whoosh",
             }

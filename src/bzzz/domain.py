@@ -23,6 +23,7 @@ EVENT_TYPES = (
     "slurp_context",
     "cost_warning",
     "limit_exceeded",
+    "reservation_conflict",
 )
 THREAD_STATUSES = ("active", "paused", "completed", "escalated")
 STANCES = ("agree", "disagree")

@@ -14,6 +14,7 @@
     ├── PermissionDenied           PERMISSION_DENIED (names the missing grant)
     │   └── Unauthenticated        PERMISSION_DENIED (HTTP 401: no or a bad credential)
     ├── RateLimited                RATE_LIMITED (details.retry_after in seconds)
+    ├── ReservationConflict        RESERVATION_CONFLICT (details.holder: agent, paths, expiry)
     └── ConfigError                CONFIG_ERROR (start-up only, never reaches a client)
 
 Errors from SQLAlchemy, NATS or HTTP are translated where they are caught:
@@ -41,6 +42,8 @@ class ErrorCode(StrEnum):
     CONFIG_ERROR = "CONFIG_ERROR"
     PERMISSION_DENIED = "PERMISSION_DENIED"
     RATE_LIMITED = "RATE_LIMITED"
+    # A path reservation overlaps a live one of another agent that it may not coexist with.
+    RESERVATION_CONFLICT = "RESERVATION_CONFLICT"
 
 
 class BzzzError(Exception):
@@ -135,6 +138,12 @@ class RateLimited(BzzzError):
     """A rate limit or quota was reached; ``details.retry_after`` says when to try again."""
 
     default_code = ErrorCode.RATE_LIMITED
+
+
+class ReservationConflict(BzzzError):
+    """Paths held by another agent: ``details.holder`` names it, its paths and expiry."""
+
+    default_code = ErrorCode.RESERVATION_CONFLICT
 
 
 class Unauthenticated(PermissionDenied):

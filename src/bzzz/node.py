@@ -54,6 +54,7 @@ from bzzz.node_slots import claim_slot, load_secret
 from bzzz.peers.reclaim import Reclaimer
 from bzzz.peers.service import PeerService, PeerSettings
 from bzzz.projector import Projector
+from bzzz.reservations.service import ReservationService
 from bzzz.retention.service import RetentionService
 from bzzz.store.database import Database
 from bzzz.store.projection import ProjectionLimits
@@ -124,6 +125,7 @@ class Node:
     llm: LLMService
     hosted: HostedRuntime
     retention: RetentionService
+    reservations: ReservationService
     whoosh: WhooshRegistrar | None = None
     node_dir: Path
     # The network's data keys (None with encryption off): content is sealed under them.
@@ -193,6 +195,7 @@ class Node:
         self._spawn("peers", self.peers.run())
         self._spawn("leases", self.agents.run_leases())
         self._spawn("retention", self.retention.run_periodically())
+        self._spawn("reservations", self.reservations.run_sweeps())
         await self.hosted.start()
         # WHOOSH hears of the hosted agents in the background: an absent WHOOSH delays no start.
         self.whoosh = registrar_for(
@@ -321,6 +324,8 @@ class Node:
             self.db, self.bus, self.log, self.settings.retention, clock=self.clock
         )
         self.projector.add_outcome_listener(self.retention.on_outcomes)
+        self.reservations = ReservationService(self.db, self.log, self.agents, clock=self.clock)
+        self.agents.reservations_of = self.reservations.of_agent
 
     def _build_access(self) -> None:
         """Tokens (network state), admin tokens and the OAuth issuer: who may call."""

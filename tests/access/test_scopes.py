@@ -35,6 +35,7 @@ from bzzz.network.identity import KEY_FILE
 from bzzz.network.memory import InMemoryBus
 from bzzz.node import Node
 from bzzz.principal import Scope
+from bzzz.reservations.schemas import ReserveInput
 from bzzz.schemas import SubscribeInput, ThreadInput
 
 README = Path(__file__).resolve().parents[2] / "README.md"
@@ -47,6 +48,7 @@ ADMIN_SECRET = "scope-test-admin-secret"
 ACTION_MODELS: dict[str, tuple[Any, str | None]] = {
     "bzzz_thread": (ThreadInput, None),
     "bzzz_subscribe": (SubscribeInput, "subscribe"),
+    "bzzz_reserve": (ReserveInput, "reserve"),
 }
 # Rows for a parameter that needs more than its tool's scope.
 PARAMETER_ROWS = {"bzzz_subscribe callback_webhook"}
@@ -188,6 +190,10 @@ def tool_call(key: str) -> tuple[str, dict[str, Any]]:
             "event_types": ["agent_announcement"],
             "callback_webhook": "http://127.0.0.1:9/hook",
         },
+        "bzzz_reserve": {"paths": ["src/**"]},
+        "bzzz_reserve action=release": {"action": "release"},
+        "bzzz_reserve action=renew": {"action": "renew"},
+        "bzzz_reserve action=list": {"action": "list"},
         "bzzz_subscribe action=unsubscribe": {
             "action": "unsubscribe",
             "subscription_id": f"sub-{ULID()}",

@@ -44,6 +44,7 @@ COMMANDS = [
     "retention",
     "forget",
     "config",
+    "reservations",
 ]
 
 

@@ -141,6 +141,7 @@ async def test_every_json_is_one_object_with_its_list_under_a_named_key(
         ("escalations",): "escalations",
         ("slurp",): "events",
         ("retention", "status"): "runs",
+        ("reservations", "list"): "reservations",
     }
 
     shown = {words: json.loads(_piped(env, *words, "--json")) for words in lists}

@@ -88,7 +88,7 @@ def _answers(stdout: str) -> dict[int, dict[str, Any]]:
 
 def _check_session(answers: dict[int, dict[str, Any]]) -> None:
     assert set(answers) == IDS
-    assert len(answers[2]["result"]["tools"]) == 6
+    assert len(answers[2]["result"]["tools"]) == 7
     assert answers[3]["result"]["structuredContent"]["agent"]["id"] == "w-1"
     assert answers[4]["result"]["structuredContent"]["success"] is True
     assert answers[5]["result"]["structuredContent"]["code"] == "AGENT_NOT_FOUND"

@@ -48,7 +48,15 @@ pytestmark = pytest.mark.integration
 
 README = Path(__file__).resolve().parents[2] / "README.md"
 KINDS = {"json", "toml", "console", "bash", "text"}
-TOOLS = {"bzzz_announce", "bzzz_lookup", "bzzz_get", "bzzz_post", "bzzz_thread", "bzzz_subscribe"}
+TOOLS = {
+    "bzzz_announce",
+    "bzzz_lookup",
+    "bzzz_get",
+    "bzzz_post",
+    "bzzz_thread",
+    "bzzz_subscribe",
+    "bzzz_reserve",
+}
 PLACEHOLDER = re.compile(r"<(task_id|thread_id|message_id|oldest|subscription_id)>")
 # ```json hosted``` and ```toml hosted```: the hosted-agent examples, which tests/llm runs.
 HOSTED = "hosted"
@@ -306,7 +314,7 @@ def _server_of(config: dict[str, Any]) -> dict[str, Any]:
 async def _client_config(
     config: dict[str, Any], node: HttpNode, tmp_path: Path, token: str | None = None
 ) -> None:
-    """Connect as an MCP host would with the README's configuration; the six tools are there."""
+    """Connect as an MCP host would with the README's configuration; the seven tools are there."""
     server = _server_of(config)
     if "url" in server:
         assert server["url"] == "http://127.0.0.1:7331/mcp"

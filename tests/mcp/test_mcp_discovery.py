@@ -1,4 +1,4 @@
-"""What a client sees when it connects: the six tools with schemas, and the capabilities."""
+"""What a client sees when it connects: the seven tools with schemas, and the capabilities."""
 
 from __future__ import annotations
 
@@ -14,6 +14,8 @@ TOOLS = {
     "bzzz_thread": {"action"},
     # event_types is needed to subscribe, not to unsubscribe (the service says so).
     "bzzz_subscribe": set(),
+    # paths are needed to reserve, not to list, release or renew (the service says so).
+    "bzzz_reserve": set(),
 }
 
 OPTIONAL = {
@@ -29,6 +31,7 @@ OPTIONAL = {
         "action",
         "subscription_id",
     },
+    "bzzz_reserve": {"action", "paths", "mode", "ttl", "reason", "reservation_id", "agent_id"},
 }
 
 DEFAULTS = {
@@ -36,6 +39,9 @@ DEFAULTS = {
     ("bzzz_get", "include_metadata"): True,
     ("bzzz_get", "max_history"): 10,
     ("bzzz_post", "priority"): "medium",
+    ("bzzz_reserve", "action"): "reserve",
+    ("bzzz_reserve", "mode"): "exclusive",
+    ("bzzz_reserve", "ttl"): 1800,
 }
 
 OUTPUT_FIELDS = {
@@ -51,6 +57,7 @@ OUTPUT_FIELDS = {
         "subscribed_at",
         "status",
     },
+    "bzzz_reserve": {"action", "reservation", "reservations", "released", "count"},
 }
 ERROR_FIELDS = {"success", "error", "code", "details", "timestamp"}
 
@@ -60,7 +67,7 @@ async def _tools(connect: ClientFactory) -> dict[str, Any]:
         return {tool.name: tool for tool in (await client.list_tools()).tools}
 
 
-async def test_tools_list_has_the_six_tools_with_input_and_output_schemas(
+async def test_tools_list_has_the_seven_tools_with_input_and_output_schemas(
     connect: ClientFactory,
 ) -> None:
     listed = await _tools(connect)

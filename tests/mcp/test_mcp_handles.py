@@ -72,7 +72,7 @@ async def test_every_agent_tool_takes_agent_handle_and_lookup_checks_it(
         )
 
     takes = {t.name: "agent_handle" in t.input_schema.get("properties", {}) for t in tools}
-    assert takes == dict.fromkeys(takes, True) and len(takes) == 6, takes
+    assert takes == dict.fromkeys(takes, True) and len(takes) == 7, takes
     assert found["success"] is True and [m["id"] for m in found["matches"]] == ["ana"]
     # A wrong handle is judged as bzzz_post judges it: refused where only the handle could
     # name the agent, beside the point where the caller's session holds it.

@@ -88,6 +88,8 @@ class AgentService:
         self._max_agents = max_agents
         # Set by the node when it federates with other networks.
         self.federation: FederationService | None = None
+        # Set by the node: an agent's live path reservations (bzzz://agent/reservations).
+        self.reservations_of: Callable[[str], Awaitable[list[dict[str, Any]]]] | None = None
 
     async def announce(self, caller: Caller, params: AnnounceInput) -> dict[str, Any]:
         """Put an agent on the network as the caller's; refuse an id another caller holds."""
@@ -378,12 +380,20 @@ class AgentService:
             self.leases.renew(agent.id)  # its owner named it
         info = agent_info(agent)
         base = {"agent_info": info, "last_updated": info["last_activity"]}
+        if path == "" and self.reservations_of is not None:
+            # How many paths it holds, as anyone of its project may list them.
+            base["reservation_count"] = len(await self.reservations_of(agent.id))
         n = params.max_history
         if path == "/threads":
             self._no_cursor(params, path)
             threads = await repo.threads_of([agent.id], limit=max(n, 1))
             shown = [t for t in threads if self.may_read_thread(caller, t)]
             return base | {"threads": [thread_info(t) for t in shown]}, "threads"
+        if path == "/reservations":
+            # What an agent holds is what bzzz_reserve list shows everyone in its project.
+            self._no_cursor(params, path)
+            held = await self.reservations_of(agent.id) if self.reservations_of else []
+            return base | {"reservations": held, "count": len(held)}, "reservations"
         if path in ("", "/inbox", "/tasks") and not self.may_read(caller, agent):
             if path == "":
                 # Anyone who sees the agent sees what a lookup shows; its work is private.
@@ -419,7 +429,8 @@ class AgentService:
                 "page": listed.info(),
             }, "tasks"
         raise InvalidParameters(
-            f"unknown path '{path}'; valid paths: /inbox, /tasks, /threads, /threads/<id>",
+            f"unknown path '{path}'; valid paths: /inbox, /tasks, /threads, /threads/<id>, "
+            "/reservations",
             details={"path": path},
         )
 

@@ -21,7 +21,8 @@ Example: {"semantic_address": "bzzz://*:reviewer@myproject:*",
 
 GET = """Read what is at an address: an agent's info, recent activity and current tasks
 (bzzz://agent-id), its inbox (bzzz://agent-id/inbox), its tasks (bzzz://agent-id/tasks),
-its threads (bzzz://agent-id/threads) or one thread (bzzz://agent-id/threads/<thread_id>) with
+its threads (bzzz://agent-id/threads), its path reservations (bzzz://agent-id/reservations)
+or one thread (bzzz://agent-id/threads/<thread_id>) with
 its messages (replyTo, stance, reactions), shared context, decision log, consensus and
 escalation history. max_history bounds each list (newest entries). An inbox, tasks, the
 activity of bzzz://agent-id and a thread's messages are paged: content.page says has_more and
@@ -67,7 +68,8 @@ SUBSCRIBE = """Subscribe to network events: agent_announcement, task_assignment,
 thread_created, thread_escalated, network_status, thread_status (pause, resume, resolve, close),
 thread_consensus, human_notification (an escalation asks for a human), slurp_context (a
 consensus's context event), cost_warning (model spending passed the warning threshold),
-limit_exceeded (a cost limit was reached or a call refused). filter_address limits events to an
+limit_exceeded (a cost limit was reached or a call refused), reservation_conflict (a path
+reservation was refused; addressed to the holder). filter_address limits events to an
 address pattern (bzzz://*:architect@*). With callback_webhook (needs the 'write' scope) each
 event is POSTed as JSON, signed
 in the X-Bzzz-Signature header (t=<unix>,v1=<hex HMAC-SHA256 of "<t>.<body>"> with the returned
@@ -77,6 +79,21 @@ subscribe to it (resources/subscribe) to be notified of new events; such a subsc
 with your session. A webhook subscription lives until removed: action "unsubscribe" with its
 subscription_id (only its maker may remove it: the same session or credential, or without
 either the same agent_handle; or an admin of its projects)."""
+
+RESERVE = """Reserve the paths your agent is about to edit, so agents on one codebase do not
+overwrite each other. paths are glob patterns under your agent's project: '*', '?' and
+'[...]' match within one path segment, '**' across segments, 'dir/' means everything under dir.
+- reserve: paths, mode (exclusive: no other agent may hold an overlapping reservation; shared:
+  coexists with other shared ones), ttl in seconds (default 1800, 10 to 86400), reason.
+  Refused with RESERVATION_CONFLICT when another agent's live reservation could match one of the
+  same paths; details.holder names that agent, its paths and when it expires. Your own
+  reservations never conflict with each other.
+- release / renew: reservation_id, or all of your agent's (renew sets a new ttl from now).
+- list: the live reservations in your projects (project, agent_id, paths narrow the list).
+A reservation ends on release, at its expiry, or when its agent goes offline. Decided in log
+order: two agents asking at the same moment on two nodes never both get an exclusive one.
+Example: {"action": "reserve", "paths": ["src/api/**", "README.md"], "mode": "exclusive",
+"ttl": 900, "reason": "refactoring the routes"}"""
 
 RESOURCE = """What is at a bzzz:// address (same as bzzz_get), or a subscription's events at
 bzzz://subscriptions/<subscription_id>."""

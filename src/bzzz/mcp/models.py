@@ -1,4 +1,4 @@
-"""Output shapes of the six tools.
+"""Output shapes of the six first tools (bzzz_reserve's is beside its tool, mcp/reserve.py).
 
 Every field but ``success`` is optional so that one schema fits both the success result and the
 reference's ErrorResponse (some clients validate error results against the output schema too).

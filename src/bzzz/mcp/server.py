@@ -1,4 +1,4 @@
-"""The MCP server: six thin tools, a bzzz:// resource template, subscriptions, completion."""
+"""The MCP server: seven thin tools, a bzzz:// resource template, subscriptions, completion."""
 
 from __future__ import annotations
 
@@ -43,6 +43,7 @@ from bzzz.mcp.models import (
     SubscribeOutput,
     ThreadOutput,
 )
+from bzzz.mcp.reserve import register_reserve
 from bzzz.mcp.sessions import SessionRegistry
 from bzzz.node import Node
 from bzzz.principal import Scope
@@ -60,7 +61,8 @@ logger = logging.getLogger(__name__)
 
 INSTRUCTIONS = """BZZZ puts you on a coordination network of AI agents.
 Start with bzzz_announce (who you are), find others with bzzz_lookup, read with bzzz_get,
-send with bzzz_post, talk in threads with bzzz_thread, follow events with bzzz_subscribe.
+send with bzzz_post, talk in threads with bzzz_thread, follow events with bzzz_subscribe,
+reserve the paths you edit with bzzz_reserve.
 Addresses look like bzzz://agent:role@project:task/path; '*' means any."""
 
 
@@ -379,6 +381,7 @@ def build_server(node: Node) -> tuple[BzzzMCP, SessionRegistry]:
         subscriber = mine[0].id if len(mine) == 1 else None
         return await run(node.subscriptions.subscribe(caller, params, subscriber))
 
+    register_reserve(server, node, caller_of, run)
     _publish_schemas_only(server)
     _register_resources(server, node, sessions, bus)
     _register_costs(server, node)

@@ -18,6 +18,7 @@ from sqlalchemy.orm import Session
 
 from bzzz import domain
 from bzzz.network.envelope import Envelope
+from bzzz.store.agent_projection import end_reservations
 from bzzz.store.models import (
     ActivityRow,
     DeliveryRow,
@@ -231,6 +232,7 @@ def apply_forget(session: Session, env: Envelope, limits: ProjectionLimits) -> A
         "tasks": _forget_tasks(session, agent_id),
         "memories": _forget_memories(session, agent_id),
         "decisions": _forget_decisions(session, agent_id),
+        "reservations": end_reservations(session, [agent_id]),
     }
     _record_run(session, env, "erasure", {"agent_id": agent_id}, counts)
     return Applied({"ok": True, "retention": "forgotten", "agent_id": agent_id, "counts": counts})

@@ -1,18 +1,19 @@
 """The appliers of ``agent.announced`` and ``agent.offline``: who holds an agent id, and the
-online count the agent limit is checked against.
+online count the agent limit is checked against; an agent that goes offline ends its path
+reservations.
 """
 
 from __future__ import annotations
 
 from typing import Any, cast
 
-from sqlalchemy import Table, bindparam, func, select
+from sqlalchemy import Table, bindparam, delete, func, select
 from sqlalchemy.orm import Session
 
 from bzzz import domain
 from bzzz.domain import AgentStatus, canonical_agent_id
 from bzzz.network.envelope import Envelope
-from bzzz.store.models import AgentRow
+from bzzz.store.models import AgentRow, ReservationRow
 from bzzz.store.projection import (
     CANONICAL_LENGTH,
     NAME_LENGTH,
@@ -209,7 +210,16 @@ def apply_agent_offline(session: Session, env: Envelope, limits: ProjectionLimit
                 n,
             )
         )
+    end_reservations(session, went)
     return Applied({"ok": True, "offline": went}, events)
+
+
+def end_reservations(session: Session, agent_ids: list[str]) -> int:
+    """Delete the path reservations of agents that went offline or were erased."""
+    if not agent_ids:
+        return 0
+    done = session.execute(delete(ReservationRow).where(ReservationRow.agent_id.in_(agent_ids)))
+    return int(getattr(done, "rowcount", 0) or 0)
 
 
 AGENT_APPLIERS: dict[str, Applier] = {

@@ -549,3 +549,24 @@ class AuditAnchorRow(Base):
     hash: Mapped[str] = mapped_column(String(64))
     pruned: Mapped[int] = mapped_column(BigInteger)
     pruned_at: Mapped[datetime] = mapped_column(TZ)
+
+
+class ReservationRow(Base):
+    """A live path reservation (bzzz/reservations): ended ones are deleted, not kept.
+
+    ``id`` is the id of the ``reservation.requested`` envelope that made it; ``project`` is
+    its agent's (None: the agent has none); ``paths`` are normalized glob patterns.
+    """
+
+    __tablename__ = "reservations"
+    id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    project: Mapped[str | None] = mapped_column(String(128), nullable=True)
+    agent_id: Mapped[str] = mapped_column(String(128), index=True)
+    owner: Mapped[str] = mapped_column(String(256))
+    mode: Mapped[str] = mapped_column(String(16))
+    paths: Mapped[list[str]] = mapped_column(SealedJSON("reservations.paths"))
+    reason: Mapped[str | None] = mapped_column(SealedText("reservations.reason"), nullable=True)
+    origin: Mapped[str] = mapped_column(String(64))
+    created_at: Mapped[datetime] = mapped_column(TZ)
+    expires_at: Mapped[datetime] = mapped_column(TZ, index=True)
+    __table_args__ = (Index("ix_reservations_project_expires", "project", "expires_at"),)

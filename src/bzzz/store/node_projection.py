@@ -87,6 +87,7 @@ def _take_offline(
                 len(events),
             )
         )
+    agent_projection.end_reservations(session, went)
     return went
 
 

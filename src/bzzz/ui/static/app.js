@@ -3,6 +3,7 @@
 import { api, ApiError, auth, EventStream } from "./api.js";
 import { el, replace, tick } from "./dom.js";
 import { renderConsole, renderThread } from "./console.js";
+import { renderReservations } from "./reservations.js";
 import {
   eventLine, renderAgents, renderCosts, renderPeers, renderSearch, renderTasks, renderThreads,
   renderWebhooks,
@@ -36,6 +37,9 @@ const loaders = {
     renderThreads(state.threads, openThread);
   },
   async tasks() { renderTasks((await api("/api/v1/overview/tasks", { query: { limit: 200 } })).tasks); },
+  async reservations() {
+    renderReservations((await api("/api/v1/reservations")).reservations);
+  },
   async costs() { renderCosts(await api("/api/v1/costs", { query: { days: 30 } })); },
   async peers() {
     const listed = await api("/api/v1/peers");
@@ -54,12 +58,12 @@ const loaders = {
     if (state.openThread) await renderThread(state.openThread, state.who, state.escalations, report);
   },
 };
-const ORDER = ["metrics", "agents", "threads", "tasks", "costs", "peers", "webhooks", "console",
+const ORDER = ["metrics", "agents", "threads", "tasks", "reservations", "costs", "peers", "webhooks", "console",
   "thread"];
 
 // Which sections an event changes.
 const AFFECTS = {
-  agent_announcement: ["metrics", "agents"],
+  agent_announcement: ["metrics", "agents", "reservations"],
   network_status: ["agents", "peers"],
   task_assignment: ["agents", "tasks"],
   thread_created: ["threads", "console"],
@@ -70,6 +74,7 @@ const AFFECTS = {
   slurp_context: ["threads"],
   cost_warning: ["costs"],
   limit_exceeded: ["costs"],
+  reservation_conflict: ["reservations"],
 };
 
 // Sections to reload are gathered for 80 ms, then loaded one batch at a time: two loads of a
@@ -198,7 +203,7 @@ async function start() {
   state.stream.start();
   refresh(ORDER);
   // Figures no event announces (spend, peers' heartbeats, dead letters): every 15 s.
-  state.periodic = setInterval(() => refresh(["metrics", "costs", "peers", "webhooks"]), 15000);
+  state.periodic = setInterval(() => refresh(["metrics", "costs", "peers", "webhooks", "reservations"]), 15000);
   // A thread's messages are not among the stream's event types: the open thread is re-read.
   state.threadPoll = setInterval(() => {
     if (state.openThread && !$("tab-console").hidden) refresh(["thread"]);

@@ -1,0 +1,76 @@
+"""`bzzz reservations list`: the live path reservations, read from the data directory's store.
+
+Reads the store alone (no node starts; a running one is not disturbed), as the local user of
+the data directory: every project's. Expired reservations are not shown.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+from typing import TYPE_CHECKING, Any
+
+from bzzz import cli_output as out
+from bzzz import cli_start as start
+
+if TYPE_CHECKING:
+    from sqlalchemy.ext.asyncio import AsyncSession
+
+    from bzzz.config import Settings
+
+
+def add_parser(sub: Any) -> None:
+    """The `reservations` command."""
+    reservations = sub.add_parser("reservations", help="path reservations of the agents")
+    actions = reservations.add_subparsers(dest="action", required=True)
+    listing = actions.add_parser("list", help="the live reservations (every project)")
+    listing.add_argument("--project", help="only this project's")
+    listing.add_argument("--agent", help="only this agent's")
+    out.json_flag(listing, '{"reservations": [Reservation]}')
+
+
+async def _live(session: AsyncSession, project: str | None, agent: str | None) -> list[Any]:
+    from sqlalchemy import select
+
+    from bzzz.domain import utcnow
+    from bzzz.reservations.projection import reservation_json
+    from bzzz.store.models import ReservationRow
+
+    query = select(ReservationRow).where(ReservationRow.expires_at > utcnow())
+    if project is not None:
+        query = query.where(ReservationRow.project == project)
+    if agent is not None:
+        query = query.where(ReservationRow.agent_id == agent)
+    query = query.order_by(ReservationRow.project, ReservationRow.created_at, ReservationRow.id)
+    return [reservation_json(row) for row in await session.scalars(query)]
+
+
+def run(args: argparse.Namespace, settings: Settings) -> int:
+    """Run `bzzz reservations list`."""
+    rows = asyncio.run(start.read_store(settings, lambda s: _live(s, args.project, args.agent)))
+    if args.json:
+        out.print_json({"reservations": rows})
+        return 0
+    columns = [
+        out.Column("id", whole=True),
+        out.Column("project"),
+        out.Column("agent", whole=True),
+        out.Column("mode"),
+        out.Column("paths"),
+        out.Column("expires", whole=True),
+        out.Column("reason"),
+    ]
+    cells = [
+        [
+            r["id"],
+            r["project"] or "",
+            r["agent_id"],
+            r["mode"],
+            "\n".join(r["paths"]),
+            r["expires_at"],
+            r["reason"] or "",
+        ]
+        for r in rows
+    ]
+    out.print_table("path reservations (live)", columns, cells)
+    return 0

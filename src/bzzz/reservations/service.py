@@ -1,0 +1,244 @@
+"""ReservationService: agents reserve the paths they edit, and see who holds what.
+
+A reservation is made, released and renewed through the log (``reservation.*``, applied in
+``projection.py``), so whether two requests conflict is decided in log order on every node.
+The service checks the caller's grants first (the ``write`` scope and the agent's project to
+change, ``read`` and project grants to list), acts as the caller's announced agent (as
+bzzz_post does), and turns a refused outcome into RESERVATION_CONFLICT naming the holder.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Any
+
+from sqlalchemy import exists, select
+
+from bzzz import domain
+from bzzz.access.keys import STATELESS, holder_of
+from bzzz.agents.service import AgentService, raise_store_failure, visible_projects
+from bzzz.clock import Clock, SystemClock
+from bzzz.errors import BzzzError, InvalidParameters, RateLimited, ReservationConflict
+from bzzz.eventlog import Caller, EventLog
+from bzzz.principal import Principal, Scope
+from bzzz.reservations import projection
+from bzzz.reservations.globs import overlap
+from bzzz.reservations.projection import RESERVATION_APPLIERS, reservation_json
+from bzzz.reservations.schemas import ReserveInput
+from bzzz.store.batch import register_appliers
+from bzzz.store.database import Database
+from bzzz.store.models import ReservationRow
+
+logger = logging.getLogger(__name__)
+
+SWEEP_SECONDS = 30.0
+LIST_LIMIT = 500
+
+
+class ReservationService:
+    """bzzz_reserve: reserve, release, renew and list path reservations."""
+
+    def __init__(
+        self,
+        db: Database,
+        log: EventLog,
+        agents: AgentService,
+        *,
+        clock: Clock | None = None,
+        sweep_seconds: float = SWEEP_SECONDS,
+    ) -> None:
+        # Every node decides conflicts the same way: in log order, in its own store.
+        register_appliers(RESERVATION_APPLIERS)
+        self._db = db
+        self._log = log
+        self._agents = agents
+        self.clock: Clock = clock or SystemClock()
+        self.sweep_seconds = sweep_seconds
+
+    async def reserve(self, caller: Caller, params: ReserveInput) -> dict[str, Any]:
+        """Run one bzzz_reserve action."""
+        if params.action == "list":
+            return await self.listing(caller.principal, params)
+        caller.principal.require(Scope.WRITE, f"'{params.action}' of a path reservation")
+        agent = await self._acting(caller, params.agent_id)
+        caller.principal.require_project(agent.project, "reserving paths")
+        if params.action == "reserve":
+            return await self._reserve(caller.principal, agent, params)
+        return await self._change(agent, params)
+
+    async def _reserve(
+        self, who: Principal, agent: domain.Agent, params: ReserveInput
+    ) -> dict[str, Any]:
+        if not params.paths:
+            raise InvalidParameters(
+                "reserve needs paths: glob patterns under the project (src/api/**, README.md)",
+                details={"field": "paths"},
+            )
+        payload = {
+            "agent_id": agent.id,
+            "project": agent.project,
+            "owner": who.id,
+            "mode": params.mode,
+            "paths": list(params.paths),
+            "ttl": params.ttl,
+            "reason": params.reason or None,
+        }
+        outcome = await self._log.emit(projection.REQUESTED, projection.KIND, agent.id, payload)
+        raise_store_failure(outcome)
+        if not outcome["ok"]:
+            raise _refusal(outcome, agent)
+        return {"success": True, "action": "reserve", "reservation": outcome["reservation"]}
+
+    async def _change(self, agent: domain.Agent, params: ReserveInput) -> dict[str, Any]:
+        """Release or renew the agent's reservations (the one named, or all of them)."""
+        ids = None
+        if params.reservation_id is not None:
+            await self._require_held(agent, params.reservation_id)
+            ids = [params.reservation_id]
+        payload: dict[str, Any] = {"agent_id": agent.id, "reservation_ids": ids}
+        if params.action == "renew":
+            payload["ttl"] = params.ttl
+            type_ = projection.RENEWED
+        else:
+            type_ = projection.RELEASED
+        outcome = await self._log.emit(type_, projection.KIND, agent.id, payload)
+        raise_store_failure(outcome)
+        if params.action == "renew":
+            renewed = outcome.get("renewed", [])
+            return {"success": True, "action": "renew", "reservations": renewed}
+        released = outcome.get("released", [])
+        return {"success": True, "action": "release", "released": released}
+
+    async def _require_held(self, agent: domain.Agent, reservation_id: str) -> None:
+        """INVALID_PARAMETERS unless ``reservation_id`` is a live reservation of ``agent``."""
+        async with self._db.session() as session:
+            row = await session.get(ReservationRow, reservation_id)
+        if row is None or row.agent_id != agent.id or row.expires_at <= self.clock.now():
+            raise InvalidParameters(
+                f"agent '{agent.id}' holds no live reservation '{reservation_id}' (released, "
+                "expired, or another agent's)",
+                details={"reservation_id": reservation_id, "agent_id": agent.id},
+            )
+
+    async def _acting(self, caller: Caller, agent_id: str | None) -> domain.Agent:
+        """The caller's announced agent (``agent_id`` picks one of several)."""
+        mine = await self._agents.agents_of(caller)
+        holder = holder_of(caller)
+        if not mine:
+            hint = "agent_handle" if caller.session_id == STATELESS else "bzzz_announce"
+            raise InvalidParameters(
+                f"this {holder} acts as no agent: reservations are an agent's; announce one with "
+                "bzzz_announce (a client without a session passes its agent_handle)",
+                details={"hint": hint},
+            )
+        if agent_id is None and len(mine) == 1:
+            return mine[0]
+        for agent in mine:
+            if agent.id == agent_id:
+                return agent
+        if agent_id is None:
+            message = f"this {holder} announced several agents; pass agent_id to choose one"
+        else:
+            message = f"agent '{agent_id}' was not announced by this {holder}"
+        raise InvalidParameters(message, details={"session_agents": [a.id for a in mine]})
+
+    # --- reading ------------------------------------------------------------------------------
+
+    async def listing(self, who: Principal, params: ReserveInput) -> dict[str, Any]:
+        """Live reservations in the principal's projects (filters: project, agent, paths)."""
+        who.require(Scope.READ, "listing path reservations")
+        if params.project is not None:
+            who.require_project(params.project, "listing path reservations")
+        rows = await self._rows(who, params.project, params.agent_id)
+        if params.paths:
+            wanted = list(params.paths)
+            rows = [r for r in rows if any(overlap(a, b) for a in wanted for b in r.paths)]
+        shown = [reservation_json(r) for r in rows[:LIST_LIMIT]]
+        return {
+            "success": True,
+            "action": "list",
+            "reservations": shown,
+            "count": len(shown),
+            "total": len(rows),
+        }
+
+    async def of_agent(self, agent_id: str) -> list[dict[str, Any]]:
+        """An agent's live reservations (bzzz_get of bzzz://agent/reservations)."""
+        async with self._db.session() as session:
+            rows = await session.scalars(
+                select(ReservationRow)
+                .where(
+                    ReservationRow.agent_id == agent_id,
+                    ReservationRow.expires_at > self.clock.now(),
+                )
+                .order_by(ReservationRow.created_at, ReservationRow.id)
+            )
+            return [reservation_json(r) for r in rows]
+
+    async def _rows(
+        self, who: Principal, project: str | None, agent_id: str | None
+    ) -> list[ReservationRow]:
+        query = select(ReservationRow).where(ReservationRow.expires_at > self.clock.now())
+        if project is not None:
+            query = query.where(ReservationRow.project == project)
+        if agent_id is not None:
+            query = query.where(ReservationRow.agent_id == agent_id)
+        visible = visible_projects(who)
+        if visible is not None:
+            query = query.where(ReservationRow.project.in_(sorted(visible)))
+        query = query.order_by(ReservationRow.project, ReservationRow.created_at, ReservationRow.id)
+        async with self._db.session() as session:
+            return list(await session.scalars(query))
+
+    # --- upkeep -------------------------------------------------------------------------------
+
+    async def sweep(self) -> bool:
+        """Publish a sweep when this node holds expired reservations; whether it did."""
+        now = self.clock.now()
+        async with self._db.session() as session:
+            expired = await session.scalar(select(exists().where(ReservationRow.expires_at <= now)))
+        if not expired:
+            return False
+        await self._log.emit(projection.SWEPT, projection.KIND, "sweep", {})
+        return True
+
+    async def run_sweeps(self) -> None:
+        """Sweep expired reservations until cancelled (a node's background task)."""
+        while True:
+            await asyncio.sleep(self.sweep_seconds)
+            try:
+                await self.sweep()
+            except BzzzError as exc:
+                logger.warning("could not sweep expired reservations: %s", exc.message)
+
+
+def _refusal(outcome: dict[str, Any], agent: domain.Agent) -> BzzzError:
+    """The error a refused ``reservation.requested`` outcome stands for."""
+    reason = outcome.get("reason")
+    if reason == "conflict":
+        holder = outcome["holder"]
+        return ReservationConflict(
+            f"'{outcome['requested']}' overlaps '{outcome['overlaps']}', reserved "
+            f"{holder['mode']} by agent '{holder['agent_id']}' until {holder['expires_at']} "
+            f"(its paths: {', '.join(holder['paths'])})",
+            details={
+                "holder": holder,
+                "requested": outcome["requested"],
+                "overlaps": outcome["overlaps"],
+            },
+        )
+    if reason in ("per_agent", "per_project"):
+        held = (
+            f"agent '{agent.id}' already holds {outcome['limit']} live reservations"
+            if reason == "per_agent"
+            else f"this project's live reservations would pass {outcome['limit']} patterns"
+        )
+        return RateLimited(
+            f"{held}; release some first",
+            details={"limit": outcome["limit"], "retry_after": 60},
+        )
+    return InvalidParameters(
+        f"agent '{agent.id}' went offline before its reservation was recorded; announce it again",
+        details={"agent_id": agent.id, "reason": str(reason)},
+    )

@@ -1,0 +1,16 @@
+// The Reservations tab: who holds which paths of which project, and until when.
+import { badge, el, replace, table, when } from "./dom.js";
+
+export function renderReservations(reservations) {
+  replace("reservations", el("h2", {}, "Path reservations"), table([
+    { label: "Paths", class: "text", cell: (r) => el("span", { class: "stack" },
+      r.paths.map((p) => el("span", { class: "mono", dataset: { path: p } }, p))) },
+    { label: "Agent", cell: (r) => el("span", { class: "mono id", dataset: { holder: r.agent_id } },
+      r.agent_id) },
+    { label: "Project", cell: (r) => r.project || "—" },
+    { label: "Mode", cell: (r) => badge(r.mode) },
+    { label: "Reason", class: "text", cell: (r) => r.reason || "—" },
+    { label: "Expires", cell: (r) => when(r.expires_at) },
+    { label: "Id", cell: (r) => el("span", { class: "mono id" }, r.id) },
+  ], reservations, "No agent of this token's projects holds a path."));
+}
