@@ -12,8 +12,8 @@ from typing import Annotated, Any, Literal, TypeVar
 
 from pydantic import (
     AfterValidator,
-    BeforeValidator,
     BaseModel,
+    BeforeValidator,
     ConfigDict,
     Field,
     StringConstraints,
@@ -68,10 +68,10 @@ def as_of_point(value: Any) -> int | datetime | None:
     names no zone): the point ``as_of`` replays a thread to."""
     if value is None or isinstance(value, datetime):
         return value if value is None or value.tzinfo else value.replace(tzinfo=UTC)
-    if isinstance(value, int) and not isinstance(value, bool) and value >= 1:
+    if isinstance(value, str) and value.strip().isdigit() and len(value.strip()) <= 19:
+        value = int(value)
+    if isinstance(value, int) and not isinstance(value, bool) and 1 <= value < 2**63:
         return value
-    if isinstance(value, str) and value.strip().isdigit() and int(value) >= 1:
-        return int(value)
     if isinstance(value, str) and len(value) <= 64:
         try:
             when = datetime.fromisoformat(value.strip().replace("Z", "+00:00"))

@@ -7,7 +7,7 @@ so the answer ``as_of`` has the shape of today's answer, plus where the replay s
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from contextlib import AbstractAsyncContextManager
 from datetime import datetime
 from typing import Any, Protocol
@@ -37,8 +37,20 @@ class ReplayPoint(Protocol):
         ...
 
 
+class Replayed(Protocol):
+    """One envelope of a thread as the log holds it."""
+
+    def to_json(self) -> dict[str, Any]:
+        """Sequence, time, type, origin, signer, whether it verifies, stand-in."""
+        ...
+
+
 class ThreadHistory(Protocol):
-    """Builds a store holding one thread as the log had it at a point."""
+    """Reads one thread's envelopes back from the log; builds the thread as it stood."""
+
+    async def entries(self, thread_id: str) -> Sequence[Replayed]:
+        """The thread's envelopes in log order, each verified again."""
+        ...
 
     def thread_as_of(
         self, thread_id: str, as_of: int | datetime

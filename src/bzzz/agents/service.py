@@ -446,6 +446,17 @@ class AgentService:
             return await thread_then(self.history, thread_id, params, thread_view)
         return await thread_view(repo, thread, params)
 
+    async def thread_envelopes(self, caller: Caller, thread_id: str) -> list[dict[str, Any]]:
+        """A thread's envelopes in log order, each verified again (for who reads the thread)."""
+        async with self._db.session() as session:
+            thread = await Repository(session).thread(thread_id)
+        if thread is None:
+            raise ThreadNotFound(f"no thread '{thread_id}'", details={"thread_id": thread_id})
+        self.require_thread_reader(caller, thread)
+        if self.history is None:
+            raise InvalidParameters("this node does not replay threads")
+        return [entry.to_json() for entry in await self.history.entries(thread_id)]
+
     @staticmethod
     def _no_cursor(params: GetInput, path: str) -> None:
         if params.before is not None or params.after is not None:

@@ -201,23 +201,36 @@ class ThreadLog:
             return
         applied = [(e.envelope, e.seq) for e in entries if e.envelope and e.seq <= point.seq]
         applied.extend(await self._context(entries, point.seq))
+        applied.extend(await self._retention_runs(point.seq, as_of))
         applied.sort(key=lambda pair: pair[1])
         async with scratch_store(_once(applied), self._node_id, self._limits) as session:
             yield session, point
 
     async def _context(self, entries: list[Entry], upto: int) -> list[tuple[Envelope, int]]:
-        """What else the thread's appliers read, up to ``upto``: its members' agents, the
-        network's retention runs, the assignments of the tasks its posts update."""
+        """What else the thread's appliers read, up to ``upto``: its members' agents and the
+        assignments of the tasks its posts update."""
         msgs: list[BusMessage] = []
         for member in sorted(_members(entries)):
             msgs.extend(await self._bus.read_kind("agent", member, before_seq=upto + 1))
-        msgs.extend(await self._bus.read_kind(RETENTION_KIND, before_seq=upto + 1))
         for seq in await self._assignments(entries, upto):
             msg = await self._bus.get(seq)
             if msg is not None:
                 msgs.append(msg)
         opened = (self._entry(msg) for msg in msgs)
         return [(e.envelope, e.seq) for e in opened if e.envelope is not None]
+
+    async def _retention_runs(self, cut: int, as_of: int | datetime) -> list[tuple[Envelope, int]]:
+        """The network's retention and erasure runs up to ``as_of``: they bury posts' content
+        (after the thread's last envelope too, when they ran before the point asked for)."""
+        if isinstance(as_of, int):
+            runs = await self._bus.read_kind(RETENTION_KIND, before_seq=as_of + 1)
+            return [(e.envelope, e.seq) for e in map(self._entry, runs) if e.envelope]
+        found = []
+        for msg in await self._bus.read_kind(RETENTION_KIND):
+            env = self._entry(msg).envelope
+            if env is not None and (msg.seq <= cut or env.timestamp <= as_of):
+                found.append((env, msg.seq))
+        return found
 
     async def _assignments(self, entries: list[Entry], upto: int) -> list[int]:
         """Sequences of the posts that assigned tasks the thread's posts update."""

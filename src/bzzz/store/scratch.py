@@ -13,7 +13,6 @@ import contextlib
 import contextvars
 import sqlite3
 from collections.abc import AsyncIterator, Sequence
-from typing import Any
 
 import aiosqlite
 from sqlalchemy import Connection, Engine, create_engine, event, select
@@ -72,9 +71,7 @@ def _engines() -> tuple[Engine, AsyncEngine]:
     return _ENGINES
 
 
-def _build(
-    writer: Engine, envelopes: Sequence[tuple[Envelope, int]], ctx: BatchContext
-) -> None:
+def _build(writer: Engine, envelopes: Sequence[tuple[Envelope, int]], ctx: BatchContext) -> None:
     Base.metadata.create_all(writer)
     with Session(writer) as session, session.begin():
         # Isolated: an envelope a node refused as malformed is refused here the same way.
