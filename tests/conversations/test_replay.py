@@ -15,7 +15,7 @@ from bzzz.eventlog import LOCAL_CALLER, Caller
 from bzzz.network.memory import InMemoryBus
 from bzzz.node import Node
 from bzzz.principal import ALL, LOCAL, Principal, Scope, principal
-from bzzz.schemas import AnnounceInput, GetInput, ThreadInput, validate_input
+from bzzz.schemas import AnnounceInput, GetInput, PostInput, ThreadInput, validate_input
 
 from .conftest import NodeFactory, announce, open_thread, say, thread
 
@@ -222,3 +222,30 @@ async def test_a_principal_of_another_project_gets_thread_not_found_as_of_too(
             await read(node, thread_id, as_of=seq, caller=as_(BETA_READER))
 
     assert own["thread"]["topic"] == "beta secrets"
+
+
+async def test_as_of_now_equals_the_live_thread_with_a_task_updated_in_it_on_either_store(
+    store_node: Node,
+) -> None:
+    node = store_node
+    thread_id = await trio(node)
+    assigned = await node.conversations.post(
+        Caller("session-arch"),
+        PostInput(
+            target_address="bzzz://dev",
+            message_type="task_assignment",
+            content={"task_type": "benchmark", "description": "measure the store"},
+        ),
+    )
+    task_id = assigned["tasks"]["dev"]
+    progress = {"task_id": task_id, "text": "half way"}
+    await node.conversations.post(
+        Caller("session-dev"),
+        PostInput(message_type="task_progress", content=progress, thread_id=thread_id),
+    )
+    await say(node, "rev", thread_id, "Good.")
+    live = await read(node, thread_id)
+    now = await read(node, thread_id, as_of=await node.bus.last_sequence())
+
+    assert [m["messageType"] for m in live["thread"]["messages"]] == ["task_progress", "text"]
+    assert now["thread"] == live["thread"]
