@@ -16,6 +16,7 @@ from collections.abc import AsyncIterator, Sequence
 
 import aiosqlite
 from sqlalchemy import Connection, Engine, create_engine, event, select
+from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, create_async_engine
 from sqlalchemy.orm import Session
 from sqlalchemy.pool import NullPool
@@ -73,9 +74,14 @@ def _engines() -> tuple[Engine, AsyncEngine]:
 
 def _build(writer: Engine, envelopes: Sequence[tuple[Envelope, int]], ctx: BatchContext) -> None:
     Base.metadata.create_all(writer)
-    with Session(writer) as session, session.begin():
-        # Isolated: an envelope a node refused as malformed is refused here the same way.
-        apply_batch(session, envelopes, ctx, isolate=True)
+    try:
+        with Session(writer) as session, session.begin():
+            apply_batch(session, envelopes, ctx)
+    except (SQLAlchemyError, KeyError, TypeError, ValueError, AttributeError):
+        # As the projector does: envelope by envelope, so that one a node refused as
+        # malformed is refused here the same way (the failed transaction left nothing).
+        with Session(writer) as session, session.begin():
+            apply_batch(session, envelopes, ctx, isolate=True)
 
 
 @contextlib.asynccontextmanager

@@ -2,7 +2,7 @@
 // person does in it (post, decide, agree or disagree, resolve) as the agent human-<name>.
 import { api } from "./api.js";
 import { badge, el, replace, table, text, when } from "./dom.js";
-import { asOf, timeSlider } from "./replay.js";
+import { asOf, threadAt, timeSlider } from "./replay.js";
 
 const asksHuman = (e) => (e.actions || []).some((a) => a && a.type === "notify_human");
 
@@ -42,9 +42,7 @@ function messageItem(message, person, onStance) {
 
 export async function renderThread(threadId, who, escalations, report) {
   const past = asOf(threadId);
-  const got = await api(`/api/v1/threads/${encodeURIComponent(threadId)}`,
-    { query: { max_history: 200, as_of: past } });
-  const thread = got.content.thread;
+  const thread = (await threadAt(threadId, 200)).content.thread;
   // In the past the view only shows: nobody acts on a thread as it was.
   const person = who.human && past === undefined ? who.human.agent_id : null;
   const open = escalations.filter((e) => e.threadId === threadId && !e.resolved && asksHuman(e));

@@ -8,6 +8,20 @@ const chosen = new Map();  // thread id -> the log sequence shown (none: now)
 
 export function asOf(threadId) { return chosen.get(threadId); }
 
+// The thread now, or as it stood at the chosen stop. The past does not change, and rebuilding
+// it costs the node a replay: the view's periodic refresh reuses the last answer for it.
+let then = null;
+export async function threadAt(threadId, maxHistory) {
+  const past = asOf(threadId);
+  if (past !== undefined && then && then.threadId === threadId && then.seq === past) {
+    return then.got;
+  }
+  const got = await api(`/api/v1/threads/${encodeURIComponent(threadId)}`,
+    { query: { max_history: maxHistory, as_of: past } });
+  then = past === undefined ? null : { threadId, seq: past, got };
+  return got;
+}
+
 export async function timeSlider(threadId, onMove) {
   let listed;
   try {
