@@ -249,3 +249,23 @@ async def test_as_of_now_equals_the_live_thread_with_a_task_updated_in_it_on_eit
 
     assert [m["messageType"] for m in live["thread"]["messages"]] == ["task_progress", "text"]
     assert now["thread"] == live["thread"]
+
+
+async def test_a_signed_envelope_the_appliers_refuse_is_refused_in_the_replay_too(
+    make_node: NodeFactory,
+) -> None:
+    async with make_node() as node:
+        thread_id = await trio(node)
+        await say(node, "dev", thread_id, "Before.")
+        bad = {"thread_id": thread_id, "agent_id": "dev", "action": "explode"}
+        refused = await node.log.emit("thread.status", "thread", thread_id, bad)
+        await say(node, "rev", thread_id, "After.")
+        live = await read(node, thread_id)
+        now = await read(node, thread_id, as_of=await node.bus.last_sequence())
+        entries = await replay(node, thread_id)
+
+    assert refused == {"ok": False, "reason": "bad payload"}
+    assert [e["type"] for e in entries][-2:] == ["thread.status", "message.posted"]
+    assert all(e["verified"] for e in entries)
+    assert [m["content"] for m in now["thread"]["messages"]] == ["Before.", "After."]
+    assert now["thread"] == live["thread"]
