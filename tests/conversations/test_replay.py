@@ -17,7 +17,7 @@ from bzzz.node import Node
 from bzzz.principal import ALL, LOCAL, Principal, Scope, principal
 from bzzz.schemas import AnnounceInput, GetInput, PostInput, ThreadInput, validate_input
 
-from .conftest import NodeFactory, announce, open_thread, say, thread
+from .conftest import NodeFactory, announce, open_thread, rule, say, thread
 
 ALPHA = principal("token:alpha", "token", ["alpha"], [ALL], Scope.WRITE, "alpha team")
 BETA = principal("token:beta", "token", ["beta"], [ALL], Scope.WRITE, "beta team")
@@ -269,3 +269,23 @@ async def test_a_signed_envelope_the_appliers_refuse_is_refused_in_the_replay_to
     assert all(e["verified"] for e in entries)
     assert [m["content"] for m in now["thread"]["messages"]] == ["Before.", "After."]
     assert now["thread"] == live["thread"]
+
+
+async def test_as_of_shows_an_escalation_open_before_it_was_resolved(
+    make_node: NodeFactory, clock: ManualClock
+) -> None:
+    stuck = [{"type": "no_progress", "threshold": True, "timeframe": 600}]
+    async with make_node([rule("stuck", stuck, [{"type": "escalate_to_architect"}])]) as node:
+        thread_id = await trio(node)
+        clock.advance(601)
+        fired = await node.monitor.sweep()
+        escalated_at = await node.bus.last_sequence()
+        await thread(node, "arch", "resolve", thread_id=thread_id, reason="we move on")
+        then = await read(node, thread_id, as_of=escalated_at)
+        live = await read(node, thread_id)
+
+    assert fired.fired == 1
+    assert then["thread"]["status"] == "escalated"
+    assert [e["resolved"] for e in then["thread"]["escalation_history"]] == [False]
+    assert live["thread"]["status"] == "active"
+    assert [e["resolved"] for e in live["thread"]["escalation_history"]] == [True]
