@@ -8,7 +8,7 @@ Each command group lives in a module of its own, which adds its part of the pars
     cli_network     peers, identity, node         cli_audit       audit list|verify|export
     cli_threads     escalations, slurp            cli_retention   retention, forget
     cli_metrics     metrics, costs                cli_settings    config show
-    cli_reservations  reservations list
+    cli_replay      thread replay                 cli_reservations  reservations list
 
 ``cli_output`` prints (JSON, tables that never cut an id), ``cli_start`` opens stores and
 starts nodes, ``cli_log`` stores one change on the network's log. The modules import what a
@@ -32,6 +32,7 @@ from bzzz import (
     cli_keys,
     cli_metrics,
     cli_network,
+    cli_replay,
     cli_reservations,
     cli_retention,
     cli_serve,
@@ -64,6 +65,7 @@ _COMMANDS: dict[str, Callable[[argparse.Namespace, Settings], int]] = {
     "retention": cli_retention.run,
     "forget": cli_retention.forget,
     "config": cli_settings.show,
+    "thread": cli_replay.run,
     "reservations": cli_reservations.run,
 }
 
@@ -84,6 +86,7 @@ def _parser() -> argparse.ArgumentParser:
     cli_keys.add_parser(sub)
     cli_retention.add_parser(sub)
     cli_settings.add_parser(sub)
+    cli_replay.add_parser(sub)
     cli_reservations.add_parser(sub)
     return parser
 

@@ -33,6 +33,7 @@ from bzzz.conversations.consensus import ConsensusService
 from bzzz.conversations.escalation import EscalationService
 from bzzz.conversations.hooks import ExtractiveInsights
 from bzzz.conversations.monitor import ThreadMonitor
+from bzzz.conversations.replay import ThreadLog
 from bzzz.conversations.service import ConversationService
 from bzzz.errors import BzzzError
 from bzzz.eventlog import EventLog
@@ -58,6 +59,7 @@ from bzzz.reservations.service import ReservationService
 from bzzz.retention.service import RetentionService
 from bzzz.store.database import Database
 from bzzz.store.projection import ProjectionLimits
+from bzzz.store.scratch import applied_sequences
 from bzzz.whoosh.registrar import WhooshRegistrar, registrar_for
 
 logger = logging.getLogger(__name__)
@@ -265,6 +267,15 @@ class Node:
             lease_seconds=self.settings.agents.lease_seconds,
             agents_per_principal=limits_cfg.agents_per_principal,
         )
+        self.agents.history = ThreadLog(
+            self.bus,
+            self.network,
+            trusted=None if self.settings.bzzz.admission else trusted,
+            keyring=self.keyring,
+            node_id=self.node_id,
+            limits=limits,
+            sequences_of=self._applied_sequences,
+        )
         self.conversations = ConversationService(
             self.db,
             self.log,
@@ -326,6 +337,10 @@ class Node:
         self.projector.add_outcome_listener(self.retention.on_outcomes)
         self.reservations = ReservationService(self.db, self.log, self.agents, clock=self.clock)
         self.agents.reservations_of = self.reservations.of_agent
+
+    async def _applied_sequences(self, ids: list[str]) -> dict[str, int]:
+        async with self.db.session() as session:
+            return await applied_sequences(session, ids)
 
     def _build_access(self) -> None:
         """Tokens (network state), admin tokens and the OAuth issuer: who may call."""

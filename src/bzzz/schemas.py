@@ -7,11 +7,13 @@ and the problem, never echoing large or internal text.
 from __future__ import annotations
 
 import json
+from datetime import UTC, datetime
 from typing import Annotated, Any, Literal, TypeVar
 
 from pydantic import (
     AfterValidator,
     BaseModel,
+    BeforeValidator,
     ConfigDict,
     Field,
     StringConstraints,
@@ -61,6 +63,27 @@ AddressText = Annotated[str, StringConstraints(min_length=1, max_length=1024)]
 Priority = Literal["low", "medium", "high", "urgent"]
 
 
+def as_of_point(value: Any) -> int | datetime | None:
+    """A log sequence (a positive integer, or its digits) or an ISO 8601 time (UTC if it
+    names no zone): the point ``as_of`` replays a thread to."""
+    if value is None or isinstance(value, datetime):
+        return value if value is None or value.tzinfo else value.replace(tzinfo=UTC)
+    if isinstance(value, str) and value.strip().isdigit() and len(value.strip()) <= 19:
+        value = int(value)
+    if isinstance(value, int) and not isinstance(value, bool) and 1 <= value < 2**63:
+        return value
+    if isinstance(value, str) and len(value) <= 64:
+        try:
+            when = datetime.fromisoformat(value.strip().replace("Z", "+00:00"))
+        except ValueError:
+            pass
+        else:
+            return when if when.tzinfo else when.replace(tzinfo=UTC)
+    raise PydanticCustomError(
+        "as_of", "as_of must be an ISO 8601 time or a log sequence number (1 or more)"
+    )
+
+
 class _Input(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=False)
 
@@ -105,6 +128,8 @@ class GetInput(_Input):
     max_history: int = Field(10, ge=0, le=1000)
     before: MintedId | None = None
     after: MintedId | None = None
+    # A thread as it stood at a time (ISO 8601) or a log sequence: replayed from the log.
+    as_of: Annotated[int | datetime | None, BeforeValidator(as_of_point)] = None
 
 
 def _one_edit_apart(a: str, b: str) -> bool:

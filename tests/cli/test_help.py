@@ -44,6 +44,7 @@ COMMANDS = [
     "retention",
     "forget",
     "config",
+    "thread",
     "reservations",
 ]
 
@@ -89,7 +90,13 @@ def test_a_command_help_loads_no_heavy_library(command: str) -> None:
 
 @pytest.mark.parametrize(
     "words",
-    [["token", "create"], ["audit", "verify"], ["subscriptions", "list"], ["node", "admit"]],
+    [
+        ["token", "create"],
+        ["audit", "verify"],
+        ["subscriptions", "list"],
+        ["node", "admit"],
+        ["thread", "replay"],
+    ],
 )
 def test_a_sub_command_help_loads_no_heavy_library(words: list[str]) -> None:
     text, modules = _imported(*words, "--help")

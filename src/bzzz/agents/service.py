@@ -20,6 +20,7 @@ from bzzz.access.keys import (
     mint_handle,
 )
 from bzzz.address import Address, parse_address
+from bzzz.agents.history import ThreadHistory, thread_then, thread_view
 from bzzz.agents.leases import Leases
 from bzzz.agents.views import agent_info, message_info, task_info, thread_info
 from bzzz.domain import RESERVED_AGENT_IDS, iso
@@ -90,6 +91,8 @@ class AgentService:
         self.federation: FederationService | None = None
         # Set by the node: an agent's live path reservations (bzzz://agent/reservations).
         self.reservations_of: Callable[[str], Awaitable[list[dict[str, Any]]]] | None = None
+        # Set by the node: threads replayed from the log (bzzz_get with as_of).
+        self.history: ThreadHistory | None = None
 
     async def announce(self, caller: Caller, params: AnnounceInput) -> dict[str, Any]:
         """Put an agent on the network as the caller's; refuse an id another caller holds."""
@@ -297,9 +300,14 @@ class AgentService:
         and its project's admins.
         """
         address = parse_address(params.address)
+        path = address.path or ""
+        if params.as_of is not None and not path.startswith("/threads/"):
+            raise InvalidParameters(
+                "as_of reads a thread as it stood: bzzz://…/threads/<thread_id>",
+                details={"field": "as_of", "address": params.address},
+            )
         if address.network is not None and address.network != self._log.network:
             return self._remote_get(params, address)
-        path = address.path or ""
         async with self._db.session() as session:
             repo = Repository(session)
             if path.startswith("/threads/"):
@@ -445,12 +453,20 @@ class AgentService:
         if address.agent is not None:
             self._agent_at(caller, address)
         self.require_thread_reader(caller, thread)
-        page = await PageReader(repo.session).thread_messages(
-            thread_id, params.max_history, Cursor(params.before, params.after)
-        )
-        messages = page.entries[::-1]  # oldest first, as a conversation reads
-        info = thread_info(thread, messages, await repo.reactions(thread_id, page.ids))
-        return {"thread": info, "last_updated": info["last_activity"], "page": page.info()}
+        if params.as_of is not None:
+            return await thread_then(self.history, thread_id, params, thread_view)
+        return await thread_view(repo, thread, params)
+
+    async def thread_envelopes(self, caller: Caller, thread_id: str) -> list[dict[str, Any]]:
+        """A thread's envelopes in log order, each verified again (for who reads the thread)."""
+        async with self._db.session() as session:
+            thread = await Repository(session).thread(thread_id)
+        if thread is None:
+            raise ThreadNotFound(f"no thread '{thread_id}'", details={"thread_id": thread_id})
+        self.require_thread_reader(caller, thread)
+        if self.history is None:
+            raise InvalidParameters("this node does not replay threads")
+        return [entry.to_json() for entry in await self.history.entries(thread_id)]
 
     @staticmethod
     def _no_cursor(params: GetInput, path: str) -> None:

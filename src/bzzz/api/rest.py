@@ -32,6 +32,7 @@ from bzzz.schemas import (
     Identifier,
     LookupInput,
     ThreadInput,
+    validate_input,
 )
 from bzzz.store.repository import Repository
 
@@ -56,6 +57,16 @@ class HistoryQuery(_Model):
     """How many entries each history list shows."""
 
     max_history: int = Field(10, ge=0, le=1000)
+
+
+class ThreadQuery(HistoryQuery):
+    """GET /api/v1/threads/{thread_id}: how many messages, and when (as_of)."""
+
+    as_of: str | None = Field(
+        None,
+        max_length=64,
+        description="the thread as it stood: an ISO 8601 time or a log sequence",
+    )
 
 
 class ReadableQuery(_Model):
@@ -169,9 +180,11 @@ class Routes:
 
     async def get_thread(self, request: Request) -> dict[str, Any]:
         """One thread with its messages, escalations and consensus (bzzz_get)."""
-        query = query_of(request, HistoryQuery)
+        query = query_of(request, ThreadQuery)
         thread_id = request.path_params["thread_id"]
-        params = GetInput(address=f"bzzz://*/threads/{thread_id}", max_history=query.max_history)
+        address = f"bzzz://*/threads/{thread_id}"
+        asked = {"address": address, "max_history": query.max_history, "as_of": query.as_of}
+        params = validate_input(GetInput, {k: v for k, v in asked.items() if v is not None})
         return await self.node.agents.get(caller_of(request), params)
 
     async def list_tasks(self, request: Request) -> dict[str, Any]:
@@ -315,7 +328,7 @@ def operations(node: Node) -> list[Operation]:
                   errors=(400, 403, 404)),
         Operation("GET", f"{API}/threads/{{thread_id}}",
                   "One thread with its messages, escalations and consensus", r.get_thread,
-                  "threads", answer=a.GetOutput, query=HistoryQuery, errors=(400, 403, 404)),
+                  "threads", answer=a.GetOutput, query=ThreadQuery, errors=(400, 403, 404)),
         Operation("GET", f"{API}/tasks", "The tasks the caller reads (or one agent's)",
                   r.list_tasks, "tasks",
                   answer=a.TasksAnswer, query=ReadableQuery, errors=(400, 403, 404)),

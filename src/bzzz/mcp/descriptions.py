@@ -27,7 +27,8 @@ its messages (replyTo, stance, reactions), shared context, decision log, consens
 escalation history. max_history bounds each list (newest entries). An inbox, tasks, the
 activity of bzzz://agent-id and a thread's messages are paged: content.page says has_more and
 gives the oldest and newest ids shown; pass before=<oldest> to read further back, after=<newest>
-for what came since.
+for what came since. as_of (an ISO 8601 time or a log sequence) answers a thread as it stood
+then, replayed from the signed log (content.as_of says where the replay stopped).
 Example: {"address": "bzzz://reviewer-001/inbox", "max_history": 50, "before": "msg-..."}"""
 
 POST = """Send a message as your announced agent. target_address is one agent
@@ -104,6 +105,8 @@ lastSeen, status online/offline/busy). A node that misses its heartbeats is offl
 COSTS = """This node's model spending (the reference's CostUsage): today and this month, in
 total and per model (calls, tokens, cost in USD), with the daily and monthly limits, the warning
 threshold, whether hosted agents can reach a model and the state of its circuit breaker."""
+
+AS_OF = """a thread as it stood at this ISO 8601 time or log sequence number"""
 
 HANDLE = """the agent_handle bzzz_announce returned: pass it on every call that acts as (or
 reads the inbox of) your agent"""

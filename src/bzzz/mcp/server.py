@@ -256,6 +256,7 @@ def build_server(node: Node) -> tuple[BzzzMCP, SessionRegistry]:
             Field(description="page: entries newer than this id (content.page.newest)"),
         ] = None,
         agent_handle: Annotated[str | None, Field(description=text.HANDLE)] = None,
+        as_of: Annotated[str | int | None, Field(description=text.AS_OF)] = None,
     ) -> Annotated[CallToolResult, GetOutput]:
         params = validate_input(
             GetInput,
@@ -265,6 +266,7 @@ def build_server(node: Node) -> tuple[BzzzMCP, SessionRegistry]:
                 max_history=max_history,
                 before=before,
                 after=after,
+                as_of=as_of,
             ),
         )
         return await run(node.agents.get(caller_of(ctx, agent_handle), params))

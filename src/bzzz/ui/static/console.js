@@ -2,6 +2,7 @@
 // person does in it (post, decide, agree or disagree, resolve) as the agent human-<name>.
 import { api } from "./api.js";
 import { badge, el, replace, table, text, when } from "./dom.js";
+import { asOf, threadAt, timeSlider } from "./replay.js";
 
 const asksHuman = (e) => (e.actions || []).some((a) => a && a.type === "notify_human");
 
@@ -40,10 +41,10 @@ function messageItem(message, person, onStance) {
 }
 
 export async function renderThread(threadId, who, escalations, report) {
-  const got = await api(`/api/v1/threads/${encodeURIComponent(threadId)}`,
-    { query: { max_history: 200 } });
-  const thread = got.content.thread;
-  const person = who.human ? who.human.agent_id : null;
+  const past = asOf(threadId);
+  const thread = (await threadAt(threadId, 200)).content.thread;
+  // In the past the view only shows: nobody acts on a thread as it was.
+  const person = who.human && past === undefined ? who.human.agent_id : null;
   const open = escalations.filter((e) => e.threadId === threadId && !e.resolved && asksHuman(e));
   const rerender = () => renderThread(threadId, who, escalations, report).catch(report);
   const post = async (body) => {
@@ -58,6 +59,7 @@ export async function renderThread(threadId, who, escalations, report) {
     el("div", { class: "section-head" }, el("h2", {}, thread.topic), badge(thread.status)),
     el("p", { class: "meta" }, `Participants: ${thread.participants.join(", ")}`,
       thread.consensus ? ` · consensus: ${(thread.consensus.decisions || []).join("; ")}` : ""),
+    await timeSlider(threadId, rerender),
     el("ol", { class: "messages", id: "messages" },
       thread.messages.map((m) => messageItem(m, person, onStance))),
   ];

@@ -1,0 +1,336 @@
+"""Threads replayed from the signed log: its envelopes in log order, and the thread as it stood.
+
+A thread's envelopes are those on ``bzzz.<network>.thread.<id>`` (created, joined, left,
+status, escalated, escalation actions, summaries) and ``slurp.<id>``, and the posts of its
+members (``msg.<agent>``) that name it; posts that retention or erasure purged are met as the
+stand-ins the purging node re-stated (``retention.restated`` on ``tomb.*``). Each is read
+back from the network and verified again here (its signature recomputed), so a tampered copy
+on the stream shows as not verified; it is never applied.
+
+``thread_as_of`` applies what verifies up to a point of the log, with the store's own appliers,
+to a scratch store (``store/scratch.py``): the members' agent envelopes, retention's and
+erasure's runs and the assignments of tasks the thread's posts update come along, so the
+appliers meet the state they met on the live node. Access is the caller's business: this
+module reads the log for whoever was allowed to ask.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from pydantic import ValidationError
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from bzzz.domain import TASK_UPDATE_TYPES
+from bzzz.network import restate
+from bzzz.network.base import Bus, BusMessage
+from bzzz.network.envelope import Envelope, EnvelopeRejected, open_envelope, unseal
+from bzzz.network.sealing import Keyring, SealError
+from bzzz.store.projection import ProjectionLimits
+from bzzz.store.scratch import scratch_store
+
+THREAD_KINDS = ("thread", "slurp")
+# Network-wide envelopes that change a thread's messages (tombstones): applied in the replay.
+RETENTION_KIND = "retention"
+# What a stand-in row says was removed.
+REMOVED = "the post's content (the stand-in keeps what the thread's state needs)"
+
+# Looks up the log sequences of envelopes by id (the live store's applied envelopes).
+SequencesOf = Callable[[list[str]], Awaitable[dict[str, int]]]
+
+
+@dataclass(frozen=True, slots=True)
+class Entry:
+    """One envelope of a thread as the log holds it, or the stand-in of a purged one."""
+
+    seq: int
+    envelope_id: str | None
+    type: str | None
+    time: str | None
+    origin: str | None
+    signed_by: str | None
+    verified: bool
+    problem: str | None = None
+    # For a stand-in: why and by whom the original was replaced.
+    stand_in: dict[str, Any] | None = None
+    # The opened envelope, when it verified (what a replay applies).
+    envelope: Envelope | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        """As `bzzz thread replay --json` and the REST route show it."""
+        return {
+            "seq": self.seq,
+            "envelope_id": self.envelope_id,
+            "type": self.type,
+            "time": self.time,
+            "origin": self.origin,
+            "signed_by": self.signed_by,
+            "verified": self.verified,
+            "problem": self.problem,
+            "stand_in": self.stand_in,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class Point:
+    """Where a replay stopped: the last sequence applied and that envelope's time."""
+
+    seq: int
+    time: str
+
+
+def _claimed(data: bytes, keyring: Keyring | None) -> dict[str, Any] | None:
+    """What an envelope claims to be, without trusting it (its payload opened if it can be)."""
+    try:
+        fields = json.loads(data)
+    except ValueError:
+        return None
+    if not isinstance(fields, dict):
+        return None
+    try:
+        envelope = Envelope.model_validate(fields)
+    except ValidationError:
+        return fields
+    claimed: dict[str, Any] = fields
+    if keyring is not None and envelope.sealed:
+        with contextlib.suppress(SealError):
+            claimed = dict(fields, payload=unseal(envelope, keyring).payload)
+    return claimed
+
+
+def _text(value: Any) -> str | None:
+    return value if isinstance(value, str) else None
+
+
+class ThreadLog:
+    """Reads one thread's envelopes back from the log and replays them."""
+
+    def __init__(
+        self,
+        bus: Bus,
+        network: str,
+        *,
+        trusted: frozenset[str] | None = None,
+        keyring: Keyring | None = None,
+        node_id: str = "replay",
+        limits: ProjectionLimits | None = None,
+        sequences_of: SequencesOf | None = None,
+    ) -> None:
+        self._bus = bus
+        self._network = network
+        self._trusted = trusted
+        self._keyring = keyring
+        self._node_id = node_id
+        self._limits = limits or ProjectionLimits(max_active_threads=1_000_000, max_agents=10**9)
+        self._sequences_of = sequences_of
+
+    # --- reading and verifying ---------------------------------------------------------------
+
+    def _entry(self, msg: BusMessage) -> Entry:
+        try:
+            env = open_envelope(msg.data, self._network, self._trusted, keyring=self._keyring)
+        except EnvelopeRejected as exc:
+            claimed = _claimed(msg.data, self._keyring) or {}
+            return Entry(
+                msg.seq,
+                _text(claimed.get("id")),
+                _text(claimed.get("type")),
+                _text(claimed.get("ts")),
+                _text(claimed.get("origin")),
+                _text(claimed.get("origin_key")),
+                verified=False,
+                problem=exc.reason,
+            )
+        opened = None if env.sealed else env
+        problem = "sealed under a key this node lacks" if env.sealed else None
+        return Entry(
+            msg.seq, env.id, env.type, env.ts, env.origin, env.origin_key, True, problem,
+            envelope=opened,
+        )  # fmt: skip
+
+    async def entries(self, thread_id: str) -> list[Entry]:
+        """Every envelope of the thread on the log, and stand-ins of purged posts, in log
+        order; empty when the log holds nothing of it."""
+        found: list[Entry] = []
+        for kind in THREAD_KINDS:
+            found.extend(self._entry(msg) for msg in await self._bus.read_kind(kind, thread_id))
+        if not found:
+            return []
+        for member in sorted(_members(found)):
+            for msg in await self._bus.read_kind("msg", member):
+                entry = self._entry(msg)
+                if _names_thread(entry, msg.data, thread_id, self._keyring):
+                    found.append(entry)
+        held = {entry.seq for entry in found}
+        found.extend(e for e in await self._stand_ins(thread_id) if e.seq not in held)
+        return sorted(found, key=lambda entry: entry.seq)
+
+    async def _stand_ins(self, thread_id: str) -> list[Entry]:
+        """The stand-ins re-stated for the thread's purged posts, at the posts' sequences."""
+        found: list[Entry] = []
+        for msg in await self._bus.read_kind(restate.KIND):
+            holder = self._entry(msg)
+            env = holder.envelope
+            if env is None or env.type != restate.TYPE:
+                continue
+            entries = env.payload.get("entries")
+            for item in entries if isinstance(entries, list) else []:
+                entry = _stand_in(item, holder, thread_id, self._network)
+                if entry is not None:
+                    found.append(entry)
+        return found
+
+    # --- replaying ---------------------------------------------------------------------------
+
+    @contextlib.asynccontextmanager
+    async def thread_as_of(
+        self, thread_id: str, as_of: int | datetime
+    ) -> AsyncIterator[tuple[AsyncSession, Point] | None]:
+        """A scratch store holding the thread as the log had it at ``as_of`` (a sequence, or
+        a time: the log up to the thread's last envelope stamped at or before it), with
+        where the replay stopped; None when the thread did not exist yet."""
+        entries = await self.entries(thread_id)
+        point = _cut(entries, as_of)
+        if point is None:
+            yield None
+            return
+        applied = [(e.envelope, e.seq) for e in entries if e.envelope and e.seq <= point.seq]
+        applied.extend(await self._context(entries, point.seq))
+        applied.extend(await self._retention_runs(point.seq, as_of))
+        applied.sort(key=lambda pair: pair[1])
+        async with scratch_store(_once(applied), self._node_id, self._limits) as session:
+            yield session, point
+
+    async def _context(self, entries: list[Entry], upto: int) -> list[tuple[Envelope, int]]:
+        """What else the thread's appliers read, up to ``upto``: its members' agents and the
+        assignments of the tasks its posts update."""
+        msgs: list[BusMessage] = []
+        for member in sorted(_members(entries)):
+            msgs.extend(await self._bus.read_kind("agent", member, before_seq=upto + 1))
+        for seq in await self._assignments(entries, upto):
+            msg = await self._bus.get(seq)
+            if msg is not None:
+                msgs.append(msg)
+        opened = (self._entry(msg) for msg in msgs)
+        return [(e.envelope, e.seq) for e in opened if e.envelope is not None]
+
+    async def _retention_runs(self, cut: int, as_of: int | datetime) -> list[tuple[Envelope, int]]:
+        """The network's retention and erasure runs up to ``as_of``: they bury posts' content
+        (after the thread's last envelope too, when they ran before the point asked for)."""
+        if isinstance(as_of, int):
+            runs = await self._bus.read_kind(RETENTION_KIND, before_seq=as_of + 1)
+            return [(e.envelope, e.seq) for e in map(self._entry, runs) if e.envelope]
+        found = []
+        for msg in await self._bus.read_kind(RETENTION_KIND):
+            env = self._entry(msg).envelope
+            if env is not None and (msg.seq <= cut or env.timestamp <= as_of):
+                found.append((env, msg.seq))
+        return found
+
+    async def _assignments(self, entries: list[Entry], upto: int) -> list[int]:
+        """Sequences of the posts that assigned tasks the thread's posts update."""
+        if self._sequences_of is None:
+            return []
+        ids = set()
+        for entry in entries:
+            env = entry.envelope
+            if env is None or env.type != "message.posted" or entry.seq > upto:
+                continue
+            task_id = env.payload.get("task_id")
+            if env.payload.get("message_type") in TASK_UPDATE_TYPES and isinstance(task_id, str):
+                # A task's id is task-<the assigning envelope's id>-<recipient index>.
+                ids.add(task_id.removeprefix("task-").rpartition("-")[0])
+        known = {e.envelope_id for e in entries}
+        wanted = sorted(i for i in ids if i and i not in known)
+        if not wanted:
+            return []
+        return [seq for seq in (await self._sequences_of(wanted)).values() if seq <= upto]
+
+
+def _members(entries: Iterable[Entry]) -> set[str]:
+    """Every agent that was ever in the thread (from its verified envelopes)."""
+    found: set[str] = set()
+    for entry in entries:
+        env = entry.envelope
+        if env is None:
+            continue
+        if env.type == "thread.created":
+            names = [env.payload.get("creator"), *(env.payload.get("participants") or [])]
+            found.update(n for n in names if isinstance(n, str))
+        elif env.type == "thread.joined" and isinstance(env.payload.get("agent_id"), str):
+            found.add(env.payload["agent_id"])
+    return found
+
+
+def _names_thread(entry: Entry, data: bytes, thread_id: str, keyring: Keyring | None) -> bool:
+    """Whether a post belongs to the thread (a tampered one by what it claims)."""
+    if entry.envelope is not None:
+        return entry.envelope.payload.get("thread_id") == thread_id
+    payload = (_claimed(data, keyring) or {}).get("payload")
+    return isinstance(payload, dict) and payload.get("thread_id") == thread_id
+
+
+def _stand_in(item: Any, holder: Entry, thread_id: str, network: str) -> Entry | None:
+    """The entry of one re-stated post of this thread (None: another thread's, malformed)."""
+    seq = item.get("seq") if isinstance(item, dict) else None
+    if not isinstance(seq, int) or not isinstance(item.get("envelope"), dict):
+        return None
+    try:
+        env = Envelope.model_validate(item["envelope"])
+    except ValidationError:
+        return None
+    if env.network != network or env.payload.get("thread_id") != thread_id:
+        return None
+    reason = env.payload.get("restated")
+    shown = {
+        "reason": reason if isinstance(reason, str) else "retention",
+        "removed": REMOVED,
+        "restated_by": holder.origin,
+        "restated_in": holder.envelope_id,
+        "restated_at_seq": holder.seq,
+    }
+    # The original's signature went with it: the node that re-stated it vouches for it.
+    return Entry(
+        seq, env.id, env.type, env.ts, env.origin, holder.signed_by, holder.verified,
+        "stand-in of a purged envelope", shown, env,
+    )  # fmt: skip
+
+
+def _cut(entries: list[Entry], as_of: int | datetime) -> Point | None:
+    """The last sequence a replay to ``as_of`` applies; None when the thread is not there yet."""
+    created = [e for e in entries if e.envelope is not None and e.type == "thread.created"]
+    if not created:
+        return None
+    if isinstance(as_of, int):
+        if created[0].seq > as_of:
+            return None
+        last = [e for e in entries if e.seq <= as_of and e.envelope is not None][-1]
+        return Point(as_of, last.time or "")
+    point: Point | None = None
+    for entry in entries:
+        if entry.envelope is None:
+            continue
+        # A prefix of the log: the first envelope stamped after the time ends it (a node with
+        # a clock behind cannot pull a later change in front of an earlier one).
+        if entry.envelope.timestamp > as_of:
+            break
+        point = Point(entry.seq, entry.envelope.ts)
+    if point is None or point.seq < created[0].seq:
+        return None
+    return point
+
+
+def _once(applied: list[tuple[Envelope, int]]) -> list[tuple[Envelope, int]]:
+    """One of each envelope id (a post may be both the thread's and a task's assignment)."""
+    seen: set[str] = set()
+    kept = []
+    for env, seq in applied:
+        if env.id not in seen:
+            seen.add(env.id)
+            kept.append((env, seq))
+    return kept
