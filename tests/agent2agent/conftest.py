@@ -43,7 +43,9 @@ async def serve(settings: Settings, bus: InMemoryBus) -> AsyncIterator[Served]:
     async with Node(settings, bus=bus, address=f"{url}/mcp") as node:
         server, _ = build_server(node)
         app = build_app(node, server, "127.0.0.1", url)
-        config = uvicorn.Config(app, log_level="warning", lifespan="on", timeout_graceful_shutdown=1)
+        config = uvicorn.Config(
+            app, log_level="warning", lifespan="on", timeout_graceful_shutdown=1
+        )
         web = uvicorn.Server(config)
         task = asyncio.create_task(web.serve(sockets=[listener]))
         try:

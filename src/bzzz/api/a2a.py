@@ -155,7 +155,9 @@ class BzzzRequestHandler(RequestHandler):
         message = params.message
         text = text_of(message)
         if not text:
-            raise InvalidParamsError("the message has no text part", {"bzzz_code": "INVALID_PARAMETERS"})
+            raise InvalidParamsError(
+                "the message has no text part", {"bzzz_code": "INVALID_PARAMETERS"}
+            )
         if message.task_id:
             raise UnsupportedOperationError(
                 "a BZZZ task takes no further messages: send a new message for new work"
@@ -190,7 +192,9 @@ class BzzzRequestHandler(RequestHandler):
         if task_id is None:
             why = sent["delivery_results"]["undelivered"]
             reason = why[0]["reason"] if why else "the agent took no task"
-            raise InvalidRequestError(f"INVALID_PARAMETERS: {reason}", {"bzzz_code": "INVALID_PARAMETERS"})
+            raise InvalidRequestError(
+                f"INVALID_PARAMETERS: {reason}", {"bzzz_code": "INVALID_PARAMETERS"}
+            )
         return str(task_id)
 
     # --- the A2A methods ----------------------------------------------------------------------

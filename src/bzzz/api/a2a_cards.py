@@ -23,6 +23,7 @@ from a2a.types import (
     Role,
     SecurityRequirement,
     SecurityScheme,
+    StringList,
     Task,
     TaskState,
     TaskStatus,
@@ -70,9 +71,7 @@ def agent_card(agent: domain.Agent, base: str, auth: AuthSettings, required: boo
             tags=[agent.role, capability],
         )
         for capability in agent.capabilities
-    ] or [
-        AgentSkill(id=agent.role, name=agent.role, description=agent.role, tags=[agent.role])
-    ]
+    ] or [AgentSkill(id=agent.role, name=agent.role, description=agent.role, tags=[agent.role])]
     what = f"{agent.role} on BZZZ"
     if agent.specialization:
         what += f" ({agent.specialization})"
@@ -116,7 +115,7 @@ def _secure(card: AgentCard, auth: AuthSettings, required: bool) -> None:
             )
         )
     )
-    card.security_requirements.append(SecurityRequirement(schemes={"bearer": {}}))
+    card.security_requirements.append(SecurityRequirement(schemes={"bearer": StringList()}))
     if auth.issuer:
         metadata = f"{auth.issuer.rstrip('/')}/.well-known/oauth-authorization-server"
         card.security_schemes["oauth"].CopyFrom(
@@ -127,7 +126,7 @@ def _secure(card: AgentCard, auth: AuthSettings, required: bool) -> None:
                 )
             )
         )
-        card.security_requirements.append(SecurityRequirement(schemes={"oauth": {}}))
+        card.security_requirements.append(SecurityRequirement(schemes={"oauth": StringList()}))
 
 
 def _struct(data: dict[str, Any]) -> Struct:
@@ -185,7 +184,8 @@ def is_canceled(task: domain.Task) -> bool:
 
 def a2a_task(task: domain.Task, *, input_required: bool = False) -> Task:
     """A BZZZ task as the A2A task of the same id."""
-    a2a = task.data.get("a2a") if isinstance(task.data.get("a2a"), dict) else {}
+    found_a2a = task.data.get("a2a")
+    a2a: dict[str, Any] = found_a2a if isinstance(found_a2a, dict) else {}
     context_id = str(a2a.get("context_id") or task.thread_id or task.id)
     state = a2a_state(task, input_required)
     status = TaskStatus(state=state)  # type: ignore[arg-type]  # the enum's int value
