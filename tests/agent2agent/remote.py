@@ -86,10 +86,13 @@ def _card(url: str) -> AgentCard:
 
 
 @contextlib.asynccontextmanager
-async def remote_agent(*, signed: bool = False, tampered: bool = False) -> AsyncIterator[Remote]:
-    """An echo agent on a free loopback port."""
+async def remote_agent(
+    *, signed: bool = False, tampered: bool = False, port: int = 0
+) -> AsyncIterator[Remote]:
+    """An echo agent on a loopback port (a free one unless ``port`` is given)."""
     listener = socket.socket()
-    listener.bind(("127.0.0.1", 0))
+    listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    listener.bind(("127.0.0.1", port))
     listener.listen(64)
     url = f"http://127.0.0.1:{listener.getsockname()[1]}"
     card = _card(url)

@@ -110,6 +110,10 @@ async def test_a_card_with_a_bad_signature_or_an_unreachable_url_is_refused(
     assert "unreachable" in gone.stderr
     async with remote_agent() as remote:
         not_a2a = await _refused(env, "a2a", "add", f"{remote.url}/nothing-here")
+        # A node that serves more than loopback calls no loopback or private host (SSRF).
+        public = node_env(clean_env, data_dir, BZZZ_HTTP_HOST="0.0.0.0")
+        private = await _refused(public, "a2a", "add", remote.url)
     assert "not an A2A agent card" in not_a2a.stderr
+    assert "loopback or private" in private.stderr
     listed = await bzzz_cli(env, "a2a", "list", "--json")
     assert json.loads(listed) == {"agents": []}  # a refusal changed nothing

@@ -38,6 +38,13 @@ async def _announce(served: Served, secret: str, agent_id: str, project: str) ->
         assert answer.status_code == 201, answer.text
 
 
+async def _agent_info(served: Served, secret: str) -> dict[str, Any]:
+    async with httpx.AsyncClient(base_url=served.url, headers=_auth(secret)) as http:
+        got = await http.get("/api/v1/agents/reviewer-1")
+        info: dict[str, Any] = got.json()["content"]["agent_info"]
+        return info
+
+
 def _message(text: str) -> SendMessageRequest:
     return SendMessageRequest(
         message=Message(role=Role.ROLE_USER, message_id="m-1", parts=[Part(text=text)])
@@ -113,6 +120,7 @@ async def test_the_same_endpoint_answers_the_0_3_method_names(served: Served) ->
     owner = await served.token("reviewer", ["shop"])
     client_secret = await served.token("a2a-client", ["shop"])
     await _announce(served, owner, "reviewer-1", "shop")
+    before = await _agent_info(served, owner)
     body = {
         "jsonrpc": "2.0",
         "id": 1,
@@ -138,7 +146,16 @@ async def test_the_same_endpoint_answers_the_0_3_method_names(served: Served) ->
             "/a2a/reviewer-1",
             json={"jsonrpc": "2.0", "id": 3, "method": "tasks/cancel", "params": {"id": task_id}},
         )
-        assert canceled.json()["error"]["code"] == -32002  # TaskNotCancelable
+        assert canceled.json()["result"]["status"]["state"] == "canceled", canceled.json()
+        again = await http.post(
+            "/a2a/reviewer-1",
+            json={"jsonrpc": "2.0", "id": 4, "method": "tasks/cancel", "params": {"id": task_id}},
+        )
+        assert again.json()["error"]["code"] == -32002  # TaskNotCancelable: it has ended
+    # The cancel freed the agent's slot, and its record shows no failure of its own.
+    after = await _agent_info(served, owner)
+    assert after["active_tasks"] == 0
+    assert after["performance"] == before["performance"]
 
 
 async def test_a_principal_without_a_grant_for_the_agents_project_is_refused(

@@ -18,6 +18,7 @@ from a2a.client.card_resolver import parse_agent_card
 from a2a.types import AgentCard
 from google.protobuf.json_format import MessageToDict, ParseError
 
+from bzzz.a2a.guard import RefusedTarget
 from bzzz.errors import InvalidParameters, NetworkError
 
 CARD_PATH = "/.well-known/agent-card.json"
@@ -50,6 +51,10 @@ def card_url_of(url: str) -> str:
 async def _get_json(http: httpx.AsyncClient, url: str, what: str) -> Any:
     try:
         response = await http.get(url, headers={"Accept": "application/json"})
+    except RefusedTarget as exc:
+        raise InvalidParameters(
+            f"{what} at {url} is refused: {exc}", details={"url": url}
+        ) from None
     except httpx.HTTPError as exc:
         raise NetworkError(
             f"{what} at {url} is unreachable: {exc or type(exc).__name__}",

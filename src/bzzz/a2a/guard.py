@@ -32,7 +32,8 @@ class GuardedTransport(httpx.AsyncBaseTransport):
             target = self.policy.check_url(url)
             address, refusal = await self.policy.pin(target, self.resolver)
         except InvalidParameters as exc:
-            raise RefusedTarget(exc.message, request=request) from None
+            why = exc.message.removeprefix("callback_webhook ").removeprefix("refused: ")
+            raise RefusedTarget(why, request=request) from None
         except (OSError, UnicodeError) as exc:
             raise httpx.ConnectError(f"cannot resolve {target_host(url)}: {exc}") from exc
         if refusal is not None:

@@ -7,7 +7,8 @@ every other route, and audited by ``AuditHTTP`` as every POST is):
 * ``GET /a2a/{agent_id}/.well-known/agent-card.json`` — one agent's card;
 * ``POST /a2a/{agent_id}`` — JSON-RPC: ``SendMessage``/``message/send``,
   ``SendStreamingMessage``/``message/stream``, ``GetTask``/``tasks/get``,
-  ``CancelTask``/``tasks/cancel``, ``SubscribeToTask``/``tasks/resubscribe``.
+  ``CancelTask``/``tasks/cancel`` (the assigner's ``task_failed``, shown as canceled),
+  ``SubscribeToTask``/``tasks/resubscribe``.
 
 A message becomes a ``task_assignment`` post to the agent (``chat_completion``, the text as
 the user's message), sent as the caller's principal as WHOOSH's task route sends it; the A2A
@@ -248,14 +249,24 @@ class BzzzRequestHandler(RequestHandler):
     async def on_cancel_task(
         self, params: CancelTaskRequest, context: ServerCallContext
     ) -> Task | None:
-        """BZZZ tasks end by their assignee's word: an A2A caller cannot cancel one."""
+        """Cancel a task the caller assigned: a ``task_failed`` of its assigner (canceled)."""
         task = await self._readable_task(context, params.id)
         if task.status.state in FINAL_STATES:
             raise TaskNotCancelableError(f"task '{task.id}' has already ended")
-        raise TaskNotCancelableError(
-            "a BZZZ task is ended by its assignee (task_complete or task_failed); "
-            "ask the agent with a new message"
-        )
+        caller, agent = self._agent(context)
+        post = {
+            "target_address": f"bzzz://{agent.id}",
+            "message_type": "task_failed",
+            "content": {"task_id": task.id, "canceled": True, "error": "canceled over A2A"},
+        }
+        try:
+            await self.node.conversations.post(
+                caller, validate_input(PostInput, post), as_principal=True
+            )
+        except BzzzError as exc:
+            # Only the task's assigner cancels it (the assignee ends it its own way).
+            raise TaskNotCancelableError(f"{exc.code}: {exc.message}") from None
+        return await self._readable_task(context, task.id)
 
     async def on_list_tasks(
         self, params: ListTasksRequest, context: ServerCallContext
