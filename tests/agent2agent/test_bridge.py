@@ -39,13 +39,22 @@ async def _refused(env: dict[str, str], *args: str) -> subprocess.CompletedProce
     return done
 
 
-async def test_a_bzzz_agent_gets_the_answer_of_an_a2a_agent_added_with_the_cli(
+async def test_an_a2a_agent_added_with_the_cli_answers_a_bzzz_agents_posts_and_tasks(
     data_dir: Path, tmp_path: Path, clean_env: dict[str, str]
 ) -> None:
     env = node_env(clean_env, data_dir)
     node = HttpNode(data_dir, env, tmp_path / "logs")
     await node.start()
     try:
+        # Refused with a clear error and exit code 1, and nothing recorded: a card whose
+        # signature does not verify, and a URL where nothing answers.
+        async with remote_agent(signed=True, tampered=True) as tampered:
+            bad = await _refused(env, "a2a", "add", tampered.url)
+        assert "bad signature" in bad.stderr
+        gone = await _refused(env, "a2a", "add", f"http://127.0.0.1:{free_port()}")
+        assert "unreachable" in gone.stderr
+        assert json.loads(await bzzz_cli(env, "a2a", "list", "--json")) == {"agents": []}
+
         async with remote_agent(signed=True) as remote:
             added = await bzzz_cli(env, "a2a", "add", remote.url, "--project", "shop", "--json")
             assert '"agent_id": "echo-agent"' in added and '"signed": true' in added
@@ -95,25 +104,12 @@ async def test_a_bzzz_agent_gets_the_answer_of_an_a2a_agent_added_with_the_cli(
             assert remote.echo.asked[0] == "ping?"
             removed = await bzzz_cli(env, "a2a", "remove", "echo-agent")
             assert "off the network" in removed
+            async with http_session(node.mcp_url) as mcp:
+                gone = await eventually(
+                    lambda: call(mcp, "bzzz_get", {"address": "bzzz://echo-agent"}),
+                    lambda body: body["content"]["agent_info"]["status"] == "offline",
+                )
+                assert gone["content"]["agent_info"]["available"] is False
+            assert json.loads(await bzzz_cli(env, "a2a", "list", "--json")) == {"agents": []}
     finally:
         await node.kill()
-
-
-async def test_a_card_with_a_bad_signature_or_an_unreachable_url_is_refused(
-    data_dir: Path, clean_env: dict[str, str]
-) -> None:
-    env = node_env(clean_env, data_dir)
-    async with remote_agent(signed=True, tampered=True) as remote:
-        bad = await _refused(env, "a2a", "add", remote.url)
-    assert "bad signature" in bad.stderr
-    gone = await _refused(env, "a2a", "add", f"http://127.0.0.1:{free_port()}")
-    assert "unreachable" in gone.stderr
-    async with remote_agent() as remote:
-        not_a2a = await _refused(env, "a2a", "add", f"{remote.url}/nothing-here")
-        # A node that serves more than loopback calls no loopback or private host (SSRF).
-        public = node_env(clean_env, data_dir, BZZZ_HTTP_HOST="0.0.0.0")
-        private = await _refused(public, "a2a", "add", remote.url)
-    assert "not an A2A agent card" in not_a2a.stderr
-    assert "loopback or private" in private.stderr
-    listed = await bzzz_cli(env, "a2a", "list", "--json")
-    assert json.loads(listed) == {"agents": []}  # a refusal changed nothing

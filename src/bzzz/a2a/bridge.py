@@ -142,6 +142,10 @@ class A2ABridge:
                 metadata = env.payload.get("metadata") or {}
                 if "a2a" in metadata and env.payload.get("agent_id") not in self.remote:
                     self.remote = registry.load(self._data_dir)
+            elif env.type == "agent.offline" and env.origin == self._node_id:
+                if set(env.payload.get("agent_ids") or []) & set(self.remote):
+                    # `bzzz a2a remove` (or this node stopping): the registry says which stay.
+                    self.remote = registry.load(self._data_dir)
             elif env.type == "message.posted":
                 self._on_posted(env.payload)
 
