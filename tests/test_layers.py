@@ -26,6 +26,7 @@ LAYERS: tuple[tuple[str, frozenset[str]], ...] = (
         "services",
         frozenset(
             {
+                "a2a",
                 "access",
                 "agents",
                 "audit",

@@ -7,6 +7,7 @@ Each command group lives in a module of its own, which adds its part of the pars
     cli_events      subscriptions, webhooks       cli_keys        keys list|rotate
     cli_network     peers, identity, node         cli_audit       audit list|verify|export
     cli_threads     escalations, slurp            cli_retention   retention, forget
+    cli_a2a         a2a add|list|remove
     cli_metrics     metrics, costs                cli_settings    config show
     cli_replay      thread replay                 cli_reservations  reservations list
 
@@ -27,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 from bzzz import (
     __version__,
+    cli_a2a,
     cli_audit,
     cli_events,
     cli_keys,
@@ -59,6 +61,7 @@ _COMMANDS: dict[str, Callable[[argparse.Namespace, Settings], int]] = {
     "slurp": cli_threads.slurp,
     "costs": cli_metrics.costs,
     "token": cli_tokens.run,
+    "a2a": cli_a2a.run,
     "metrics": cli_metrics.run,
     "audit": cli_audit.run,
     "keys": cli_keys.run,
@@ -81,6 +84,7 @@ def _parser() -> argparse.ArgumentParser:
     cli_network.add_parser(sub)
     cli_threads.add_parser(sub)
     cli_tokens.add_parser(sub)
+    cli_a2a.add_parser(sub)
     cli_metrics.add_parser(sub)
     cli_audit.add_parser(sub)
     cli_keys.add_parser(sub)

@@ -35,6 +35,7 @@ EXIT_BROKEN = 3
 # The CLI commands that change the network or the node: (command, its sub-command attribute).
 _CHANGES = {
     "token": "token_command",
+    "a2a": "a2a_command",
     "node": "node_command",
     "subscriptions": "subscriptions_command",
     "webhooks": "webhooks_command",
@@ -46,6 +47,8 @@ _CHANGES = {
 _CHANGE_ACTIONS = frozenset(
     {
         "token create",
+        "a2a add",
+        "a2a remove",
         "token revoke",
         "node admit",
         "node remove",
@@ -56,7 +59,7 @@ _CHANGE_ACTIONS = frozenset(
         "forget",
     }
 )
-_TARGETS = ("id", "node", "name", "agent")
+_TARGETS = ("id", "node", "name", "agent", "agent_id", "url")
 
 
 def add_parser(sub: Any) -> None:

@@ -92,6 +92,16 @@ class TaskStatus(StrEnum):
 ACTIVE_TASK_STATUSES = (TaskStatus.PENDING.value, TaskStatus.IN_PROGRESS.value)
 
 
+def cancels(task: Any, sender: str, message_type: str, content: dict[str, Any]) -> bool:
+    """Whether a post is the task's assigner canceling it: a ``task_failed`` with
+    ``content.canceled`` true (the one update that is not the assignee's)."""
+    return (
+        message_type == "task_failed"
+        and content.get("canceled") is True
+        and getattr(task, "assigner", None) == sender
+    )
+
+
 @dataclass(slots=True)
 class Agent:
     """An agent on the network."""

@@ -15,6 +15,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import IO, Any
 
+from bzzz.a2a.bridge import A2ABridge
 from bzzz.access.limits import PostLimiter
 from bzzz.access.network_keys import NetworkKeys
 from bzzz.access.service import (
@@ -199,6 +200,8 @@ class Node:
         self._spawn("retention", self.retention.run_periodically())
         self._spawn("reservations", self.reservations.run_sweeps())
         await self.hosted.start()
+        if self.slot == 0 and not self.tool:
+            await self.a2a.start()
         # WHOOSH hears of the hosted agents in the background: an absent WHOOSH delays no start.
         self.whoosh = registrar_for(
             self.settings,
@@ -337,10 +340,26 @@ class Node:
         self.projector.add_outcome_listener(self.retention.on_outcomes)
         self.reservations = ReservationService(self.db, self.log, self.agents, clock=self.clock)
         self.agents.reservations_of = self.reservations.of_agent
+        self._build_a2a()
 
     async def _applied_sequences(self, ids: list[str]) -> dict[str, int]:
         async with self.db.session() as session:
             return await applied_sequences(session, ids)
+
+    def _build_a2a(self) -> None:
+        """Remote A2A agents of this data directory (`bzzz a2a add`): slot 0 hosts them."""
+        self.a2a = A2ABridge(
+            self.settings.node.data_dir.expanduser(),
+            self.node_id,
+            self.agents,
+            self.conversations,
+            self.db,
+            self.subscriptions.targets,
+            self.settings.webhooks,
+        )
+        if self.slot == 0:
+            self.projector.add_applied_listener(self.a2a.on_applied)
+            self.projector.add_outcome_listener(self.a2a.on_outcomes)
 
     def _build_access(self) -> None:
         """Tokens (network state), admin tokens and the OAuth issuer: who may call."""
@@ -531,6 +550,7 @@ class Node:
                     await self.whoosh.stop()
             except TimeoutError:
                 logger.warning("hosted agents were not all deregistered from WHOOSH in time")
+        await self.a2a.stop()
         try:
             async with asyncio.timeout(10):
                 await self.hosted.stop()
@@ -580,6 +600,8 @@ class Node:
             await self.whoosh.abort()
         if hasattr(self, "hosted"):
             await self.hosted.abort()
+        if hasattr(self, "a2a"):
+            await self.a2a.stop()
 
     async def _teardown(self) -> None:
         if hasattr(self, "_reclaimer"):

@@ -167,6 +167,10 @@ async def test_every_answer_of_a_run_matches_the_document(run: Run, node: Node) 
         json={"text": "Ship it", "message_type": "decision"},
     )
 
+    await run.call("GET", "/a2a/agents.json", 200)
+    await run.call("GET", "/a2a/{agent_id}/.well-known/agent-card.json", 200, agent_id="dev-1")
+    await run.call("GET", "/a2a/{agent_id}/.well-known/agent-card.json", 404, agent_id="nobody")
+
     described = {
         (path, method)
         for path, ops in run.doc["paths"].items()
@@ -176,7 +180,7 @@ async def test_every_answer_of_a_run_matches_the_document(run: Run, node: Node) 
             for s, r in op["responses"].items()
             if s.startswith("2")
         )
-        and path != "/mcp"  # JSON-RPC: the MCP tests drive it
+        and path not in ("/mcp", "/a2a/{agent_id}")  # JSON-RPC: the MCP and A2A tests drive it
     }
     assert described - {(p, m) for p, m, _ in run.checked} == set()
 

@@ -25,6 +25,8 @@ HEAVY = (
     "bzzz.config",
     "bzzz.node",
     "bzzz.store",
+    "a2a",
+    "google.protobuf",
 )
 
 COMMANDS = [
@@ -38,6 +40,7 @@ COMMANDS = [
     "slurp",
     "costs",
     "token",
+    "a2a",
     "metrics",
     "audit",
     "keys",
@@ -96,6 +99,7 @@ def test_a_command_help_loads_no_heavy_library(command: str) -> None:
         ["subscriptions", "list"],
         ["node", "admit"],
         ["thread", "replay"],
+        ["a2a", "add"],
     ],
 )
 def test_a_sub_command_help_loads_no_heavy_library(words: list[str]) -> None:

@@ -94,8 +94,14 @@ class AgentService:
         # Set by the node: threads replayed from the log (bzzz_get with as_of).
         self.history: ThreadHistory | None = None
 
-    async def announce(self, caller: Caller, params: AnnounceInput) -> dict[str, Any]:
-        """Put an agent on the network as the caller's; refuse an id another caller holds."""
+    async def announce(
+        self, caller: Caller, params: AnnounceInput, *, extra: dict[str, Any] | None = None
+    ) -> dict[str, Any]:
+        """Put an agent on the network as the caller's; refuse an id another caller holds.
+
+        ``extra``: more of the agent's metadata, from the node itself (where a bridged
+        agent's messages go); a client's announcement carries none.
+        """
         if params.agent_id.lower() in RESERVED_AGENT_IDS:
             raise InvalidParameters(
                 f"agent id '{params.agent_id}' is reserved; choose another",
@@ -116,7 +122,10 @@ class AgentService:
             key = existing.session_id  # the holder re-announces: the agent stays where it is
         else:
             key = handle_key(handle) if caller.session_id == STATELESS else caller.session_id
-        metadata = {"owner": caller.principal.id, "handle_hash": handle_hash(handle)}
+        metadata = (extra or {}) | {
+            "owner": caller.principal.id,
+            "handle_hash": handle_hash(handle),
+        }
         payload = params.model_dump() | {"session_id": key, "metadata": metadata}
         outcome = await self._log.emit("agent.announced", "agent", params.agent_id, payload)
         raise_store_failure(outcome)

@@ -347,6 +347,24 @@ class JsonRpcMessage(_Open):
     error: dict[str, Any] | None = None
 
 
+class A2ACard(_Open):
+    """An agent's A2A card (the A2A specification's AgentCard, as JSON)."""
+
+    name: str
+    description: str
+    supportedInterfaces: list[dict[str, Any]]  # the card's own (camelCase) field names
+    capabilities: dict[str, Any]
+    skills: list[dict[str, Any]]
+    securitySchemes: dict[str, Any] | None = None
+
+
+class A2AListing(_Open):
+    """The A2A cards of the agents the caller sees."""
+
+    agents: list[A2ACard]
+    count: int
+
+
 class OpenApiDocument(_Open):
     """This document."""
 

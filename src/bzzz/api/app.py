@@ -17,6 +17,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from bzzz.access.oauth import protected_resource_metadata, www_authenticate
 from bzzz.access.service import AccessService, serves_loopback_only
+from bzzz.api.a2a import a2a_routes
 from bzzz.api.audit import AuditHTTP
 from bzzz.api.limits import BodyLimit, RequestLimit
 from bzzz.api.routes import api_routes
@@ -234,6 +235,8 @@ def build_app(node: Node, server: BzzzMCP, host: str, base_url: str | None = Non
         # RFC 9728 §3.1 places a resource's metadata before its path: the MCP endpoint's too.
         Route(f"{RESOURCE_METADATA_PATH}/mcp", resource_metadata),
         *api_routes(node, auth.public_url or base_url),
+        # A2A: every agent's card and JSON-RPC endpoint under /a2a (bzzz.api.a2a).
+        *a2a_routes(node, auth.public_url or base_url),
     ]
     app = Starlette(routes=routes, lifespan=lifespan, exception_handlers=ROUTING_ERRORS)
 

@@ -236,10 +236,47 @@ def _node_paths(schemas: _Schemas) -> dict[str, Any]:
     }
 
 
+def _a2a_paths(schemas: _Schemas) -> dict[str, Any]:
+    """The A2A routes (bzzz.api.a2a): cards, and each agent's JSON-RPC endpoint."""
+    agent = [{"name": "agent_id", "in": "path", "required": True, "schema": {"type": "string"}}]
+    card = _json("an A2A agent card (see the A2A specification)", schemas.ref(answers.A2ACard))
+    rpc = schemas.ref(answers.JsonRpcMessage)
+    body = {"required": True, "content": {"application/json": {"schema": rpc}}}
+    answer = {
+        "description": "a JSON-RPC answer (A2A errors as JSON-RPC errors), or a "
+        "text/event-stream of them for message/stream",
+        "content": {
+            "application/json": {"schema": rpc},
+            "text/event-stream": {"schema": {"type": "string"}},
+        },
+    }
+    listing = _json("the cards of the agents the caller sees", schemas.ref(answers.A2AListing))
+    return {
+        "/a2a/agents.json": {
+            "get": _simple("a2a_agents", "A2A cards of the agents the caller sees", listing, 401)
+            | {"tags": ["a2a"]}
+        },
+        "/a2a/{agent_id}/.well-known/agent-card.json": {
+            "get": _simple("a2a_card", "An agent's A2A card", card, 401, 404)
+            | {"tags": ["a2a"], "parameters": agent}
+        },
+        "/a2a/{agent_id}": {
+            "post": {
+                "operationId": "a2a_rpc",
+                "summary": "A2A JSON-RPC: message/send, message/stream, tasks/get, tasks/cancel",
+                "tags": ["a2a"],
+                "parameters": agent,
+                "requestBody": body,
+                "responses": {"200": answer, "400": _error(400), "401": _error(401)},
+            }
+        },
+    }
+
+
 def document(operations: list[Operation], base_url: str | None = None) -> dict[str, Any]:
     """The OpenAPI 3.1 document of ``operations`` and the node's own routes."""
     schemas = _Schemas()
-    paths: dict[str, Any] = _node_paths(schemas)
+    paths: dict[str, Any] = _node_paths(schemas) | _a2a_paths(schemas)
     for op in operations:
         paths.setdefault(op.path, {})[op.method.lower()] = _operation(op, schemas)
     doc: dict[str, Any] = {

@@ -451,7 +451,9 @@ class ConversationService:
         task = await repo.task(task_id)
         if task is None:
             raise InvalidParameters(f"no task '{task_id}'", details={"task_id": task_id})
-        if task.agent_id != sender:
+        if task.agent_id != sender and not domain.cancels(
+            task, sender, params.message_type, params.content
+        ):
             raise InvalidParameters(
                 f"task '{task_id}' is assigned to '{task.agent_id}', not to '{sender}'",
                 details={"task_id": task_id},

@@ -132,7 +132,10 @@ def _update_task(session: Session, env: Envelope) -> Outcome:
     task = session.get(TaskRow, p["task_id"])
     if task is None:
         return {"ok": False, "reason": "task not found"}
-    if task.agent_id != p["sender"]:
+    canceled = task.agent_id != p["sender"] and domain.cancels(
+        task, p["sender"], p["message_type"], p["content"]
+    )
+    if task.agent_id != p["sender"] and not canceled:
         return {"ok": False, "reason": "only the assignee may update a task"}
     if task.status not in ACTIVE_TASK_STATUSES:
         return {"ok": False, "reason": f"task is already {task.status}"}
@@ -151,12 +154,14 @@ def _update_task(session: Session, env: Envelope) -> Outcome:
         task.result = content.get("result", content)
     else:
         task.error = str(content.get("error") or content.get("reason") or "failed")[:4000]
+        if canceled:
+            task.error = f"canceled by {p['sender']}: {task.error}"[:4000]
     agent = session.get(AgentRow, task.agent_id)
     if agent is not None:
         agent.active_tasks = max(0, agent.active_tasks - 1)
         if kind == "task_complete":
             agent.tasks_completed += 1
-        else:
+        elif not canceled:  # the assigner's change of mind is no failure of the agent's
             agent.tasks_failed += 1
         agent.performance = _performance(agent.tasks_completed, agent.tasks_failed)
         _weigh_response_time(agent, content.get("response_ms"))
