@@ -350,3 +350,16 @@ async def test_an_agents_content_counts_its_reservations(node: Node) -> None:
     got = await node.agents.get(LOCAL_CALLER, GetInput(address="bzzz://alice"))
 
     assert got["content"]["reservation_count"] == 2
+
+
+async def test_an_agent_announced_again_in_another_project_lets_go_of_the_old_ones(
+    node: Node,
+) -> None:
+    await _announce(node, ALICE, "alice", project="shop")
+    await _reserve(node, ALICE, "src/**")
+    await _announce(node, ALICE, "alice", project="shop")  # the same project: kept
+    kept = await _listed(node)
+    await _announce(node, ALICE, "alice", project="blog")
+
+    assert [r["project"] for r in kept] == ["shop"]
+    assert await _listed(node) == []

@@ -143,6 +143,9 @@ def apply_agent_announced(session: Session, env: Envelope, limits: ProjectionLim
         if online_agents(session) >= limits.max_agents:
             return Applied({"ok": False, "reason": "max_agents"})
         _count_online(session, 1)
+    if row is not None and row.project != p.get("project"):
+        # Reservations are held in a project: an agent that moves lets go of the old one's.
+        end_reservations(session, [row.id])
     if row is None:
         row = AgentRow(
             id=p["agent_id"],
