@@ -289,3 +289,24 @@ async def test_as_of_shows_an_escalation_open_before_it_was_resolved(
     assert [e["resolved"] for e in then["thread"]["escalation_history"]] == [False]
     assert live["thread"]["status"] == "active"
     assert [e["resolved"] for e in live["thread"]["escalation_history"]] == [True]
+
+
+async def test_posts_retention_purged_appear_as_stand_ins_keeping_the_decision(
+    make_node: NodeFactory, clock: ManualClock
+) -> None:
+    async with make_node(retention={"messages_days": 1.0}) as node:
+        thread_id = await trio(node)
+        await decide(node, clock, thread_id)
+        clock.advance(2 * 86_400)
+        await node.retention.run(LOCAL)
+        entries = await replay(node, thread_id)
+        live = await read(node, thread_id)
+        now = await read(node, thread_id, as_of=await node.bus.last_sequence())
+
+    posts = [e for e in entries if e["type"] == "message.posted"]
+    assert len(posts) == 4
+    assert {(e["stand_in"] or {}).get("reason") for e in posts} == {"retention"}
+    assert all(e["verified"] for e in posts)
+    assert now["thread"]["decision_log"][0]["text"] == "We use PostgreSQL."
+    assert now["thread"]["status"] == "completed"
+    assert now["thread"] == live["thread"]

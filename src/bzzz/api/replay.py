@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from pydantic import BaseModel, ConfigDict
 from starlette.requests import Request
 
 from bzzz.api import answers as a
@@ -19,7 +20,7 @@ from bzzz.node import Node
 from bzzz.schemas import GetInput, validate_input
 
 
-class Replayed(a._Open):
+class Replayed(BaseModel):
     """One envelope of the thread (or the stand-in of a purged one)."""
 
     seq: int
@@ -31,6 +32,8 @@ class Replayed(a._Open):
     verified: bool
     problem: str | None
     stand_in: dict[str, Any] | None
+
+    model_config = ConfigDict(extra="allow")
 
 
 class EnvelopesAnswer(a.Answer):
