@@ -201,4 +201,6 @@ async def test_a2a_calls_need_a_credential_and_are_audited(served: Served) -> No
         assert "PERMISSION_DENIED" in error["message"], error
     await served.node.audit.flush()
     records = await reading.records(served.node.db, reading.Filter(node_id=served.node.node_id))
-    assert any(r.action == "http:POST /a2a/reviewer-1" for r in records)
+    # The refusal is recorded as one, though JSON-RPC answers it with HTTP 200.
+    mine = [r for r in records if r.action == "http:POST /a2a/reviewer-1"]
+    assert [r.outcome for r in mine] == ["PERMISSION_DENIED"]
