@@ -138,6 +138,8 @@ class A2ABridge:
         if self._stopping or not self._started:
             return
         for env in envelopes:
+            if env.origin != self._node_id and not self.remote:
+                continue  # the hot path: this node hosts no A2A agent, and did not add one
             if env.type == "agent.announced" and env.origin == self._node_id:
                 metadata = env.payload.get("metadata") or {}
                 if "a2a" in metadata and env.payload.get("agent_id") not in self.remote:
@@ -163,7 +165,7 @@ class A2ABridge:
 
     def on_outcomes(self, outcomes: dict[str, Any]) -> None:
         """Tasks assigned to a remote agent: deliver each."""
-        if self._stopping or not self._started:
+        if self._stopping or not self._started or not self.remote:
             return
         for outcome in outcomes.values():
             for recipient, task_id in (outcome.get("tasks") or {}).items():
