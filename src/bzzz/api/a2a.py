@@ -175,7 +175,8 @@ class BzzzRequestHandler(RequestHandler):
         if task is None or task.agent_id != agent.id or not await self._reads(caller, agent, task):
             # A task the caller may not read does not exist for it.
             raise TaskNotFoundError(f"no task '{task_id[:128]}' of agent '{agent.id}'")
-        return a2a_task(task, input_required=bool(thread and thread.asks_a_human))
+        # An open escalation (the thread waits for a person or another agent): input-required.
+        return a2a_task(task, input_required=bool(thread and thread.status == "escalated"))
 
     async def _reads(self, caller: Caller, agent: domain.Agent, task: domain.Task) -> bool:
         if task.assigner == caller.principal.actor or self.node.agents.may_read(caller, agent):
