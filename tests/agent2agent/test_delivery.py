@@ -106,3 +106,14 @@ def test_a_bzzz_tasks_states_map_onto_a2a_states() -> None:
     assert failed.status.state == TaskState.TASK_STATE_FAILED
     canceled = a2a_task(_task(status="failed", error="canceled by token:t: canceled over A2A"))
     assert canceled.status.state == TaskState.TASK_STATE_CANCELED
+
+
+async def test_a_damaged_registry_costs_its_agents_not_the_node(
+    settings: Settings, memory_bus: InMemoryBus
+) -> None:
+    data_dir = settings.node.data_dir.expanduser()
+    data_dir.mkdir(parents=True, exist_ok=True)
+    registry.path_of(data_dir).write_text('{"agents": [{"agent_id": "x"}]}')
+    async with Node(settings, bus=memory_bus) as node:
+        assert node.healthy
+        assert node.a2a.remote == {} and node.agents.directory.get("x") is None

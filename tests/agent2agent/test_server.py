@@ -119,6 +119,7 @@ async def test_an_a2a_client_follows_its_task_to_the_bzzz_agents_result(served: 
 async def test_the_same_endpoint_answers_the_0_3_method_names(served: Served) -> None:
     owner = await served.token("reviewer", ["shop"])
     client_secret = await served.token("a2a-client", ["shop"])
+    bystander = await served.token("bystander", ["shop"])
     await _announce(served, owner, "reviewer-1", "shop")
     before = await _agent_info(served, owner)
     body = {
@@ -142,10 +143,11 @@ async def test_the_same_endpoint_answers_the_0_3_method_names(served: Served) ->
             json={"jsonrpc": "2.0", "id": 2, "method": "tasks/get", "params": {"id": task_id}},
         )
         assert got.json()["result"]["id"] == task_id
-        canceled = await http.post(
-            "/a2a/reviewer-1",
-            json={"jsonrpc": "2.0", "id": 3, "method": "tasks/cancel", "params": {"id": task_id}},
-        )
+        cancel = {"jsonrpc": "2.0", "id": 3, "method": "tasks/cancel", "params": {"id": task_id}}
+        # Another principal of the project neither reads nor cancels the caller's task.
+        other = await http.post("/a2a/reviewer-1", json=cancel, headers=_auth(bystander))
+        assert other.json()["error"]["code"] == -32001  # TaskNotFound
+        canceled = await http.post("/a2a/reviewer-1", json=cancel)
         assert canceled.json()["result"]["status"]["state"] == "canceled", canceled.json()
         again = await http.post(
             "/a2a/reviewer-1",
@@ -201,4 +203,6 @@ async def test_a2a_calls_need_a_credential_and_are_audited(served: Served) -> No
         assert "PERMISSION_DENIED" in error["message"], error
     await served.node.audit.flush()
     records = await reading.records(served.node.db, reading.Filter(node_id=served.node.node_id))
-    assert any(r.action == "http:POST /a2a/reviewer-1" for r in records)
+    # The refusal is recorded as one, though JSON-RPC answers it with HTTP 200.
+    mine = [r for r in records if r.action == "http:POST /a2a/reviewer-1"]
+    assert [r.outcome for r in mine] == ["PERMISSION_DENIED"]

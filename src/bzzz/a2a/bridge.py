@@ -107,7 +107,12 @@ class A2ABridge:
         if self._started:
             raise RuntimeError("the A2A bridge is already started")
         self._started = True
-        self.remote = registry.load(self._data_dir)
+        try:
+            self.remote = registry.load(self._data_dir)
+        except BzzzError as exc:
+            # A damaged registry costs its agents, not the node.
+            logger.error("no A2A agents hosted: %s", exc.message)
+            return
         for agent in self.remote.values():
             await self._announce(agent)
             await self._resume(agent)
@@ -138,16 +143,24 @@ class A2ABridge:
         if self._stopping or not self._started:
             return
         for env in envelopes:
+            if env.origin != self._node_id and not self.remote:
+                continue  # the hot path: this node hosts no A2A agent, and did not add one
             if env.type == "agent.announced" and env.origin == self._node_id:
                 metadata = env.payload.get("metadata") or {}
                 if "a2a" in metadata and env.payload.get("agent_id") not in self.remote:
-                    self.remote = registry.load(self._data_dir)
+                    self._reload()
             elif env.type == "agent.offline" and env.origin == self._node_id:
                 if set(env.payload.get("agent_ids") or []) & set(self.remote):
                     # `bzzz a2a remove` (or this node stopping): the registry says which stay.
-                    self.remote = registry.load(self._data_dir)
+                    self._reload()
             elif env.type == "message.posted":
                 self._on_posted(env.payload)
+
+    def _reload(self) -> None:
+        try:
+            self.remote = registry.load(self._data_dir)
+        except BzzzError as exc:
+            logger.error("the A2A registry could not be read again: %s", exc.message)
 
     def _on_posted(self, payload: dict[str, Any]) -> None:
         kind = payload.get("message_type")
@@ -163,7 +176,7 @@ class A2ABridge:
 
     def on_outcomes(self, outcomes: dict[str, Any]) -> None:
         """Tasks assigned to a remote agent: deliver each."""
-        if self._stopping or not self._started:
+        if self._stopping or not self._started or not self.remote:
             return
         for outcome in outcomes.values():
             for recipient, task_id in (outcome.get("tasks") or {}).items():

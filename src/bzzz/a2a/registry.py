@@ -12,6 +12,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from bzzz.errors import ConfigError
+
 FILE_NAME = "a2a-agents.json"
 
 
@@ -50,8 +52,11 @@ def load(data_dir: Path) -> dict[str, RemoteAgent]:
     path = path_of(data_dir)
     if not path.is_file():
         return {}
-    raw = json.loads(path.read_text(encoding="utf-8"))
-    return {a["agent_id"]: RemoteAgent(**a) for a in raw.get("agents", [])}
+    try:
+        raw = json.loads(path.read_text(encoding="utf-8"))
+        return {a["agent_id"]: RemoteAgent(**a) for a in raw.get("agents", [])}
+    except (OSError, ValueError, TypeError, KeyError, AttributeError) as exc:
+        raise ConfigError(f"{path} is not a registry of A2A agents: {exc}") from None
 
 
 def save(data_dir: Path, agents: dict[str, RemoteAgent]) -> None:

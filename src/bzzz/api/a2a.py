@@ -19,9 +19,10 @@ services': an agent of a project the caller has no grant for answers as one that
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
-from collections.abc import AsyncGenerator
-from typing import Any
+from collections.abc import AsyncGenerator, Callable, Coroutine
+from typing import Any, TypeVar
 
 from a2a.server.context import ServerCallContext
 from a2a.server.request_handlers.request_handler import RequestHandler
@@ -46,6 +47,7 @@ from a2a.types import (
     TaskStatusUpdateEvent,
 )
 from a2a.utils.errors import (
+    A2A_ERROR_REASONS,
     A2AError,
     InternalError,
     InvalidParamsError,
@@ -70,6 +72,7 @@ from bzzz.api.a2a_cards import (
     data_of,
     text_of,
 )
+from bzzz.api.audit import OUTCOME_STATE
 from bzzz.api.handlers import caller_of, failure
 from bzzz.errors import AgentNotFound, BzzzError, ErrorCode
 from bzzz.eventlog import Caller
@@ -82,6 +85,9 @@ logger = logging.getLogger(__name__)
 LISTING_PATH = f"{A2A_PREFIX}/agents.json"
 _CALLER = "bzzz_caller"
 _AGENT = "bzzz_agent_id"
+# The request's own state, where the HTTP audit reads a JSON-RPC refusal's outcome.
+_REQUEST_STATE = "bzzz_request_state"
+R = TypeVar("R")
 # How often a stream looks at its task again (the store is the one place a task's state is).
 STREAM_POLL_SECONDS = 0.1
 STREAM_MAX_SECONDS = 3600.0
@@ -101,6 +107,31 @@ def a2a_error(exc: BzzzError) -> A2AError:
     return InternalError(text, data)
 
 
+def _record_refusal(context: ServerCallContext, exc: A2AError) -> None:
+    """Tell the HTTP audit what a JSON-RPC call answered (its HTTP status says 200)."""
+    state = context.state.get(_REQUEST_STATE)
+    if isinstance(state, dict):
+        data = exc.data if isinstance(exc.data, dict) else {}
+        state[OUTCOME_STATE] = str(data.get("bzzz_code") or A2A_ERROR_REASONS.get(type(exc)))
+
+
+Method = Callable[[Any, Any, ServerCallContext], Coroutine[Any, Any, R]]
+
+
+def audited(method: Method[R]) -> Method[R]:
+    """A handler method whose refusal the audit trail records as such."""
+
+    @functools.wraps(method)
+    async def wrapper(self: Any, params: Any, context: ServerCallContext) -> R:
+        try:
+            return await method(self, params, context)
+        except A2AError as exc:
+            _record_refusal(context, exc)
+            raise
+
+    return wrapper
+
+
 class CallerContext(ServerCallContextBuilder):
     """The call context of an A2A request: the BZZZ caller (as every REST route builds it)
     and the agent its path names."""
@@ -113,6 +144,7 @@ class CallerContext(ServerCallContextBuilder):
         context = self._default.build(request)
         context.state[_CALLER] = caller_of(request)
         context.state[_AGENT] = request.path_params["agent_id"]
+        context.state[_REQUEST_STATE] = request.scope.setdefault("state", {})
         return context
 
 
@@ -143,7 +175,8 @@ class BzzzRequestHandler(RequestHandler):
         if task is None or task.agent_id != agent.id or not await self._reads(caller, agent, task):
             # A task the caller may not read does not exist for it.
             raise TaskNotFoundError(f"no task '{task_id[:128]}' of agent '{agent.id}'")
-        return a2a_task(task, input_required=bool(thread and thread.asks_a_human))
+        # An open escalation (the thread waits for a person or another agent): input-required.
+        return a2a_task(task, input_required=bool(thread and thread.status == "escalated"))
 
     async def _reads(self, caller: Caller, agent: domain.Agent, task: domain.Task) -> bool:
         if task.assigner == caller.principal.actor or self.node.agents.may_read(caller, agent):
@@ -200,6 +233,7 @@ class BzzzRequestHandler(RequestHandler):
 
     # --- the A2A methods ----------------------------------------------------------------------
 
+    @audited
     async def on_message_send(
         self, params: SendMessageRequest, context: ServerCallContext
     ) -> Task | Message:
@@ -212,19 +246,30 @@ class BzzzRequestHandler(RequestHandler):
         self, params: SendMessageRequest, context: ServerCallContext
     ) -> AsyncGenerator[Any]:
         """The task, then each change of its state, until it ends."""
-        task_id = await self._assign(params, context)
-        async for event in self._follow(context, task_id):
+        try:
+            task_id = await self._assign(params, context)
+            first = await self._readable_task(context, task_id)
+        except A2AError as exc:
+            _record_refusal(context, exc)
+            raise
+        async for event in self._follow(context, task_id, first):
             yield event
 
     async def on_subscribe_to_task(
         self, params: SubscribeToTaskRequest, context: ServerCallContext
     ) -> AsyncGenerator[Any]:
         """A task's changes from now until it ends."""
-        async for event in self._follow(context, params.id):
+        try:
+            first = await self._readable_task(context, params.id)
+        except A2AError as exc:
+            _record_refusal(context, exc)
+            raise
+        async for event in self._follow(context, params.id, first):
             yield event
 
-    async def _follow(self, context: ServerCallContext, task_id: str) -> AsyncGenerator[Any]:
-        task = await self._readable_task(context, task_id)
+    async def _follow(
+        self, context: ServerCallContext, task_id: str, task: Task
+    ) -> AsyncGenerator[Any]:
         yield task
         seen = task.status.state
         async with asyncio.timeout(STREAM_MAX_SECONDS):
@@ -242,10 +287,12 @@ class BzzzRequestHandler(RequestHandler):
                     task_id=task.id, context_id=task.context_id, status=task.status
                 )
 
+    @audited
     async def on_get_task(self, params: GetTaskRequest, context: ServerCallContext) -> Task | None:
         """The task of that id, if the caller reads it."""
         return await self._readable_task(context, params.id)
 
+    @audited
     async def on_cancel_task(
         self, params: CancelTaskRequest, context: ServerCallContext
     ) -> Task | None:

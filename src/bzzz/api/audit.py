@@ -17,6 +17,8 @@ from bzzz.mcp.sessions import PRINCIPAL_STATE
 from bzzz.principal import Principal
 
 READS = frozenset({"GET", "HEAD", "OPTIONS"})
+# A route that answers a refusal with HTTP 200 (JSON-RPC: A2A) names the outcome here.
+OUTCOME_STATE = "bzzz_audit_outcome"
 
 
 def _outcome(status: int) -> str:
@@ -55,7 +57,8 @@ class AuditHTTP:
             self._record(scope, path, status)
 
     def _record(self, scope: Scope, path: str, status: int) -> None:
-        who = scope.get("state", {}).get(PRINCIPAL_STATE)
+        state = scope.get("state", {})
+        who = state.get(PRINCIPAL_STATE)
         principal = who.id if isinstance(who, Principal) else "unauthenticated"
         query = parse_qsl(scope.get("query_string", b"").decode("latin-1"))
         params: dict[str, Any] = {"path": path, "query": dict(query)}
@@ -69,7 +72,7 @@ class AuditHTTP:
                 principal=principal[:256],
                 session=session,
                 action=f"http:{scope['method']} {path}"[:128],
-                outcome=_outcome(status),
+                outcome=str(state.get(OUTCOME_STATE) or _outcome(status))[:64],
                 digest=digest(params),
                 target=path[:512],
             )
