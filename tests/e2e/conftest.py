@@ -1,12 +1,15 @@
-"""Fixtures of the real-process tests: a data directory that leaves no server behind, a receiver."""
+"""Fixtures of the real-process tests: spawned nodes on the shared NATS server, a receiver."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
 
 import pytest
 
-from .support import WebhookReceiver
+from .support import HttpNode, WebhookReceiver, kill_orphans, node_env
+
+NodeFactory = Callable[..., HttpNode]
 
 
 @pytest.fixture
@@ -18,3 +21,27 @@ async def receiver() -> AsyncIterator[WebhookReceiver]:
         yield hook
     finally:
         await hook.close()
+
+
+@pytest.fixture
+async def make_node(
+    tmp_path: Path, clean_env: dict[str, str], nats_url: str
+) -> AsyncIterator[NodeFactory]:
+    """Nodes on the shared NATS server, each in its own data directory; all killed at the end."""
+    made: list[HttpNode] = []
+
+    def make(name: str, **extra: str) -> HttpNode:
+        data_dir = tmp_path / name
+        # Heartbeats every 0.3 s: a peer that stops is seen offline within a second.
+        extra = {"BZZZ_HEARTBEAT_INTERVAL": "0.3"} | extra
+        env = node_env(clean_env, data_dir, BZZZ_NATS_URL=extra.pop("nats_url", nats_url), **extra)
+        node = HttpNode(data_dir=data_dir, env=env, log_dir=tmp_path / "logs")
+        made.append(node)
+        return node
+
+    try:
+        yield make
+    finally:
+        for node in made:
+            await node.kill()
+            kill_orphans(node.data_dir)

@@ -7,7 +7,6 @@ import contextlib
 import json
 import signal
 import subprocess
-from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
 
@@ -19,46 +18,18 @@ from nats.js import JetStreamContext
 from bzzz.network.envelope import seal
 from bzzz.network.identity import NodeIdentity
 
+from .conftest import NodeFactory
 from .support import (
-    HttpNode,
     admit,
     bzzz_executable,
     call,
     call_error,
     eventually,
     http_session,
-    kill_orphans,
-    node_env,
     start_network,
 )
 
 pytestmark = pytest.mark.integration
-
-NodeFactory = Callable[..., HttpNode]
-
-
-@pytest.fixture
-async def make_node(
-    tmp_path: Path, clean_env: dict[str, str], nats_url: str
-) -> AsyncIterator[NodeFactory]:
-    """Nodes on the shared NATS server, each in its own data directory; all killed at the end."""
-    made: list[HttpNode] = []
-
-    def make(name: str, **extra: str) -> HttpNode:
-        data_dir = tmp_path / name
-        # Heartbeats every 0.3 s: a peer that stops is seen offline within a second.
-        extra = {"BZZZ_HEARTBEAT_INTERVAL": "0.3"} | extra
-        env = node_env(clean_env, data_dir, BZZZ_NATS_URL=extra.pop("nats_url", nats_url), **extra)
-        node = HttpNode(data_dir=data_dir, env=env, log_dir=tmp_path / "logs")
-        made.append(node)
-        return node
-
-    try:
-        yield make
-    finally:
-        for node in made:
-            await node.kill()
-            kill_orphans(node.data_dir)
 
 
 async def _agent(session: ClientSession, agent_id: str) -> dict[str, Any] | None:

@@ -3,51 +3,24 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Callable
 from datetime import datetime
-from pathlib import Path
 from typing import Any
 
 import pytest
 from mcp import ClientSession
 
+from .conftest import NodeFactory
 from .support import (
     CALL_TIMEOUT,
-    HttpNode,
     call,
     eventually,
     http_session,
-    kill_orphans,
-    node_env,
     start_network,
 )
 
 pytestmark = pytest.mark.integration
 
-NodeFactory = Callable[[str], HttpNode]
 ROUNDS = 100
-
-
-@pytest.fixture
-async def make_node(
-    tmp_path: Path, clean_env: dict[str, str], nats_url: str
-) -> AsyncIterator[NodeFactory]:
-    """Nodes on the shared NATS server, each in its own data directory; all killed at the end."""
-    made: list[HttpNode] = []
-
-    def make(name: str) -> HttpNode:
-        data_dir = tmp_path / name
-        env = node_env(clean_env, data_dir, BZZZ_NATS_URL=nats_url, BZZZ_HEARTBEAT_INTERVAL="0.3")
-        node = HttpNode(data_dir=data_dir, env=env, log_dir=tmp_path / "logs")
-        made.append(node)
-        return node
-
-    try:
-        yield make
-    finally:
-        for node in made:
-            await node.kill()
-            kill_orphans(node.data_dir)
 
 
 async def _reserve(session: ClientSession, **arguments: Any) -> dict[str, Any]:
