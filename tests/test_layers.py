@@ -58,6 +58,7 @@ LAYERS: tuple[tuple[str, frozenset[str]], ...] = (
                 "errors",
                 "logsummary",
                 "principal",
+                "projects",
                 "schemas",
             }
         ),

@@ -34,6 +34,7 @@ ENV_ALIASES: dict[str, tuple[str, str]] = {
     "BZZZ_NETWORK_ID": ("bzzz", "network_id"),
     "BZZZ_TRUSTED_NODES": ("bzzz", "trusted_nodes"),
     "BZZZ_FEDERATED_NETWORKS": ("bzzz", "federated_networks"),
+    "BZZZ_PROJECTS": ("bzzz", "projects"),
     "BZZZ_HEARTBEAT_INTERVAL": ("bzzz", "heartbeat_interval"),
     "BZZZ_OPENAI_API_KEY": ("openai", "api_key"),
     "BZZZ_OPENAI_BASE_URL": ("openai", "base_url"),

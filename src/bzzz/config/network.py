@@ -37,13 +37,18 @@ class BzzzSettings(_Section):
     federated_networks: list[str] = Field(
         default_factory=list, description="other network ids whose agents lookups also search"
     )
+    projects: list[str] = Field(
+        default_factory=lambda: ["*"],
+        description="the projects this node serves (stores, consumes, answers for); "
+        "'*' = every project",
+    )
     admission: bool = Field(
         True,
         description="apply envelopes only from nodes admitted to the network (bzzz node admit); "
         "off, tokens, nodes, keys and retention still come from admitted nodes only",
     )
 
-    @field_validator("nats_url", "trusted_nodes", "federated_networks", mode="before")
+    @field_validator("nats_url", "trusted_nodes", "federated_networks", "projects", mode="before")
     @classmethod
     def _split_lists(cls, value: object) -> object:
         if isinstance(value, str):
@@ -58,6 +63,16 @@ class BzzzSettings(_Section):
                 raise ValueError(f"{network!r} is not a network id")
             if network == info.data.get("network_id"):
                 raise ValueError(f"{network!r} is this node's own network")
+        return value
+
+    @field_validator("projects")
+    @classmethod
+    def _check_projects(cls, value: list[str]) -> list[str]:
+        if not value:
+            raise ValueError("name at least one project, or '*' for every project")
+        for project in value:
+            if project != "*" and not re.fullmatch(r"[A-Za-z0-9._-]{1,128}", project):
+                raise ValueError(f"{project!r} is not a project id (letters, digits, . _ -)")
         return value
 
     @field_validator("nats_creds")
