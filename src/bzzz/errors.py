@@ -102,6 +102,21 @@ class NetworkError(BzzzError):
     default_code = ErrorCode.NETWORK_ERROR
 
 
+class NotServed(NetworkError):
+    """The call is about a project this node does not serve (``bzzz.projects``).
+
+    The faces forward such a call to a node that serves ``project``; where none does, it reaches
+    the caller as this NETWORK_ERROR, naming the project.
+    """
+
+    def __init__(self, project: str) -> None:
+        super().__init__(
+            f"no node of this network serves project {project!r} (bzzz.projects)",
+            details={"project": project},
+        )
+        self.project = project
+
+
 class WhooshUnavailable(NetworkError):
     """WHOOSH could not be reached or asked to come back later; the call is retried."""
 
