@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import Protocol
 
 EVERY = "*"
 # The partition of agents (and their content) that declared no project.
@@ -47,3 +48,11 @@ def subject_token(project: str | None) -> str:
     if project is None or project == "":
         return NO_PROJECT
     return project.replace("%", "%25").replace(".", "%2E")
+
+
+class AgentProjects(Protocol):
+    """Where an agent lives when this node does not hold it: the network's agent directory."""
+
+    async def project_of(self, agent_id: str) -> str | None:
+        """The project of ``agent_id`` (NO_PROJECT for none declared); None if unknown."""
+        ...
