@@ -47,7 +47,7 @@ def open_files_limit(soft: int, hard: int | None = None) -> Callable[[], None]:
 
 
 async def spawn(data_dir: Path, logs: Path, env: dict[str, str], **kwargs: Any) -> HttpNode:
-    node = HttpNode(data_dir, node_env(env, data_dir), logs, **kwargs)
+    node = HttpNode(data_dir, node_env(env, data_dir), logs, real=True, **kwargs)
     # Starting is slow on a loaded machine; what is measured comes after.
     await node.start(within=60)
     return node

@@ -55,7 +55,7 @@ COMMANDS = [
 def _imported(*args: str) -> tuple[str, set[str]]:
     """The help text of `bzzz ARGS` and every module it imported (``-X importtime``)."""
     done = subprocess.run(
-        [sys.executable, "-X", "importtime", bzzz_executable(), *args],
+        [sys.executable, "-X", "importtime", bzzz_executable(real=True), *args],
         capture_output=True,
         text=True,
         timeout=60,

@@ -11,10 +11,8 @@ import hashlib
 import hmac
 import json
 import os
-import shutil
 import signal
 import subprocess
-import sysconfig
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
@@ -24,6 +22,7 @@ from typing import Any, TextIO, TypeVar
 import httpx
 import httpx2
 import pytest
+from launch import bzzz_executable
 from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
 from mcp.client.streamable_http import streamable_http_client
@@ -38,17 +37,6 @@ CALL_TIMEOUT = 15.0
 POLL = 0.05
 
 T = TypeVar("T")
-
-
-def bzzz_executable() -> str:
-    """The `bzzz` console script of the interpreter running the tests."""
-    beside = Path(sysconfig.get_path("scripts")) / "bzzz"
-    if beside.is_file():
-        return str(beside)
-    found = shutil.which("bzzz")
-    if found is None:
-        pytest.fail("the bzzz console script is not installed (pip install -e .)")
-    return found
 
 
 # --- processes ---------------------------------------------------------------------------------
@@ -147,8 +135,10 @@ class HttpNode:
     port: int = field(default_factory=free_port)
     proc: asyncio.subprocess.Process | None = None
     runs: int = 0
-    # Run in the child before it starts (resource limits, say).
+    # Run in the child before it starts (resource limits, say): the real console script.
     preexec: Callable[[], None] | None = None
+    # The real console script rather than the zygote's fork (tests about the process itself).
+    real: bool = False
 
     @property
     def base_url(self) -> str:
@@ -174,7 +164,7 @@ class HttpNode:
             self.stderr_path.open("wb") as err,
         ):
             self.proc = await asyncio.create_subprocess_exec(
-                bzzz_executable(),
+                bzzz_executable(real=self.real or self.preexec is not None),
                 "serve",
                 "--port",
                 str(self.port),

@@ -65,7 +65,7 @@ def _run(
     args: list[str], env: dict[str, str], stdin: Any = subprocess.DEVNULL
 ) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [bzzz_executable(), *args],
+        [bzzz_executable(real=True), *args],
         env=env,
         stdin=stdin,
         capture_output=True,
@@ -154,7 +154,7 @@ async def test_stdio_from_a_pipe_that_closes_answers_every_request_then_exits(
 ) -> None:
     """`printf '<requests>' | bzzz serve --stdio`: all written at once, then end of input."""
     proc = await asyncio.create_subprocess_exec(
-        bzzz_executable(),
+        bzzz_executable(real=True),
         "serve",
         "--stdio",
         stdin=subprocess.PIPE,
@@ -389,7 +389,7 @@ async def test_start_up_shows_a_progress_bar_on_a_terminal_only(
 
     master, slave = pty.openpty()
     proc = await asyncio.create_subprocess_exec(
-        bzzz_executable(),
+        bzzz_executable(real=True),
         "serve",
         "--port",
         "0",

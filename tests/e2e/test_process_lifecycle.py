@@ -59,7 +59,7 @@ async def _spawn_stdio(env: dict[str, str], stderr: Path) -> asyncio.subprocess.
     stderr.parent.mkdir(parents=True, exist_ok=True)
     with stderr.open("wb") as err:
         return await asyncio.create_subprocess_exec(
-            bzzz_executable(),
+            bzzz_executable(real=True),
             "serve",
             "--stdio",
             stdin=subprocess.PIPE,
@@ -83,7 +83,7 @@ def _assert_stopped_in_order(data_dir: Path) -> None:
 
 
 async def _http_stops(data_dir: Path, logs: Path, env: dict[str, str], sig: int) -> None:
-    node = HttpNode(data_dir, env, logs)
+    node = HttpNode(data_dir, env, logs, real=True)
     try:
         await node.start(new_session=True)
         async with http_session(node.mcp_url) as session:
@@ -197,7 +197,7 @@ async def test_stdio_writes_only_json_rpc_and_exits_when_stdin_closes(
 
 def _run(args: list[str], env: dict[str, str]) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [bzzz_executable(), *args],
+        [bzzz_executable(real=True), *args],
         env=env,
         capture_output=True,
         text=True,
