@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
+import pytest_asyncio
 import uvicorn
 from e2e.support import wait_until
 from receiver import http_receiver  # noqa: F401 - the fixture
@@ -126,7 +127,7 @@ async def serve(
             listener.close()
 
 
-@pytest.fixture
+@pytest_asyncio.fixture(loop_scope="session")
 async def served(
     settings: Settings, memory_bus: InMemoryBus, monkeypatch: pytest.MonkeyPatch
 ) -> AsyncIterator[Served]:
@@ -143,7 +144,7 @@ async def served(
         yield running
 
 
-@pytest.fixture
+@pytest_asyncio.fixture(loop_scope="session")
 async def open_served(settings: Settings, memory_bus: InMemoryBus) -> AsyncIterator[Served]:
     """A loopback node on the wall clock that takes callers without a credential."""
     settings.auth.required = False
@@ -165,9 +166,12 @@ class Problems:
         self.messages.append(f"pageerror: {error}")
 
 
-@pytest.fixture
+@pytest_asyncio.fixture(scope="session", loop_scope="session")
 async def browser() -> AsyncIterator[Browser]:
-    """Headless Debian Chromium."""
+    """Headless Debian Chromium, one per test process: each test opens its own context.
+
+    Starting Playwright's driver and Chromium costs ~2 s of CPU here; the UI tests share them
+    and run in the session's event loop (``pytestmark`` in each tests/ui module)."""
     _need_browser()
     async with async_playwright() as driver:
         launched = await driver.chromium.launch(executable_path=CHROMIUM, headless=True)
@@ -212,7 +216,7 @@ async def open_tab(
         await context.close()
 
 
-@pytest.fixture
+@pytest_asyncio.fixture(loop_scope="session")
 async def dashboard(browser: Browser, served: Served) -> AsyncIterator[Dashboard]:
     """A fresh tab on /ui that collects console errors and page errors; none may occur."""
     async with open_tab(browser, f"{served.url}/ui") as board:

@@ -21,7 +21,8 @@ from bzzz.schemas import AnnounceInput, SubscribeInput
 
 from .conftest import Dashboard, Served
 
-pytestmark = pytest.mark.integration
+# The session's event loop: the Chromium they share (conftest.browser) lives in it.
+pytestmark = [pytest.mark.integration, pytest.mark.asyncio(loop_scope="session")]
 
 
 def reload_marker(board: Dashboard) -> Any:

@@ -21,7 +21,8 @@ from bzzz.schemas import AnnounceInput, PostInput, SubscribeInput, ThreadInput
 
 from .conftest import Served, open_tab
 
-pytestmark = pytest.mark.integration
+# The session's event loop: the Chromium they share (conftest.browser) lives in it.
+pytestmark = [pytest.mark.integration, pytest.mark.asyncio(loop_scope="session")]
 
 WIDTHS = [375, 1366]
 # Long ids and text, as a real network has them: the page must neither cut nor smear them.

@@ -14,7 +14,8 @@ from bzzz.schemas import AnnounceInput
 from .conftest import Dashboard, Served, open_tab
 from .test_layout import _layout_problems
 
-pytestmark = pytest.mark.integration
+# The session's event loop: the Chromium they share (conftest.browser) lives in it.
+pytestmark = [pytest.mark.integration, pytest.mark.asyncio(loop_scope="session")]
 
 LONG_PATH = "services/payments/" + "adapters/" * 6 + "**/*_idempotency_keys.py"
 

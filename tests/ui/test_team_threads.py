@@ -10,7 +10,8 @@ from access.support import mcp_client, ok
 
 from .conftest import Dashboard, Served
 
-pytestmark = pytest.mark.integration
+# The session's event loop: the Chromium they share (conftest.browser) lives in it.
+pytestmark = [pytest.mark.integration, pytest.mark.asyncio(loop_scope="session")]
 
 
 async def test_a_team_token_lists_the_threads_of_agents_its_legacy_sessions_announced(

@@ -11,7 +11,8 @@ from bzzz.schemas import AnnounceInput, PostInput, ThreadInput
 
 from .conftest import Dashboard, Served
 
-pytestmark = pytest.mark.integration
+# The session's event loop: the Chromium they share (conftest.browser) lives in it.
+pytestmark = [pytest.mark.integration, pytest.mark.asyncio(loop_scope="session")]
 
 
 async def _say(served: Served, agent: str, thread_id: str, text: str, **extra: str) -> str:
