@@ -121,6 +121,19 @@ class Bus(Protocol):
         """Send a ping to ``node_id``; its answer, or NetworkError (none ``within`` seconds)."""
         ...
 
+    async def serve_requests(
+        self, subjects: Sequence[str], queue: str, handler: PingHandler
+    ) -> None:
+        """Answer requests on ``subjects`` (core NATS, nothing stored) as one member of the
+        queue group ``queue``: each request reaches one member of the group, whichever
+        subject it matched there. Runs until cancelled."""
+        ...
+
+    async def request(self, subject: str, data: bytes, within: float) -> bytes | None:
+        """One request/reply: the answer; None when no one listens on ``subject``;
+        NetworkError when no answer came ``within`` seconds."""
+        ...
+
     # Other networks (federation): read their agents, post to them.
 
     async def follow(self, network: str, kinds: Sequence[str], handler: BatchHandler) -> None:

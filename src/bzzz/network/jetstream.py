@@ -530,6 +530,37 @@ class JetStreamBus:
             raise NetworkError(f"node {node_id} did not answer the ping ({exc!r})") from exc
         return reply.data
 
+    async def serve_requests(
+        self, subjects: Sequence[str], queue: str, handler: PingHandler
+    ) -> None:
+        """Answer requests on ``subjects`` in the queue group ``queue`` (core NATS)."""
+
+        async def on_request(msg: Msg) -> None:
+            answer = await handler(msg.data)
+            if answer is not None and msg.reply:
+                with contextlib.suppress(NatsError):
+                    await msg.respond(answer)
+
+        nc = self._client()
+        subs = [await nc.subscribe(s, queue=queue, cb=on_request) for s in subjects]
+        try:
+            await nc.flush()
+            await asyncio.Event().wait()
+        finally:
+            for sub in subs:
+                with contextlib.suppress(NatsError, BadSubscriptionError):
+                    await sub.unsubscribe()
+
+    async def request(self, subject: str, data: bytes, within: float) -> bytes | None:
+        """One request/reply; None when nats-server says no one listens."""
+        try:
+            reply = await self._client().request(subject, data, timeout=within)
+        except NoRespondersError:
+            return None
+        except (*_RETRYABLE, NatsError) as exc:
+            raise NetworkError(f"no answer on {subject} within {within:g}s ({exc!r})") from exc
+        return reply.data
+
     # --- other networks --------------------------------------------------------------------
 
     async def follow(self, network: str, kinds: Sequence[str], handler: BatchHandler) -> None:
