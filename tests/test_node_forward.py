@@ -138,9 +138,7 @@ async def test_a_project_no_node_serves_is_a_network_error_naming_it(
     nodes: tuple[Node, Node],
 ) -> None:
     a, _ = nodes
-    post = PostInput(
-        target_address="bzzz://x@p3", message_type="text", content={}, agent_id="s-1"
-    )
+    post = PostInput(target_address="bzzz://x@p3", message_type="text", content={}, agent_id="s-1")
     with pytest.raises(NotServed) as raised:
         await a.front.post(OWNER, post)
     assert raised.value.to_response()["code"] == "NETWORK_ERROR"

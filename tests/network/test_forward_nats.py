@@ -18,7 +18,9 @@ NET = "qnet"
 
 
 @contextlib.asynccontextmanager
-async def _member(nats_url: str, project: str, name: str, seen: Counter[str]) -> AsyncIterator[None]:
+async def _member(
+    nats_url: str, project: str, name: str, seen: Counter[str]
+) -> AsyncIterator[None]:
     bus = JetStreamBus([nats_url], NET, create=False)
     await bus.start()
     ready = asyncio.Event()
