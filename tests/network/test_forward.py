@@ -1,4 +1,4 @@
-"""The forwarded request on the wire: signed, admitted, fresh, never replayed; answers round-trip."""
+"""A forwarded request on the wire: signed, admitted, fresh, never replayed; its answers."""
 
 from __future__ import annotations
 

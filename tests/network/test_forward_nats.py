@@ -1,4 +1,4 @@
-"""Forwarding's queue group on a real nats-server: a `*` member and a `p2` member share p2's calls."""
+"""Forwarding's queue group on nats-server: a `*` member and a `p2` member share p2's calls."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ from collections import Counter
 from collections.abc import AsyncIterator
 
 import pytest
+from e2e.support import eventually
 
 from bzzz.network.forward import QUEUE, forward_subject
 from bzzz.network.jetstream import JetStreamBus
@@ -46,10 +47,7 @@ async def _member(
 
 async def _answered(bus: JetStreamBus, subject: str) -> bytes | None:
     # A subscription is live once the server has it: ask until someone answers (bounded).
-    async with asyncio.timeout(5):
-        while (answer := await bus.request(subject, b"?", 1.0)) is None:
-            await asyncio.sleep(0.02)
-    return answer
+    return await eventually(lambda: bus.request(subject, b"?", 1.0), lambda a: a is not None)
 
 
 async def test_one_member_of_the_queue_group_answers_each_call_whatever_subject_it_matched(
