@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -9,9 +10,18 @@ from typing import Any
 import pytest
 from admitted import admit
 
+from bzzz.audit import reading
 from bzzz.config import Settings, load_settings
 from bzzz.errors import BzzzError, NotServed
 from bzzz.eventlog import Caller
+from bzzz.metrics.collector import forwarding_family
+from bzzz.network.forward import (
+    ForwardRequest,
+    WireCaller,
+    WirePrincipal,
+    raise_answer,
+    sign_request,
+)
 from bzzz.network.memory import InMemoryBus
 from bzzz.node import Node
 from bzzz.principal import Principal, Scope
@@ -163,11 +173,62 @@ async def test_a_forwarded_call_is_on_the_serving_nodes_audit_trail(
     a, b = nodes
     await a.front.get(OWNER, GetInput(address="bzzz://w-2@p2"))
     await b.audit.flush()
-    from bzzz.audit import reading
-
     records = await reading.records(b.db, reading.Filter(node_id=b.node_id))
     forwarded = [r for r in records if r.action.startswith("forwarded:")]
     assert [(r.action, r.principal, r.outcome) for r in forwarded] == [
         (f"forwarded:get:{a.node_id}", "token:owner", "ok")
     ]
     assert a.status()["forwarding"]["out"] == {"ok": 1}
+
+
+def _forwarded_post(a: Node, request_id: str, key: str) -> bytes:
+    post = PostInput(target_address="bzzz://w-2@p2", message_type="text", content={"n": 1})
+    body = ForwardRequest(
+        id=request_id,
+        network=a.network,
+        project="p2",
+        op="post",
+        params=post.model_dump(mode="json"),
+        caller=WireCaller(session_id=OWNER.session_id, principal=WirePrincipal.of(OWNER.principal)),
+        sender="s-1",
+        key=key,
+        origin=a.node_id,
+        origin_key=a.identity.public_key_b64,
+        at=time.time(),
+    )
+    return sign_request(a.identity, body)
+
+
+async def test_a_post_retried_under_a_new_request_id_is_stored_once(
+    nodes: tuple[Node, Node],
+) -> None:
+    a, b = nodes
+    key = "msg-01J00000000000000000000000"
+    first = raise_answer(await b.front.answer(_forwarded_post(a, "r-1", key)))
+    again = raise_answer(await b.front.answer(_forwarded_post(a, "r-2", key)))
+    inbox = await b.front.get(OWNER, GetInput(address="bzzz://w-2@p2/inbox"))
+
+    assert first["message_id"] == again["message_id"] == key
+    assert again["delivery_results"]["recipients"] == ["w-2"]
+    assert [m["id"] for m in inbox["content"]["messages"]] == [key]
+    replayed = raise_answer_error(await b.front.answer(_forwarded_post(a, "r-2", key)))
+    assert replayed.details["reason"] == "replayed request id"
+
+
+def raise_answer_error(data: bytes) -> BzzzError:
+    with pytest.raises(BzzzError) as raised:
+        raise_answer(data)
+    return raised.value
+
+
+async def test_forwarded_calls_are_counted_in_the_metrics(nodes: tuple[Node, Node]) -> None:
+    a, b = nodes
+    await a.front.get(OWNER, GetInput(address="bzzz://w-2@p2"))
+    with pytest.raises(NotServed):
+        await a.front.get(OWNER, GetInput(address="bzzz://w-2@p3"))
+    samples = {
+        (s.labels["direction"], s.labels["outcome"]): s.value
+        for node in (a, b)
+        for s in forwarding_family(node.status()["forwarding"]).samples
+    }
+    assert samples == {("out", "ok"): 1, ("out", "not_served"): 1, ("in", "ok"): 1}
