@@ -24,7 +24,7 @@ from bzzz.network.forward import (
 )
 from bzzz.network.memory import InMemoryBus
 from bzzz.node import Node
-from bzzz.principal import Principal, Scope
+from bzzz.principal import ANONYMOUS, Principal, Scope
 from bzzz.schemas import AnnounceInput, GetInput, PostInput, ThreadInput
 
 
@@ -232,3 +232,18 @@ async def test_forwarded_calls_are_counted_in_the_metrics(nodes: tuple[Node, Nod
         for s in forwarding_family(node.status()["forwarding"]).samples
     }
     assert samples == {("out", "ok"): 1, ("out", "not_served"): 1, ("in", "ok"): 1}
+
+
+async def test_a_node_that_requires_credentials_refuses_a_forwarded_anonymous_caller(
+    nodes: tuple[Node, Node], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    a, b = nodes
+    inbox = GetInput(address="bzzz://w-2@p2")
+    anonymous = Caller("conn-1", ANONYMOUS)  # every grant on a node that takes no credential
+    assert (await a.front.get(anonymous, inbox))["success"] is True
+    monkeypatch.setattr(b.front, "_auth_required", lambda: True)
+
+    refused = await _error(a.front.get(anonymous, inbox))
+    assert refused["code"] == "PERMISSION_DENIED"
+    assert refused["details"] == {"missing": "credential", "forwarded": True}
+    assert (await a.front.get(OWNER, inbox))["success"] is True  # a token holder still reads

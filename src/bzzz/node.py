@@ -352,7 +352,14 @@ class Node:
         self._build_a2a()
 
     def _build_front(self) -> None:
-        local = Local(self.agents, self.conversations, self.db, self.audit, self.clock)
+        local = Local(
+            self.agents,
+            self.conversations,
+            self.db,
+            self.audit,
+            self.clock,
+            auth_required=lambda: self.access.required,
+        )
         routing = Routing(
             ProjectSet.of(self.settings.bzzz.projects), directory=self._agent_projects
         )

@@ -36,7 +36,7 @@ from bzzz.audit.records import Action, digest, stamp, target_of
 from bzzz.audit.trail import AuditTrail
 from bzzz.clock import Clock
 from bzzz.conversations.service import ConversationService
-from bzzz.errors import BzzzError, NetworkError, NotServed
+from bzzz.errors import BzzzError, NetworkError, NotServed, PermissionDenied
 from bzzz.eventlog import Caller
 from bzzz.network.base import Bus
 from bzzz.network.forward import (
@@ -86,6 +86,9 @@ class Local:
     db: Database
     audit: AuditTrail
     clock: Clock
+    # Whether this node refuses callers without a credential: then it also refuses the
+    # anonymous callers of a forwarding node that takes them (they hold every grant there).
+    auth_required: Callable[[], bool] = lambda: False
 
 
 class FrontDoor:
@@ -108,6 +111,7 @@ class FrontDoor:
         self._db = local.db
         self._audit = local.audit
         self._clock = local.clock
+        self._auth_required = local.auth_required
         self.routing = routing
         self._gate = ForwardGate(network, admits)
         self._posting: dict[str, asyncio.Future[dict[str, Any]]] = {}
@@ -270,6 +274,12 @@ class FrontDoor:
         try:
             if not self.routing.served.serves(request.project):
                 raise NotServed(request.project)
+            if not caller.principal.authenticated and self._auth_required():
+                raise PermissionDenied(
+                    "this node takes no caller without a credential, and neither forwarded: "
+                    "pass a token or JWT to the node you call",
+                    details={"missing": "credential", "forwarded": True},
+                )
             result = await self._run(request, caller)
         except BzzzError as exc:
             outcome = str(exc.code)
