@@ -352,25 +352,14 @@ class Node:
         self._build_a2a()
 
     def _build_front(self) -> None:
-        local = Local(
-            self.agents,
-            self.conversations,
-            self.db,
-            self.audit,
-            self.clock,
-            auth_required=lambda: self.access.required,
-        )
-        routing = Routing(
-            ProjectSet.of(self.settings.bzzz.projects), directory=self._agent_projects
-        )
-        self.front = FrontDoor(
-            self.identity,
-            self.network,
-            self.bus,
-            local,
-            routing,
-            admits=self.projector.admission.admits,
-        )
+        def required() -> bool:
+            return self.access.required
+
+        local = Local(self.agents, self.conversations, self.db, self.audit, self.clock, required)
+        projects = ProjectSet.of(self.settings.bzzz.projects)
+        routing = Routing(projects, directory=self._agent_projects)
+        admits = self.projector.admission.admits
+        self.front = FrontDoor(self.identity, self.network, self.bus, local, routing, admits)
 
     async def _applied_sequences(self, ids: list[str]) -> dict[str, int]:
         async with self.db.session() as session:

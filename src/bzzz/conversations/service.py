@@ -124,17 +124,13 @@ class ConversationService:
             )
         return mine[0]
 
-    async def _sender_id(self, caller: Caller, agent_id: str | None, as_principal: bool) -> str:
+    async def sender_for(self, caller: Caller, agent_id: str | None, as_principal: bool) -> str:
         """Who sends: the caller's agent, else (``as_principal``) the principal itself."""
         if as_principal and agent_id is None and not await self._agents.agents_of(caller):
             return caller.principal.actor
         return (await self.sender_of(caller, agent_id)).id
 
     # --- bzzz_post ---------------------------------------------------------------------------
-
-    async def sender_for(self, caller: Caller, agent_id: str | None, as_principal: bool) -> str:
-        """Who a post of this caller sends as (its agent, or its principal), checked here."""
-        return await self._sender_id(caller, agent_id, as_principal)
 
     async def post(
         self,
@@ -151,10 +147,8 @@ class ConversationService:
         orchestrator assigning a task, a person inviting an agent), recorded as
         ``token:…``; it posts to addresses, not into threads.
 
-        A forwarded post (``bzzz.node_forward``) names ``sender`` (the forwarding node found
-        the caller acting as it, in a project this node may not hold) and ``message_id``
-        (``msg-<ULID>``, the same on every attempt): its envelope id is that ULID, so a post
-        retried on another node is stored once.
+        A forwarded post (``bzzz.node_forward``) names ``sender`` (as the forwarding node found
+        it) and ``message_id`` (``msg-<ULID>``, its envelope's id: a retry is stored once).
         """
         started = time.perf_counter()
         caller.principal.require(Scope.WRITE, "posting")
@@ -162,7 +156,7 @@ class ConversationService:
         if address is not None and address.network not in (None, self._log.network):
             return await self._post_federated(caller, params, address, started)
         if sender is None:
-            sender = await self._sender_id(caller, params.agent_id, as_principal)
+            sender = await self.sender_for(caller, params.agent_id, as_principal)
         self._limiter.take(sender)
         recipients, stance = await self._recipients(caller, params, address, sender)
         task_id = None
@@ -521,7 +515,7 @@ class ConversationService:
         self._require(params, "participants", "topic")
         assert params.participants is not None and params.topic is not None
         caller.principal.require(Scope.WRITE, "creating a thread")
-        creator = await self._sender_id(caller, params.agent_id, as_principal)
+        creator = await self.sender_for(caller, params.agent_id, as_principal)
         # A principal that creates a thread itself is not in it: the agents it names are.
         named = [creator] if domain.names_an_agent(creator) else []
         participants = list(dict.fromkeys([*named, *params.participants]))
