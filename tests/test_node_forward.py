@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import AsyncIterator
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -16,12 +18,17 @@ from bzzz.errors import BzzzError, NotServed
 from bzzz.eventlog import Caller
 from bzzz.metrics.collector import forwarding_family
 from bzzz.network.forward import (
+    QUEUE,
     ForwardRequest,
     WireCaller,
     WirePrincipal,
+    answer_ok,
+    forward_subject,
     raise_answer,
+    request_id_of,
     sign_request,
 )
+from bzzz.network.identity import NodeIdentity
 from bzzz.network.memory import InMemoryBus
 from bzzz.node import Node
 from bzzz.principal import ANONYMOUS, Principal, Scope
@@ -204,20 +211,24 @@ async def test_a_post_retried_under_a_new_request_id_is_stored_once(
 ) -> None:
     a, b = nodes
     key = "msg-01J00000000000000000000000"
-    first = raise_answer(await b.front.answer(_forwarded_post(a, "r-1", key)))
-    again = raise_answer(await b.front.answer(_forwarded_post(a, "r-2", key)))
+    first = raise_answer(await b.front.answer(_forwarded_post(a, "r-1", key)), "r-1", _any)
+    again = raise_answer(await b.front.answer(_forwarded_post(a, "r-2", key)), "r-2", _any)
     inbox = await b.front.get(OWNER, GetInput(address="bzzz://w-2@p2/inbox"))
 
     assert first["message_id"] == again["message_id"] == key
     assert again["delivery_results"]["recipients"] == ["w-2"]
     assert [m["id"] for m in inbox["content"]["messages"]] == [key]
-    replayed = raise_answer_error(await b.front.answer(_forwarded_post(a, "r-2", key)))
+    replayed = raise_answer_error(await b.front.answer(_forwarded_post(a, "r-2", key)), "r-2")
     assert replayed.details["reason"] == "replayed request id"
 
 
-def raise_answer_error(data: bytes) -> BzzzError:
+def _any(key: str, node_id: str) -> bool:
+    return True
+
+
+def raise_answer_error(data: bytes, request_id: str) -> BzzzError:
     with pytest.raises(BzzzError) as raised:
-        raise_answer(data)
+        raise_answer(data, request_id, _any)
     return raised.value
 
 
@@ -247,3 +258,35 @@ async def test_a_node_that_requires_credentials_refuses_a_forwarded_anonymous_ca
     assert refused["code"] == "PERMISSION_DENIED"
     assert refused["details"] == {"missing": "credential", "forwarded": True}
     assert (await a.front.get(OWNER, inbox))["success"] is True  # a token holder still reads
+
+
+async def test_a_member_that_hangs_or_forges_its_answer_is_passed_over_for_another(
+    nodes: tuple[Node, Node],
+) -> None:
+    a, b = nodes
+    intruder = NodeIdentity.generate()  # holds the NATS login, not admitted
+
+    async def forge(data: bytes) -> bytes:
+        return answer_ok(intruder, request_id_of(data), {"success": True, "forged": True})
+
+    async def hang(data: bytes) -> bytes:
+        await asyncio.Event().wait()
+        return b""
+
+    a.front.routing = replace(a.front.routing, within=0.2, attempts=3)
+    subject = forward_subject(a.network, "p2")
+    served = [
+        asyncio.create_task(a.bus.serve_requests([subject], QUEUE, handler))
+        for handler in (forge, hang)
+    ]
+    await asyncio.sleep(0)  # let both subscribe
+    try:
+        got = [await a.front.get(OWNER, GetInput(address="bzzz://w-2@p2")) for _ in range(3)]
+    finally:
+        for task in served:
+            task.cancel()
+        await asyncio.gather(*served, return_exceptions=True)
+
+    assert all("forged" not in answer and answer["success"] for answer in got)
+    assert a.front.counts["out"]["retried"] >= 3
+    assert b.front.counts["in"]["ok"] == 3

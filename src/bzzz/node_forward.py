@@ -38,9 +38,10 @@ from bzzz.clock import Clock
 from bzzz.conversations.service import ConversationService
 from bzzz.errors import BzzzError, NetworkError, NotServed, PermissionDenied
 from bzzz.eventlog import Caller
-from bzzz.network.base import Bus
+from bzzz.network.base import Bus, Unanswered
 from bzzz.network.forward import (
     QUEUE,
+    BadAnswer,
     ForwardGate,
     ForwardRefused,
     ForwardRequest,
@@ -51,6 +52,7 @@ from bzzz.network.forward import (
     answer_ok,
     forward_subject,
     raise_answer,
+    request_id_of,
     sign_request,
 )
 from bzzz.network.identity import NodeIdentity
@@ -113,6 +115,7 @@ class FrontDoor:
         self._clock = local.clock
         self._auth_required = local.auth_required
         self.routing = routing
+        self._admits = admits
         self._gate = ForwardGate(network, admits)
         self._posting: dict[str, asyncio.Future[dict[str, Any]]] = {}
         # Forwarded calls by direction ("out": sent from here, "in": run here) and outcome.
@@ -225,20 +228,19 @@ class FrontDoor:
                 answer = await self._bus.request(
                     subject, sign_request(self._identity, body), self.routing.within
                 )
-            except NetworkError as exc:
+                result = None if answer is None else raise_answer(answer, body.id, self._admits)
+            except (BadAnswer, Unanswered) as exc:
                 # The member did not answer (stopped, cut off): the queue group picks another.
                 logger.warning("forwarded %s for %s: attempt %d: %s", op, project, attempt, exc)
                 self.counts["out"]["retried"] += 1
                 failure = exc
                 continue
-            if answer is None:
-                self.counts["out"]["not_served"] += 1
-                raise NotServed(project)
-            try:
-                result = raise_answer(answer)
             except BzzzError:
                 self.counts["out"]["error"] += 1
                 raise
+            if result is None:
+                self.counts["out"]["not_served"] += 1
+                raise NotServed(project)
             self.counts["out"]["ok"] += 1
             return result
         self.counts["out"]["unanswered"] += 1
@@ -266,7 +268,7 @@ class FrontDoor:
         except ForwardRefused as exc:
             self.counts["in"]["refused"] += 1
             logger.warning("%s", exc.message)
-            return answer_error(exc)
+            return answer_error(self._identity, request_id_of(data), exc)
         caller = Caller(
             request.caller.session_id, request.caller.principal.principal(), request.caller.handle
         )
@@ -284,17 +286,18 @@ class FrontDoor:
         except BzzzError as exc:
             outcome = str(exc.code)
             self.counts["in"]["error"] += 1
-            return answer_error(exc)
+            return answer_error(self._identity, request.id, exc)
         except Exception:
             # The forwarding node must hear an answer, never the internals.
             logger.exception("forwarded %s from %s failed", request.op, request.origin)
             outcome = "NETWORK_ERROR"
             self.counts["in"]["error"] += 1
-            return answer_error(NetworkError("internal error; the serving node logged it"))
+            failure = NetworkError("internal error; the serving node logged it")
+            return answer_error(self._identity, request.id, failure)
         finally:
             self._record(request, caller, outcome)
         self.counts["in"]["ok"] += 1
-        return answer_ok(result)
+        return answer_ok(self._identity, request.id, result)
 
     async def _run(self, request: ForwardRequest, caller: Caller) -> dict[str, Any]:
         if request.op == "get":

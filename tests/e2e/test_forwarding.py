@@ -232,12 +232,12 @@ async def _forged_requests_are_refused(nats_url: str, admitted: HttpNode) -> Non
         await nc.close()
     assert _refusal(unadmitted) == f"node {stranger.node_id} is not admitted"
     assert _refusal(bad_signature) == "bad signature"
-    assert json.loads(first.data)["ok"] is True  # the admitted node's key, its own request
+    assert json.loads(first.data)["body"]["ok"] is True  # an admitted node's key: answered
     assert _refusal(replayed) == "replayed request id"
 
 
 def _refusal(msg: Any) -> str:
-    answer = json.loads(msg.data)
+    answer = json.loads(msg.data)["body"]  # signed by the node that answered
     assert answer["ok"] is False
     assert answer["error"]["code"] == "PERMISSION_DENIED"
     return str(answer["error"]["details"]["reason"])

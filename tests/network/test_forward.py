@@ -9,6 +9,7 @@ import pytest
 
 from bzzz.errors import AgentNotFound, BzzzError, ErrorCode, PermissionDenied
 from bzzz.network.forward import (
+    BadAnswer,
     ForwardGate,
     ForwardRefused,
     ForwardRequest,
@@ -102,17 +103,35 @@ def test_garbage_is_refused_as_malformed() -> None:
 
 
 def test_an_error_answer_is_raised_again_as_the_same_error() -> None:
+    b = NodeIdentity.generate()
+    admits = _gate(b)._admits
     sent = AgentNotFound("no agent 'w' at that address", details={"agent_id": "w"})
     with pytest.raises(AgentNotFound) as raised:
-        raise_answer(answer_error(sent))
+        raise_answer(answer_error(b, "r-1", sent), "r-1", admits)
     assert raised.value.to_response()["details"] == {"agent_id": "w"}
     assert raised.value.message == sent.message
     with pytest.raises(PermissionDenied):
-        raise_answer(answer_error(ForwardRefused("bad signature")))
+        raise_answer(answer_error(b, "r-1", ForwardRefused("bad signature")), "r-1", admits)
     with pytest.raises(BzzzError) as other:
-        raise_answer(answer_error(BzzzError("slow down", code=ErrorCode.RATE_LIMITED)))
+        slow = BzzzError("slow down", code=ErrorCode.RATE_LIMITED)
+        raise_answer(answer_error(b, "r-1", slow), "r-1", admits)
     assert other.value.code is ErrorCode.RATE_LIMITED
-    assert raise_answer(answer_ok({"success": True})) == {"success": True}
+    assert raise_answer(answer_ok(b, "r-1", {"success": True}), "r-1", admits) == {"success": True}
+
+
+def test_an_answer_not_signed_by_an_admitted_node_for_this_request_is_refused() -> None:
+    b, intruder = NodeIdentity.generate(), NodeIdentity.generate()
+    admits = _gate(b)._admits
+    with pytest.raises(BadAnswer, match="admitted"):
+        raise_answer(answer_ok(intruder, "r-1", {"success": True}), "r-1", admits)
+    with pytest.raises(BadAnswer, match="this request"):
+        raise_answer(answer_ok(b, "r-2", {"success": True}), "r-1", admits)
+    changed = json.loads(answer_ok(b, "r-1", {"success": False}))
+    changed["body"]["result"] = {"success": True}
+    with pytest.raises(BadAnswer, match="admitted"):
+        raise_answer(json.dumps(changed).encode(), "r-1", admits)
+    with pytest.raises(BadAnswer, match="malformed"):
+        raise_answer(b"nope", "r-1", admits)
 
 
 def test_subjects_escape_a_project_and_stay_outside_the_log() -> None:

@@ -11,6 +11,8 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
+from bzzz.errors import NetworkError
+
 
 @dataclass(frozen=True, slots=True)
 class BusMessage:
@@ -36,6 +38,10 @@ BatchHandler = Callable[[Sequence[BusMessage]], Awaitable[None]]
 PeerHandler = Callable[[str, bytes | None], Awaitable[None]]
 # A ping addressed to this node: the answer's bytes, or None to leave it unanswered.
 PingHandler = Callable[[bytes], Awaitable[bytes | None]]
+
+
+class Unanswered(NetworkError):
+    """A request/reply that no one answered in time (``Bus.request``)."""
 
 
 def ping_subject(network: str, node_id: str) -> str:
@@ -131,7 +137,7 @@ class Bus(Protocol):
 
     async def request(self, subject: str, data: bytes, within: float) -> bytes | None:
         """One request/reply: the answer; None when no one listens on ``subject``;
-        NetworkError when no answer came ``within`` seconds."""
+        Unanswered when no answer came ``within`` seconds."""
         ...
 
     # Other networks (federation): read their agents, post to them.

@@ -10,8 +10,10 @@ subscription, so a ``*`` node and a ``p2`` node share ``p2``'s calls and exactly
 The landing node opens the request with :class:`ForwardGate`: the signature, the signer admitted
 to the network, the timestamp within :data:`WINDOW` seconds of its own clock, the request id not
 seen before (a bounded memory of the window's ids). Answers (:func:`answer_ok`,
-:func:`answer_error`) carry a result or an error's code, message and details, which the
-forwarding node raises again (:func:`raise_answer`) as the same BzzzError.
+:func:`answer_error`) carry a result or an error's code, message and details, signed by the
+landing node for that request id; the forwarding node checks that an admitted node signed it
+(a holder of the NATS login who joins the queue group answers nothing) and raises the error
+again (:func:`raise_answer`) as the same BzzzError.
 """
 
 from __future__ import annotations
@@ -204,15 +206,60 @@ class ForwardGate:
         self._seen[request_id] = now
 
 
-def answer_ok(result: dict[str, Any]) -> bytes:
-    """The landing node's answer: the call's result."""
-    return json.dumps({"ok": True, "result": result}, separators=(",", ":")).encode()
+class BadAnswer(NetworkError):
+    """An answer that no admitted node signed for this request: another member is asked."""
 
 
-def answer_error(error: BzzzError) -> bytes:
-    """The landing node's answer: the error the call raised (code, message, details)."""
+def _json(value: Any) -> bytes:
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
+
+
+def request_id_of(data: bytes) -> str:
+    """The request id a (possibly refused) request names, for its answer; "" when none."""
+    try:
+        found = json.loads(data)["body"]["id"]
+    except (ValueError, KeyError, TypeError):
+        return ""
+    return found[:64] if isinstance(found, str) else ""
+
+
+def _signed_answer(identity: NodeIdentity, request_id: str, answer: dict[str, Any]) -> bytes:
+    body = {
+        "request": request_id,
+        "node": identity.node_id,
+        "key": identity.public_key_b64,
+        **answer,
+    }
+    return _json({"body": body, "sig": identity.sign(_json(body))})
+
+
+def answer_ok(identity: NodeIdentity, request_id: str, result: dict[str, Any]) -> bytes:
+    """The landing node's answer, signed: the call's result."""
+    return _signed_answer(identity, request_id, {"ok": True, "result": result})
+
+
+def answer_error(identity: NodeIdentity, request_id: str, error: BzzzError) -> bytes:
+    """The landing node's answer, signed: the error the call raised (code, message, details)."""
     shown = {"code": str(error.code), "message": error.message, "details": error.details}
-    return json.dumps({"ok": False, "error": shown}, separators=(",", ":")).encode()
+    return _signed_answer(identity, request_id, {"ok": False, "error": shown})
+
+
+def _opened_answer(
+    data: bytes, request_id: str, admits: Callable[[str, str], bool]
+) -> dict[str, Any]:
+    """The answer's body once it is shown to come from an admitted node, for this request."""
+    try:
+        signed = json.loads(data)
+        body, sig = signed["body"], str(signed["sig"])
+        key, node = str(body["key"]), str(body["node"])
+        origin, _ = origin_of(key)
+    except (ValueError, KeyError, TypeError) as exc:
+        raise BadAnswer("the serving node's answer was malformed") from exc
+    if body.get("request") != request_id or origin != node:
+        raise BadAnswer("the answer was not for this request")
+    if not verify_signature(key, sig, _json(body)) or not admits(key, node):
+        raise BadAnswer(f"the answer was not signed by an admitted node ({node[:64]})")
+    return dict(body)
 
 
 _CLASSES: dict[str, type[BzzzError]] = {
@@ -224,10 +271,13 @@ _CLASSES: dict[str, type[BzzzError]] = {
 }
 
 
-def raise_answer(data: bytes) -> dict[str, Any]:
-    """The result of an answer, or the error it carries raised again as a BzzzError."""
+def raise_answer(
+    data: bytes, request_id: str, admits: Callable[[str, str], bool]
+) -> dict[str, Any]:
+    """The result of an answer (signed by an admitted node, for ``request_id``), or the error
+    it carries raised again as a BzzzError."""
+    answer = _opened_answer(data, request_id, admits)
     try:
-        answer = json.loads(data)
         if answer.get("ok") is True and isinstance(answer.get("result"), dict):
             return dict(answer["result"])
         error = answer["error"]

@@ -43,6 +43,7 @@ from bzzz.network.base import (
     PeerHandler,
     PingHandler,
     Stored,
+    Unanswered,
     ping_subject,
 )
 from bzzz.network.nats_auth import NatsAuth, redact_url
@@ -558,7 +559,7 @@ class JetStreamBus:
         except NoRespondersError:
             return None
         except (*_RETRYABLE, NatsError) as exc:
-            raise NetworkError(f"no answer on {subject} within {within:g}s ({exc!r})") from exc
+            raise Unanswered(f"no answer on {subject} within {within:g}s ({exc!r})") from exc
         return reply.data
 
     # --- other networks --------------------------------------------------------------------

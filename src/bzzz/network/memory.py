@@ -6,7 +6,14 @@ import asyncio
 from collections.abc import Sequence
 
 from bzzz.errors import NetworkError
-from bzzz.network.base import BatchHandler, BusMessage, PeerHandler, PingHandler, Stored
+from bzzz.network.base import (
+    BatchHandler,
+    BusMessage,
+    PeerHandler,
+    PingHandler,
+    Stored,
+    Unanswered,
+)
 
 
 class InMemoryBus:
@@ -159,9 +166,9 @@ class InMemoryBus:
             async with asyncio.timeout(within):
                 answer = await handler(data)
         except TimeoutError as exc:
-            raise NetworkError(f"no answer on {subject} within {within:g}s") from exc
+            raise Unanswered(f"no answer on {subject} within {within:g}s") from exc
         if answer is None:
-            raise NetworkError(f"no answer on {subject}")
+            raise Unanswered(f"no answer on {subject}")
         return answer
 
     async def follow(self, network: str, kinds: Sequence[str], handler: BatchHandler) -> None:
