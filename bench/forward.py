@@ -23,6 +23,7 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
+from bzzz import node_admin
 from bzzz.config import load_settings
 from bzzz.eventlog import Caller
 from bzzz.network.embedded import EmbeddedNats
@@ -49,7 +50,7 @@ def _settings(data_dir: Path, url: str, project: str) -> Any:
         environ={},
         overrides={
             "node": {"data_dir": str(data_dir)},
-            "bzzz": {"nats_url": [url], "projects": [project], "admission": False},
+            "bzzz": {"nats_url": [url], "projects": [project]},
             "encryption": {"key": NETWORK_KEY},
         },
     )
@@ -86,6 +87,11 @@ async def measure(url: str, work: Path, posts: int) -> dict[str, Any]:
         Node(_settings(work / "a", url, "p1")) as a,
         Node(_settings(work / "b", url, "p2")) as b,
     ):
+        # A admitted itself (the network's first node); it admits B as `bzzz node admit` does.
+        key = b.identity.public_key_b64
+        await node_admin.admit(a.settings, key)
+        for node in (a, b):
+            await node.projector.wait_until(lambda n=node: key in n.projector.admission.members, 30)
         await a.agents.announce(OWNER, AnnounceInput(agent_id="s-1", role="dev", project="p1"))
         await b.agents.announce(OWNER, AnnounceInput(agent_id="s-2", role="dev", project="p2"))
         await b.agents.announce(OWNER, AnnounceInput(agent_id="w-2", role="dev", project="p2"))
