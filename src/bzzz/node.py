@@ -51,11 +51,13 @@ from bzzz.network.identity import NodeIdentity
 from bzzz.network.jetstream import JetStreamBus
 from bzzz.network.nats_auth import NatsAuth
 from bzzz.network.sealing import KeyMissing, Keyring, keyring_of
+from bzzz.node_forward import FrontDoor, Local, Routing
 from bzzz.node_network import join_admitted, trusted_origins
 from bzzz.node_slots import claim_slot, load_secret
 from bzzz.peers.reclaim import Reclaimer
 from bzzz.peers.service import PeerService, PeerSettings
 from bzzz.projector import Projector
+from bzzz.projects import AgentProjects, ProjectSet
 from bzzz.reservations.service import ReservationService
 from bzzz.retention.service import RetentionService
 from bzzz.store.database import Database
@@ -89,8 +91,11 @@ class Node:
         address: str | None = None,
         clock: Clock | None = None,
         tool: bool = False,
+        agent_projects: AgentProjects | None = None,
     ) -> None:
         self.settings = settings
+        # Where an agent this node does not hold lives (the network's agent directory).
+        self._agent_projects = agent_projects
         # A CLI command's node: it joins the network to read and write the log, and neither
         # hosts agents nor beats as a peer.
         self.tool = tool
@@ -129,6 +134,8 @@ class Node:
     hosted: HostedRuntime
     retention: RetentionService
     reservations: ReservationService
+    # Where reads of an address and posts go: here, or a node serving their project.
+    front: FrontDoor
     whoosh: WhooshRegistrar | None = None
     node_dir: Path
     # The network's data keys (None with encryption off): content is sealed under them.
@@ -199,6 +206,7 @@ class Node:
         self._spawn("leases", self.agents.run_leases())
         self._spawn("retention", self.retention.run_periodically())
         self._spawn("reservations", self.reservations.run_sweeps())
+        self._spawn("forwarding", self.front.serve())
         await self.hosted.start()
         if self.slot == 0 and not self.tool:
             await self.a2a.start()
@@ -332,6 +340,7 @@ class Node:
         self._reclaimer = Reclaimer(self.log, self.agents)
         self.projector.add_applied_listener(self._reclaimer.on_applied)
         self.projector.add_outcome_listener(self._reclaimer.on_outcomes)
+        self._build_front()
         self._build_thread_services()
         self._build_llm()
         self.retention = RetentionService(
@@ -341,6 +350,16 @@ class Node:
         self.reservations = ReservationService(self.db, self.log, self.agents, clock=self.clock)
         self.agents.reservations_of = self.reservations.of_agent
         self._build_a2a()
+
+    def _build_front(self) -> None:
+        def required() -> bool:
+            return self.access.required
+
+        local = Local(self.agents, self.conversations, self.db, self.audit, self.clock, required)
+        projects = ProjectSet.of(self.settings.bzzz.projects)
+        routing = Routing(projects, directory=self._agent_projects)
+        admits = self.projector.admission.admits
+        self.front = FrontDoor(self.identity, self.network, self.bus, local, routing, admits)
 
     async def _applied_sequences(self, ids: list[str]) -> dict[str, int]:
         async with self.db.session() as session:
@@ -653,6 +672,7 @@ class Node:
             "projector": self.projector.stats() if hasattr(self, "projector") else None,
             "hosted_agents": self.hosted.status() if hasattr(self, "hosted") else None,
             "whoosh": self.whoosh.status() if self.whoosh is not None else None,
+            "forwarding": self.front.status() if hasattr(self, "front") else None,
             "webhooks": {
                 "delivered": self.webhooks.delivered,
                 "failed_attempts": self.webhooks.failed_attempts,

@@ -69,7 +69,7 @@ def operations(node: Node) -> list[Operation]:
     async def content(request: Request) -> dict[str, Any]:
         query = query_of(request, ContentQuery)
         params = GetInput(address=query.address, max_history=query.max_history)
-        return await node.agents.get(caller_of(request), params)
+        return await node.front.get(caller_of(request), params)
 
     async def human_post(request: Request) -> dict[str, Any]:
         body = await body_of(request, HumanPostBody)

@@ -67,6 +67,12 @@ class ThreadQuery(HistoryQuery):
         max_length=64,
         description="the thread as it stood: an ISO 8601 time or a log sequence",
     )
+    project: str | None = Field(
+        None,
+        pattern=r"^[A-Za-z0-9._-]{1,128}$",
+        description="the thread's project, for a thread of a project this node does not "
+        "serve (forwarded to a node that does)",
+    )
 
 
 class ReadableQuery(_Model):
@@ -163,7 +169,7 @@ class Routes:
         query = query_of(request, HistoryQuery)
         address = agent_address(request.path_params["agent_id"])
         params = GetInput(address=address, max_history=query.max_history)
-        return await self.node.agents.get(caller_of(request), params)
+        return await self.node.front.get(caller_of(request), params)
 
     async def list_threads(self, request: Request) -> dict[str, Any]:
         """The threads the caller reads (a participant's principal, a project's admin), or one
@@ -175,17 +181,19 @@ class Routes:
         else:
             address = agent_address(query.agent_id) + "/threads"
             params = GetInput(address=address, max_history=query.limit)
-            threads = (await self.node.agents.get(caller, params))["content"]["threads"]
+            threads = (await self.node.front.get(caller, params))["content"]["threads"]
         return {"success": True, "threads": threads, "count": len(threads)}
 
     async def get_thread(self, request: Request) -> dict[str, Any]:
         """One thread with its messages, escalations and consensus (bzzz_get)."""
         query = query_of(request, ThreadQuery)
         thread_id = request.path_params["thread_id"]
-        address = f"bzzz://*/threads/{thread_id}"
+        # ``project`` names where a thread this node does not hold lives (the front door).
+        where = f"*@{query.project}" if query.project else "*"
+        address = f"bzzz://{where}/threads/{thread_id}"
         asked = {"address": address, "max_history": query.max_history, "as_of": query.as_of}
         params = validate_input(GetInput, {k: v for k, v in asked.items() if v is not None})
-        return await self.node.agents.get(caller_of(request), params)
+        return await self.node.front.get(caller_of(request), params)
 
     async def list_tasks(self, request: Request) -> dict[str, Any]:
         """The tasks of the agents whose work the caller reads (owner, project admin), or of
@@ -197,7 +205,7 @@ class Routes:
             return {"success": True, "agent_id": None, "tasks": tasks, "count": len(tasks)}
         address = agent_address(query.agent_id) + "/tasks"
         params = GetInput(address=address, max_history=query.limit)
-        tasks = (await self.node.agents.get(caller, params))["content"]["tasks"]
+        tasks = (await self.node.front.get(caller, params))["content"]["tasks"]
         return {"success": True, "agent_id": query.agent_id, "tasks": tasks, "count": len(tasks)}
 
     async def list_escalations(self, request: Request) -> dict[str, Any]:

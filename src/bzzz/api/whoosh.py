@@ -76,7 +76,7 @@ def operations(node: Node) -> list[Operation]:
 
     async def agent_status(request: Request) -> dict[str, Any]:
         agent_id = request.path_params["agent_id"]
-        got = await node.agents.get(
+        got = await node.front.get(
             caller_of(request), GetInput(address=agent_address(agent_id), include_metadata=False)
         )
         content = got["content"]
@@ -105,7 +105,7 @@ def operations(node: Node) -> list[Operation]:
         }
         params = validate_input(PostInput, {k: v for k, v in post.items() if v is not None})
         caller = caller_of(request, body.agent_handle)
-        return await node.conversations.post(caller, params, as_principal=True)
+        return await node.front.post(caller, params, as_principal=True)
 
     async def collaborate(request: Request) -> dict[str, Any]:
         agent_id = request.path_params["agent_id"]

@@ -124,7 +124,7 @@ class ConversationService:
             )
         return mine[0]
 
-    async def _sender_id(self, caller: Caller, agent_id: str | None, as_principal: bool) -> str:
+    async def sender_for(self, caller: Caller, agent_id: str | None, as_principal: bool) -> str:
         """Who sends: the caller's agent, else (``as_principal``) the principal itself."""
         if as_principal and agent_id is None and not await self._agents.agents_of(caller):
             return caller.principal.actor
@@ -133,20 +133,30 @@ class ConversationService:
     # --- bzzz_post ---------------------------------------------------------------------------
 
     async def post(
-        self, caller: Caller, params: PostInput, *, as_principal: bool = False
+        self,
+        caller: Caller,
+        params: PostInput,
+        *,
+        as_principal: bool = False,
+        sender: str | None = None,
+        message_id: str | None = None,
     ) -> dict[str, Any]:
         """Deliver a message to an address or a thread; tasks are created or updated.
 
         ``as_principal``: a caller that acts as no agent sends as its principal (an
         orchestrator assigning a task, a person inviting an agent), recorded as
         ``token:…``; it posts to addresses, not into threads.
+
+        A forwarded post (``bzzz.node_forward``) names ``sender`` (as the forwarding node found
+        it) and ``message_id`` (``msg-<ULID>``, its envelope's id: a retry is stored once).
         """
         started = time.perf_counter()
         caller.principal.require(Scope.WRITE, "posting")
         address = parse_address(params.target_address) if params.target_address else None
         if address is not None and address.network not in (None, self._log.network):
             return await self._post_federated(caller, params, address, started)
-        sender = await self._sender_id(caller, params.agent_id, as_principal)
+        if sender is None:
+            sender = await self.sender_for(caller, params.agent_id, as_principal)
         self._limiter.take(sender)
         recipients, stance = await self._recipients(caller, params, address, sender)
         task_id = None
@@ -155,7 +165,9 @@ class ConversationService:
                 task_id = await self._task_for_update(
                     Repository(session), params, sender, recipients
                 )
-        message_id = f"msg-{ULID()}"
+        # A given message id is a forwarded post's, the same on every attempt: so is its envelope's.
+        envelope_id = message_id.removeprefix("msg-") if message_id else None
+        message_id = message_id or f"msg-{ULID()}"
         payload = {
             "message_id": message_id,
             "sender": sender,
@@ -173,7 +185,9 @@ class ConversationService:
         # The subject names the sender; a principal's id (':', '.', '/' in a JWT issuer) is
         # no subject token, its key is.
         key = sender if domain.names_an_agent(sender) else principal_key(caller.principal)
-        outcome = await self._log.emit("message.posted", "msg", key, payload)
+        outcome = await self._log.emit(
+            "message.posted", "msg", key, payload, envelope_id=envelope_id
+        )
         raise_store_failure(outcome)
         if not outcome["ok"]:
             raise InvalidParameters(
@@ -501,7 +515,7 @@ class ConversationService:
         self._require(params, "participants", "topic")
         assert params.participants is not None and params.topic is not None
         caller.principal.require(Scope.WRITE, "creating a thread")
-        creator = await self._sender_id(caller, params.agent_id, as_principal)
+        creator = await self.sender_for(caller, params.agent_id, as_principal)
         # A principal that creates a thread itself is not in it: the agents it names are.
         named = [creator] if domain.names_an_agent(creator) else []
         participants = list(dict.fromkeys([*named, *params.participants]))

@@ -109,6 +109,16 @@ class FollowedLog:
         """A follower pings no node of another network."""
         raise RuntimeError("a followed network is read-only")
 
+    async def serve_requests(
+        self, subjects: Sequence[str], queue: str, handler: PingHandler
+    ) -> None:
+        """A follower answers no forwarded calls of another network."""
+        await asyncio.Event().wait()
+
+    async def request(self, subject: str, data: bytes, within: float) -> bytes | None:
+        """A follower forwards no call to another network."""
+        raise RuntimeError("a followed network is read-only")
+
     async def follow(self, network: str, kinds: Sequence[str], handler: BatchHandler) -> None:
         """Followers do not chain."""
         raise RuntimeError("a followed network is read-only")

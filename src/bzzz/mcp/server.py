@@ -269,7 +269,7 @@ def build_server(node: Node) -> tuple[BzzzMCP, SessionRegistry]:
                 as_of=as_of,
             ),
         )
-        return await run(node.agents.get(caller_of(ctx, agent_handle), params))
+        return await run(node.front.get(caller_of(ctx, agent_handle), params))
 
     @server.tool(name="bzzz_post", description=text.POST)
     async def bzzz_post(
@@ -308,7 +308,7 @@ def build_server(node: Node) -> tuple[BzzzMCP, SessionRegistry]:
                 stance=stance,
             ),
         )
-        return await run(node.conversations.post(caller_of(ctx, agent_handle), params))
+        return await run(node.front.post(caller_of(ctx, agent_handle), params))
 
     @server.tool(name="bzzz_thread", description=text.THREAD)
     async def bzzz_thread(
@@ -428,7 +428,7 @@ def _register_resources(
                 data = await node.subscriptions.events(caller, sub_id)
             else:
                 params = validate_input(GetInput, {"address": f"bzzz://{address}"})
-                data = await node.agents.get(caller, params)
+                data = await node.front.get(caller, params)
         except BzzzError as exc:
             raise ResourceError(f"{exc.code}: {exc.message}") from exc
         return json.dumps(data)

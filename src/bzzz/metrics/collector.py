@@ -224,6 +224,20 @@ def node_families(status: dict[str, Any], healthy: bool) -> Iterator[Metric]:
             "failed_attempt": threads.get("escalation_action_failures", 0),
         },
     )
+    yield forwarding_family(status.get("forwarding") or {})
+
+
+def forwarding_family(forwarding: dict[str, Any]) -> CounterMetricFamily:
+    """Calls forwarded to a node serving their project ("out") and run here for one ("in")."""
+    family = CounterMetricFamily(
+        "bzzz_forwarded_calls",
+        "Calls about a project forwarded out of this node or run here for another, by outcome",
+        labels=["direction", "outcome"],
+    )
+    for direction in ("out", "in"):
+        for outcome, count in sorted((forwarding.get(direction) or {}).items()):
+            family.add_metric([direction, outcome], count)
+    return family
 
 
 def figure_families(f: Figures) -> Iterator[Metric]:

@@ -11,6 +11,8 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
+from bzzz.errors import NetworkError
+
 
 @dataclass(frozen=True, slots=True)
 class BusMessage:
@@ -36,6 +38,10 @@ BatchHandler = Callable[[Sequence[BusMessage]], Awaitable[None]]
 PeerHandler = Callable[[str, bytes | None], Awaitable[None]]
 # A ping addressed to this node: the answer's bytes, or None to leave it unanswered.
 PingHandler = Callable[[bytes], Awaitable[bytes | None]]
+
+
+class Unanswered(NetworkError):
+    """A request/reply that no one answered in time (``Bus.request``)."""
 
 
 def ping_subject(network: str, node_id: str) -> str:
@@ -119,6 +125,19 @@ class Bus(Protocol):
 
     async def ping(self, node_id: str, data: bytes, within: float) -> bytes:
         """Send a ping to ``node_id``; its answer, or NetworkError (none ``within`` seconds)."""
+        ...
+
+    async def serve_requests(
+        self, subjects: Sequence[str], queue: str, handler: PingHandler
+    ) -> None:
+        """Answer requests on ``subjects`` (core NATS, nothing stored) as one member of the
+        queue group ``queue``: each request reaches one member of the group, whichever
+        subject it matched there. Runs until cancelled."""
+        ...
+
+    async def request(self, subject: str, data: bytes, within: float) -> bytes | None:
+        """One request/reply: the answer; None when no one listens on ``subject``;
+        Unanswered when no answer came ``within`` seconds."""
         ...
 
     # Other networks (federation): read their agents, post to them.

@@ -43,11 +43,15 @@ from bzzz.network.base import (
     PeerHandler,
     PingHandler,
     Stored,
+    Unanswered,
     ping_subject,
 )
 from bzzz.network.nats_auth import NatsAuth, redact_url
 
 logger = logging.getLogger(__name__)
+
+# Forwarded calls a node runs at once (each waits for the store and the log).
+REQUESTS_IN_FLIGHT = 256
 
 _RETRYABLE = (
     asyncio.TimeoutError,
@@ -528,6 +532,55 @@ class JetStreamBus:
             reply = await self._client().request(subject, data, timeout=within)
         except (*_RETRYABLE, NatsError) as exc:
             raise NetworkError(f"node {node_id} did not answer the ping ({exc!r})") from exc
+        return reply.data
+
+    async def serve_requests(
+        self, subjects: Sequence[str], queue: str, handler: PingHandler
+    ) -> None:
+        """Answer requests on ``subjects`` in the queue group ``queue`` (core NATS).
+
+        nats-py runs a subscription's callback for one message at a time: each request is
+        answered in a task of its own (at most ``REQUESTS_IN_FLIGHT`` at once), so a slow call
+        holds up no other.
+        """
+        slots = asyncio.Semaphore(REQUESTS_IN_FLIGHT)
+        running: set[asyncio.Task[None]] = set()
+
+        async def answer(msg: Msg) -> None:
+            try:
+                reply = await handler(msg.data)
+                if reply is not None and msg.reply:
+                    with contextlib.suppress(NatsError):
+                        await msg.respond(reply)
+            finally:
+                slots.release()
+
+        async def on_request(msg: Msg) -> None:
+            await slots.acquire()
+            task = asyncio.create_task(answer(msg))
+            running.add(task)
+            task.add_done_callback(running.discard)
+
+        nc = self._client()
+        subs = [await nc.subscribe(s, queue=queue, cb=on_request) for s in subjects]
+        try:
+            await nc.flush()
+            await asyncio.Event().wait()
+        finally:
+            for sub in subs:
+                with contextlib.suppress(NatsError, BadSubscriptionError):
+                    await sub.unsubscribe()
+            for task in running:
+                task.cancel()
+
+    async def request(self, subject: str, data: bytes, within: float) -> bytes | None:
+        """One request/reply; None when nats-server says no one listens."""
+        try:
+            reply = await self._client().request(subject, data, timeout=within)
+        except NoRespondersError:
+            return None
+        except (*_RETRYABLE, NatsError) as exc:
+            raise Unanswered(f"no answer on {subject} within {within:g}s ({exc!r})") from exc
         return reply.data
 
     # --- other networks --------------------------------------------------------------------

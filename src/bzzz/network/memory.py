@@ -6,7 +6,14 @@ import asyncio
 from collections.abc import Sequence
 
 from bzzz.errors import NetworkError
-from bzzz.network.base import BatchHandler, BusMessage, PeerHandler, PingHandler, Stored
+from bzzz.network.base import (
+    BatchHandler,
+    BusMessage,
+    PeerHandler,
+    PingHandler,
+    Stored,
+    Unanswered,
+)
 
 
 class InMemoryBus:
@@ -22,6 +29,9 @@ class InMemoryBus:
         self._peers: dict[str, bytes] = {}
         self._peer_watchers: list[asyncio.Queue[tuple[str, bytes | None]]] = []
         self._pingers: dict[str, PingHandler] = {}
+        # (subject pattern, queue, handler) of every request subscription, in order.
+        self._responders: list[tuple[str, str, PingHandler]] = []
+        self._turn = 0
         self.closed = False
 
     async def start(self) -> None:
@@ -133,6 +143,45 @@ class InMemoryBus:
             raise NetworkError(f"node {node_id} did not answer the ping")
         return answer
 
+    async def serve_requests(
+        self, subjects: Sequence[str], queue: str, handler: PingHandler
+    ) -> None:
+        """Answer requests on ``subjects`` until cancelled (one member of ``queue``)."""
+        entries = [(subject, queue, handler) for subject in subjects]
+        self._responders.extend(entries)
+        try:
+            await asyncio.Event().wait()
+        finally:
+            for entry in entries:
+                self._responders.remove(entry)
+
+    async def request(self, subject: str, data: bytes, within: float) -> bytes | None:
+        """The answer of one matching responder (taken in turn); None when none matches."""
+        matching = [h for pattern, _, h in self._responders if _subject_matches(pattern, subject)]
+        if not matching:
+            return None
+        self._turn += 1
+        handler = matching[self._turn % len(matching)]
+        try:
+            async with asyncio.timeout(within):
+                answer = await handler(data)
+        except TimeoutError as exc:
+            raise Unanswered(f"no answer on {subject} within {within:g}s") from exc
+        if answer is None:
+            raise Unanswered(f"no answer on {subject}")
+        return answer
+
     async def follow(self, network: str, kinds: Sequence[str], handler: BatchHandler) -> None:
         """One in-memory bus holds one network: following another finds nothing, forever."""
         await asyncio.Event().wait()
+
+
+def _subject_matches(pattern: str, subject: str) -> bool:
+    """NATS subject matching: ``*`` is one token, ``>`` the rest."""
+    want, have = pattern.split("."), subject.split(".")
+    for i, token in enumerate(want):
+        if token == ">":
+            return len(have) > i
+        if i >= len(have) or (token != "*" and token != have[i]):
+            return False
+    return len(want) == len(have)

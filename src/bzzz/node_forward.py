@@ -1,0 +1,361 @@
+"""Any node is a front door: a call about a project this node does not serve runs on one that does.
+
+:class:`FrontDoor` is the one place the faces (MCP tools, ``/api/v1`` routes) send reads of an
+address (``bzzz_get``) and posts through. It finds the call's project — the address's
+``@project``, else the project of the agent it names (this node's store, else the network's
+agent directory, :class:`bzzz.projects.AgentProjects`), else a thread's — and runs the call here
+when ``bzzz.projects`` serves it. Otherwise it signs the call (``bzzz.network.forward``) and sends
+it to the queue group of nodes serving that project; the answer, result or error, is the one
+that node gave. A post names its sender as this node found it (the caller acts as that agent
+here, in a project the serving node may not hold) and carries a message id minted here, the
+same on every attempt: a post retried on another node after a timeout is stored once. No node
+serves the project: :class:`bzzz.errors.NotServed`.
+
+Where a request lands, :meth:`FrontDoor.serve` opens it (signature, admitted signer, fresh
+timestamp, unseen id), runs it through the same service methods and access checks as a local
+call with the caller's principal, records it on the audit trail (``forwarded:<op>:<node>``) and
+answers.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from ulid import ULID
+
+from bzzz import domain
+from bzzz.address import parse_address
+from bzzz.agents.service import AgentService, thread_project
+from bzzz.audit.records import Action, digest, stamp, target_of
+from bzzz.audit.trail import AuditTrail
+from bzzz.clock import Clock
+from bzzz.conversations.service import ConversationService
+from bzzz.errors import BzzzError, NetworkError, NotServed, PermissionDenied
+from bzzz.eventlog import Caller
+from bzzz.network.base import Bus, Unanswered
+from bzzz.network.forward import (
+    QUEUE,
+    BadAnswer,
+    ForwardGate,
+    ForwardRefused,
+    ForwardRequest,
+    Op,
+    WireCaller,
+    WirePrincipal,
+    answer_error,
+    answer_ok,
+    forward_subject,
+    raise_answer,
+    request_id_of,
+    sign_request,
+)
+from bzzz.network.identity import NodeIdentity
+from bzzz.principal import Scope
+from bzzz.projects import NO_PROJECT, AgentProjects, ProjectSet
+from bzzz.schemas import GetInput, PostInput, validate_input
+from bzzz.store.database import Database
+from bzzz.store.repository import Repository
+
+logger = logging.getLogger(__name__)
+
+# How long one attempt waits for the serving node, and how many members are tried.
+WITHIN = 5.0
+ATTEMPTS = 3
+
+
+@dataclass(frozen=True, slots=True)
+class Routing:
+    """How this node forwards: the projects it serves, the network's directory, the patience."""
+
+    served: ProjectSet
+    directory: AgentProjects | None = None
+    within: float = WITHIN
+    attempts: int = ATTEMPTS
+
+
+@dataclass(frozen=True, slots=True)
+class Local:
+    """What runs a call here: the services, their store, the audit trail."""
+
+    agents: AgentService
+    conversations: ConversationService
+    db: Database
+    audit: AuditTrail
+    clock: Clock
+    # Whether this node refuses callers without a credential: then it also refuses the
+    # anonymous callers of a forwarding node that takes them (they hold every grant there).
+    auth_required: Callable[[], bool] = lambda: False
+
+
+class FrontDoor:
+    """Runs a call here when this node serves its project, else on a node that does."""
+
+    def __init__(
+        self,
+        identity: NodeIdentity,
+        network: str,
+        bus: Bus,
+        local: Local,
+        routing: Routing,
+        admits: Callable[[str, str], bool],
+    ) -> None:
+        self._identity = identity
+        self._network = network
+        self._bus = bus
+        self._agents = local.agents
+        self._conversations = local.conversations
+        self._db = local.db
+        self._audit = local.audit
+        self._clock = local.clock
+        self._auth_required = local.auth_required
+        self.routing = routing
+        self._admits = admits
+        self._gate = ForwardGate(network, admits)
+        self._posting: dict[str, asyncio.Future[dict[str, Any]]] = {}
+        # Forwarded calls by direction ("out": sent from here, "in": run here) and outcome.
+        self.counts: dict[str, Counter[str]] = {"out": Counter(), "in": Counter()}
+
+    def status(self) -> dict[str, Any]:
+        """The forwarded calls so far, for /healthz and the metrics."""
+        return {
+            "served": str(self.routing.served),
+            "out": dict(self.counts["out"]),
+            "in": dict(self.counts["in"]),
+        }
+
+    # --- the calling side -------------------------------------------------------------------
+
+    async def get(self, caller: Caller, params: GetInput) -> dict[str, Any]:
+        """``bzzz_get``: here, or on a node serving the address's project."""
+        project = await self.project_of_get(params)
+        if self.routing.served.serves(project):
+            return await self._agents.get(caller, params)
+        assert project is not None
+        return await self._forward(project, "get", caller, params.model_dump(mode="json"))
+
+    async def post(
+        self, caller: Caller, params: PostInput, *, as_principal: bool = False
+    ) -> dict[str, Any]:
+        """``bzzz_post``: here, or (sender found here) on a node serving the target's project."""
+        project = await self.project_of_post(params)
+        if self.routing.served.serves(project):
+            return await self._conversations.post(caller, params, as_principal=as_principal)
+        assert project is not None
+        caller.principal.require(Scope.WRITE, "posting")
+        sender = await self._conversations.sender_for(caller, params.agent_id, as_principal)
+        body = params.model_dump(mode="json")
+        return await self._forward(project, "post", caller, body, sender, f"msg-{ULID()}")
+
+    async def project_of_get(self, params: GetInput) -> str | None:
+        """The project an address read is about (None: this node answers)."""
+        address = parse_address(params.address)
+        if address.network not in (None, self._network):
+            return None  # another network's agent: federation answers here
+        if address.project is not None:
+            return address.project
+        if address.agent is not None:
+            return await self._project_of_agent(address.agent)
+        path = address.path or ""
+        if path.startswith("/threads/"):
+            return await self._project_of_thread(path.removeprefix("/threads/").strip("/"))
+        return None
+
+    async def project_of_post(self, params: PostInput) -> str | None:
+        """The project a post is about: its target's, else its thread's (None: here)."""
+        if params.target_address is not None:
+            address = parse_address(params.target_address)
+            if address.network not in (None, self._network):
+                return None
+            if address.project is not None:
+                return address.project
+            if address.agent is not None:
+                return await self._project_of_agent(address.agent)
+        if params.thread_id is not None:
+            return await self._project_of_thread(params.thread_id)
+        return None
+
+    async def _project_of_agent(self, agent_id: str) -> str | None:
+        agent = self._agents.directory.get(agent_id)
+        if agent is not None:
+            return agent.project or NO_PROJECT
+        if self.routing.directory is not None:
+            return await self.routing.directory.project_of(agent_id)
+        return None
+
+    async def _project_of_thread(self, thread_id: str) -> str | None:
+        async with self._db.session() as session:
+            thread = await Repository(session).thread(thread_id)
+        return thread_project(thread) if thread is not None else None
+
+    async def _forward(
+        self,
+        project: str,
+        op: Op,
+        caller: Caller,
+        params: dict[str, Any],
+        sender: str | None = None,
+        key: str | None = None,
+    ) -> dict[str, Any]:
+        """Send the call to a member of the project's queue group; try another on a timeout."""
+        subject = forward_subject(self._network, project)
+        wire_caller = WireCaller(
+            session_id=caller.session_id,
+            principal=WirePrincipal.of(caller.principal),
+            handle=caller.handle,
+        )
+        failure: NetworkError | None = None
+        for attempt in range(self.routing.attempts):
+            body = ForwardRequest(
+                id=str(ULID()),
+                network=self._network,
+                project=project,
+                op=op,
+                params=params,
+                caller=wire_caller,
+                sender=sender,
+                key=key,
+                origin=self._identity.node_id,
+                origin_key=self._identity.public_key_b64,
+                at=time.time(),
+            )
+            try:
+                answer = await self._bus.request(
+                    subject, sign_request(self._identity, body), self.routing.within
+                )
+                result = None if answer is None else raise_answer(answer, body.id, self._admits)
+            except (BadAnswer, Unanswered) as exc:
+                # The member did not answer (stopped, cut off): the queue group picks another.
+                logger.warning("forwarded %s for %s: attempt %d: %s", op, project, attempt, exc)
+                self.counts["out"]["retried"] += 1
+                failure = exc
+                continue
+            except BzzzError:
+                self.counts["out"]["error"] += 1
+                raise
+            if result is None:
+                self.counts["out"]["not_served"] += 1
+                raise NotServed(project)
+            self.counts["out"]["ok"] += 1
+            return result
+        self.counts["out"]["unanswered"] += 1
+        raise NetworkError(
+            f"no node serving project {project!r} answered in time",
+            details={"project": project, "attempts": self.routing.attempts},
+        ) from failure
+
+    # --- the landing side -------------------------------------------------------------------
+
+    async def serve(self) -> None:
+        """Answer the forwarded calls of the projects this node serves. Runs until cancelled."""
+        served = self.routing.served
+        names = ["*"] if served.every else sorted(served.names)
+        subjects = [forward_subject(self._network, name) for name in names]
+        if subjects:
+            await self._bus.serve_requests(subjects, QUEUE, self.answer)
+        else:
+            await asyncio.Event().wait()
+
+    async def answer(self, data: bytes) -> bytes:
+        """The answer to one forwarded request (its result, or the error it raised)."""
+        try:
+            request = self._gate.open(data)
+        except ForwardRefused as exc:
+            self.counts["in"]["refused"] += 1
+            logger.warning("%s", exc.message)
+            return answer_error(self._identity, request_id_of(data), exc)
+        caller = Caller(
+            request.caller.session_id, request.caller.principal.principal(), request.caller.handle
+        )
+        outcome = "ok"
+        try:
+            if not self.routing.served.serves(request.project):
+                raise NotServed(request.project)
+            if not caller.principal.authenticated and self._auth_required():
+                raise PermissionDenied(
+                    "this node takes no caller without a credential, and neither forwarded: "
+                    "pass a token or JWT to the node you call",
+                    details={"missing": "credential", "forwarded": True},
+                )
+            result = await self._run(request, caller)
+        except BzzzError as exc:
+            outcome = str(exc.code)
+            self.counts["in"]["error"] += 1
+            return answer_error(self._identity, request.id, exc)
+        except Exception:
+            # The forwarding node must hear an answer, never the internals.
+            logger.exception("forwarded %s from %s failed", request.op, request.origin)
+            outcome = "NETWORK_ERROR"
+            self.counts["in"]["error"] += 1
+            failure = NetworkError("internal error; the serving node logged it")
+            return answer_error(self._identity, request.id, failure)
+        finally:
+            self._record(request, caller, outcome)
+        self.counts["in"]["ok"] += 1
+        return answer_ok(self._identity, request.id, result)
+
+    async def _run(self, request: ForwardRequest, caller: Caller) -> dict[str, Any]:
+        if request.op == "get":
+            return await self._agents.get(caller, validate_input(GetInput, request.params))
+        params = validate_input(PostInput, request.params)
+        key = request.key
+        if key is None or not key.startswith("msg-"):
+            return await self._conversations.post(caller, params, sender=request.sender)
+        running = self._posting.get(key)
+        if running is not None:
+            return await asyncio.shield(running)
+        task = asyncio.ensure_future(self._post_once(caller, params, request.sender, key))
+        self._posting[key] = task
+        task.add_done_callback(lambda _: self._posting.pop(key, None))
+        return await asyncio.shield(task)
+
+    async def _post_once(
+        self, caller: Caller, params: PostInput, sender: str | None, key: str
+    ) -> dict[str, Any]:
+        """A retried post whose first attempt this node already stored: what it stored."""
+        async with self._db.session() as session:
+            stored = await Repository(session).message(key)
+        if stored is not None:
+            return _posted(stored)
+        return await self._conversations.post(caller, params, sender=sender, message_id=key)
+
+    def _record(self, request: ForwardRequest, caller: Caller, outcome: str) -> None:
+        sender = request.sender
+        agent = sender[:128] if sender is not None and domain.names_an_agent(sender) else None
+        self._audit.record(
+            Action(
+                at=stamp(self._clock.now()),
+                principal=caller.principal.id[:256],
+                session=caller.session_id[:128],
+                action=f"forwarded:{request.op}:{request.origin}"[:128],
+                outcome=outcome[:64],
+                digest=digest(request.params),
+                agent=agent,
+                target=target_of(request.params),
+            )
+        )
+
+
+def _posted(message: domain.Message) -> dict[str, Any]:
+    """A stored post's answer, as a retry of it sees it."""
+    result: dict[str, Any] = {
+        "success": True,
+        "message_id": message.id,
+        "target_address": message.target_address,
+        "message_type": message.message_type,
+        "delivery_results": {
+            "delivered": bool(message.recipients),
+            "recipients": list(message.recipients),
+            "delivery_time": 0.0,
+            "undelivered": [],
+        },
+        "posted_at": domain.iso(message.posted_at),
+    }
+    if message.thread_id:
+        result["thread_id"] = message.thread_id
+    return result

@@ -1,0 +1,103 @@
+"""Forwarding's queue group on nats-server: a `*` member and a `p2` member share p2's calls."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections import Counter
+from collections.abc import AsyncIterator
+
+import pytest
+from e2e.support import eventually
+
+from bzzz.network.base import Unanswered
+from bzzz.network.forward import QUEUE, forward_subject
+from bzzz.network.jetstream import JetStreamBus
+
+pytestmark = pytest.mark.integration
+
+NET = "qnet"
+
+
+@contextlib.asynccontextmanager
+async def _member(
+    nats_url: str, project: str, name: str, seen: Counter[str]
+) -> AsyncIterator[None]:
+    bus = JetStreamBus([nats_url], NET, create=False)
+    await bus.start()
+
+    async def handler(data: bytes) -> bytes:
+        if data != b"ready?":
+            seen[name] += 1
+        return name.encode()
+
+    # A subject of its own, subscribed after the forwarding one on the same connection: once it
+    # answers, the server has both.
+    own = f"_test.{NET}.ready.{name}"
+    subjects = [forward_subject(NET, project), own]
+    task = asyncio.create_task(bus.serve_requests(subjects, QUEUE, handler))
+    try:
+        await eventually(lambda: bus.request(own, b"ready?", 1.0), lambda a: a is not None)
+        yield
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+        await bus.close()
+
+
+async def test_one_member_of_the_queue_group_answers_each_call_whatever_subject_it_matched(
+    nats_url: str,
+) -> None:
+    seen: Counter[str] = Counter()
+    caller = JetStreamBus([nats_url], NET, create=False)
+    await caller.start()
+    try:
+        async with _member(nats_url, "*", "every", seen), _member(nats_url, "p2", "p2", seen):
+            p2 = forward_subject(NET, "p2")
+            answers = [await caller.request(p2, b"call", 2.0) for _ in range(60)]
+            only_every = [await caller.request(forward_subject(NET, "p7"), b"c", 2.0)]
+            handled = sum(seen.values())
+
+        async def after_both_left() -> bytes | None:
+            try:
+                return await caller.request(p2, b"call", 0.5)
+            except Unanswered:
+                return b"(the server still routed it to a member that was leaving)"
+
+        nobody = await eventually(after_both_left, lambda answer: answer is None)
+    finally:
+        await caller.close()
+
+    # Exactly one answer per call (60 calls, 60 handler runs + 1 for p7), both members took some.
+    assert handled == 61
+    assert seen["p2"] > 0 and seen["every"] > 1
+    assert sorted(set(answers)) == [b"every", b"p2"]
+    assert only_every == [b"every"]
+    assert nobody is None  # no member left: no responders, at once
+
+
+async def test_a_slow_call_holds_up_no_other_call_of_the_same_member(nats_url: str) -> None:
+    bus = JetStreamBus([nats_url], NET, create=False)
+    await bus.start()
+    release = asyncio.Event()
+
+    async def handler(data: bytes) -> bytes:
+        if data == b"slow":
+            await release.wait()
+        return data
+
+    subject = forward_subject(NET, "p9")
+    serving = asyncio.create_task(bus.serve_requests([subject], QUEUE, handler))
+    try:
+        await eventually(lambda: bus.request(subject, b"?", 1.0), lambda a: a is not None)
+        slow = asyncio.create_task(bus.request(subject, b"slow", 5.0))
+        quick = await bus.request(subject, b"quick", 2.0)  # answered while "slow" waits
+        assert not slow.done()
+        release.set()
+        assert await slow == b"slow"
+    finally:
+        serving.cancel()
+        await asyncio.gather(serving, return_exceptions=True)
+        await bus.close()
+    assert quick == b"quick"
