@@ -14,7 +14,12 @@ from bzzz import domain
 from bzzz.access.keys import STATELESS, holder_of, principal_key
 from bzzz.access.limits import PostLimiter
 from bzzz.address import Address, parse_address
-from bzzz.agents.service import AgentService, raise_store_failure, thread_project
+from bzzz.agents.service import (
+    AgentService,
+    raise_store_failure,
+    thread_project,
+    thread_project_in,
+)
 from bzzz.agents.views import thread_info
 from bzzz.clock import Clock, SystemClock
 from bzzz.conversations.hooks import NoStanceModel, StanceClassifier, ThreadObserver
@@ -26,6 +31,7 @@ from bzzz.errors import AgentNotFound, BzzzError, InvalidParameters, RateLimited
 from bzzz.eventlog import Caller, EventLog
 from bzzz.principal import Principal, Scope
 from bzzz.privacy.redact import redact_data
+from bzzz.projects import NO_PROJECT
 from bzzz.schemas import PostInput, ThreadInput
 from bzzz.store.database import Database
 from bzzz.store.directory import AgentDirectory
@@ -146,6 +152,9 @@ class ConversationService:
         address = parse_address(params.target_address) if params.target_address else None
         if address is not None and address.network not in (None, self._log.network):
             return await self._post_federated(caller, params, address, started)
+        if address is not None and address.project is not None:
+            # A post addressed into a project this node does not serve goes to a node that does.
+            self._log.require_served(address.project)
         sender = await self._sender_id(caller, params.agent_id, as_principal)
         self._limiter.take(sender)
         recipients, stance = await self._recipients(caller, params, address, sender)
@@ -173,7 +182,8 @@ class ConversationService:
         # The subject names the sender; a principal's id (':', '.', '/' in a JWT issuer) is
         # no subject token, its key is.
         key = sender if domain.names_an_agent(sender) else principal_key(caller.principal)
-        outcome = await self._log.emit("message.posted", "msg", key, payload)
+        project = await self._message_project(params, address, sender, recipients)
+        outcome = await self._log.emit("message.posted", "msg", key, payload, project=project)
         raise_store_failure(outcome)
         if not outcome["ok"]:
             raise InvalidParameters(
@@ -187,6 +197,30 @@ class ConversationService:
         if outcome.get("consensus"):
             result["consensus"] = outcome["consensus"]
         return result
+
+    async def _message_project(
+        self, params: PostInput, address: Address | None, sender: str, recipients: list[str]
+    ) -> str:
+        """A post's project: its thread's; else its address's, or its recipients' one project;
+        else its sender's (a post to several projects' agents lives in the sender's)."""
+        if params.thread_id:
+            return await self.thread_project_of(params.thread_id)
+        if address is not None and address.project is not None:
+            return address.project
+        directory = self._agents.directory
+        found = {
+            agent.project or NO_PROJECT
+            for agent in (directory.get(r) for r in recipients)
+            if agent is not None
+        }
+        if len(found) == 1:
+            return found.pop()
+        agent = directory.get(sender)
+        return (agent.project if agent is not None else None) or NO_PROJECT
+
+    async def thread_project_of(self, thread_id: str) -> str:
+        """The project a thread's envelopes go to (NO_PROJECT for a thread of none, or unknown)."""
+        return await thread_project_in(self._db, thread_id)
 
     async def _recipients(
         self, caller: Caller, params: PostInput, address: Address | None, sender: str
@@ -513,6 +547,7 @@ class ConversationService:
             )
         # The thread is its creator's project's (the first participant's for a principal).
         project = next(a.project for a in visible if a is not None)
+        self._log.require_served(project)
         await self._check_thread_room(caller)
         thread_id = f"thread-{ULID()}"
         outcome = await self._log.emit(
@@ -526,6 +561,7 @@ class ConversationService:
                 "participants": participants,
                 "metadata": {"project": project},
             },
+            project=project or NO_PROJECT,
         )
         raise_store_failure(outcome)
         if not outcome["ok"]:
@@ -585,7 +621,11 @@ class ConversationService:
         if kind == "thread.left" and agent.id not in thread["participants"]:
             raise InvalidParameters(f"agent '{agent.id}' is not in thread '{params.thread_id}'")
         outcome = await self._log.emit(
-            kind, "thread", params.thread_id, {"thread_id": params.thread_id, "agent_id": agent.id}
+            kind,
+            "thread",
+            params.thread_id,
+            {"thread_id": params.thread_id, "agent_id": agent.id},
+            project=project or NO_PROJECT,
         )
         raise_store_failure(outcome)
         if not outcome["ok"]:
@@ -634,6 +674,7 @@ class ConversationService:
             "thread",
             thread.id,
             {"thread_id": thread.id, "summary": summary["summary"]},
+            project=thread_project(thread) or NO_PROJECT,
         )
         return summary
 
@@ -668,7 +709,13 @@ class ConversationService:
         plan = self._review.plan(creator, params.roles, task, params.topic, params.criteria)
         payload = plan["payload"]
         await self._check_thread_room(caller)
-        outcome = await self._log.emit("thread.created", "thread", payload["thread_id"], payload)
+        outcome = await self._log.emit(
+            "thread.created",
+            "thread",
+            payload["thread_id"],
+            payload,
+            project=(payload.get("metadata") or {}).get("project") or NO_PROJECT,
+        )
         raise_store_failure(outcome)
         if not outcome["ok"]:
             raise self._too_many()
