@@ -44,10 +44,13 @@ NETWORK_KINDS = frozenset(
 
 
 def subject(network: str, kind: str, key: str, project: str | None = None) -> str:
-    """The subject of one envelope: a project's (``project`` given) or network-wide (None)."""
+    """The subject of one envelope: a project's (``project`` given) or network-wide (None).
+
+    Content of a project kind given no project is NO_PROJECT's, which every node serves.
+    """
+    if project is None and kind in PROJECT_KINDS:
+        project = NO_PROJECT
     if project is None:
-        if kind not in NETWORK_KINDS:
-            raise ValueError(f"{kind!r} envelopes belong to a project: pass project")
         return f"bzzz.{network}.{kind}.{key}"
     return f"bzzz.{network}.{PROJECT}.{subject_token(project)}.{kind}.{key}"
 
