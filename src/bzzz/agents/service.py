@@ -511,6 +511,11 @@ class AgentService:
         for agent in agents:
             by_project.setdefault(agent.project or NO_PROJECT, []).append(agent.id)
         for project, ids in by_project.items():
+            if not self._log.projects.serves(project):
+                # Held here before this node stopped serving the project: its nodes' leases
+                # take the agents offline; this node writes no content of it.
+                logger.warning("agents %s of project %s not taken offline here", ids, project)
+                continue
             await self._log.emit(
                 "agent.offline",
                 "agent",

@@ -24,6 +24,7 @@ from bzzz.agents.views import thread_info
 from bzzz.clock import Clock, SystemClock
 from bzzz.conversations.hooks import NoStanceModel, StanceClassifier, ThreadObserver
 from bzzz.conversations.lifecycle import ThreadLifecycle
+from bzzz.conversations.placement import message_project
 from bzzz.conversations.review import ReviewDesk
 from bzzz.conversations.summary import content_text, message_text, summarize_thread
 from bzzz.domain import TASK_UPDATE_TYPES, THREAD_MESSAGE_TYPES, iso
@@ -182,7 +183,11 @@ class ConversationService:
         # The subject names the sender; a principal's id (':', '.', '/' in a JWT issuer) is
         # no subject token, its key is.
         key = sender if domain.names_an_agent(sender) else principal_key(caller.principal)
-        project = await self._message_project(params, address, sender, recipients)
+        project = (
+            await thread_project_in(self._db, params.thread_id)
+            if params.thread_id
+            else message_project(self._agents.directory, address, sender, recipients)
+        )
         outcome = await self._log.emit("message.posted", "msg", key, payload, project=project)
         raise_store_failure(outcome)
         if not outcome["ok"]:
@@ -197,30 +202,6 @@ class ConversationService:
         if outcome.get("consensus"):
             result["consensus"] = outcome["consensus"]
         return result
-
-    async def _message_project(
-        self, params: PostInput, address: Address | None, sender: str, recipients: list[str]
-    ) -> str:
-        """A post's project: its thread's; else its address's, or its recipients' one project;
-        else its sender's (a post to several projects' agents lives in the sender's)."""
-        if params.thread_id:
-            return await self.thread_project_of(params.thread_id)
-        if address is not None and address.project is not None:
-            return address.project
-        directory = self._agents.directory
-        found = {
-            agent.project or NO_PROJECT
-            for agent in (directory.get(r) for r in recipients)
-            if agent is not None
-        }
-        if len(found) == 1:
-            return found.pop()
-        agent = directory.get(sender)
-        return (agent.project if agent is not None else None) or NO_PROJECT
-
-    async def thread_project_of(self, thread_id: str) -> str:
-        """The project a thread's envelopes go to (NO_PROJECT for a thread of none, or unknown)."""
-        return await thread_project_in(self._db, thread_id)
 
     async def _recipients(
         self, caller: Caller, params: PostInput, address: Address | None, sender: str
