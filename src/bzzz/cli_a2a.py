@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from bzzz import cli_output as out
 from bzzz.errors import InvalidParameters
+from bzzz.projects import NO_PROJECT
 
 if TYPE_CHECKING:
     from bzzz.a2a.registry import RemoteAgent
@@ -137,7 +138,13 @@ async def _announce(settings: Settings, agent: RemoteAgent, params: dict[str, An
                 "handle_hash": handle_hash(mint_handle(agent.agent_id)),
             }
             payload = params | {"session_id": session_of(agent.agent_id), "metadata": metadata}
-            outcome = await log.emit("agent.announced", "agent", agent.agent_id, payload)
+            outcome = await log.emit(
+                "agent.announced",
+                "agent",
+                agent.agent_id,
+                payload,
+                project=agent.project or NO_PROJECT,
+            )
             if not outcome["ok"]:
                 raise InvalidParameters(f"the announcement was refused: {outcome['reason']}")
             if log.served_here:
@@ -200,6 +207,7 @@ async def _remove(args: argparse.Namespace, settings: Settings) -> int:
     known = registry.load(data_dir)
     if args.agent_id not in known:
         raise InvalidParameters(f"no remote A2A agent '{args.agent_id}' in this data directory")
+    project = known[args.agent_id].project or NO_PROJECT
     del known[args.agent_id]
     registry.save(data_dir, known)
     async with cli_log.joined(settings) as log:
@@ -210,6 +218,6 @@ async def _remove(args: argparse.Namespace, settings: Settings) -> int:
             "session_id": session_of(args.agent_id),
             "reason": "removed (bzzz a2a remove)",
         }
-        await log.emit("agent.offline", "agent", args.agent_id, payload)
+        await log.emit("agent.offline", "agent", args.agent_id, payload, project=project)
     sys.stdout.write(f"A2A agent {args.agent_id} is off the network\n")
     return 0

@@ -57,11 +57,25 @@ class DirectoryLog:
         self.applied: list[Callable[[Sequence[Envelope]], None]] = []
 
     async def emit(
-        self, type_: str, kind: str, key: str, payload: dict[str, Any]
+        self,
+        type_: str,
+        kind: str,
+        key: str,
+        payload: dict[str, Any],
+        *,
+        project: str | None = None,
     ) -> dict[str, Any]:
-        """Store one change on ``bzzz.<network>.<kind>.<key>``; its outcome (``ok``, ``reason``)."""
+        """Store one change (a project's when ``project`` is given, see ``network.subjects``);
+        its outcome (``ok``, ``reason``). NotServed for a project this directory's node does
+        not serve."""
+        from bzzz.errors import NotServed
+        from bzzz.network import subjects
         from bzzz.network.envelope import seal
         from bzzz.network.sealing import keyring_of
+        from bzzz.projects import NO_PROJECT, ProjectSet
+
+        if project is not None and not ProjectSet.of(self.settings.bzzz.projects).serves(project):
+            raise NotServed(project or NO_PROJECT)
 
         refusal = await self._refusal()
         if refusal is not None:
@@ -71,7 +85,7 @@ class DirectoryLog:
             self.identity,
             self.network,
             type_,
-            f"bzzz.{self.network}.{kind}.{key}",
+            subjects.subject(self.network, kind, key, project),
             payload,
             keyring=keyring_of(self.settings, create=False),
         )

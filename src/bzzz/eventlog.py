@@ -7,11 +7,14 @@ from datetime import datetime
 from typing import Any
 
 from bzzz.clock import Clock, SystemClock
+from bzzz.errors import NotServed
+from bzzz.network import subjects
 from bzzz.network.envelope import seal
 from bzzz.network.identity import NodeIdentity
 from bzzz.network.sealing import Keyring
 from bzzz.principal import ANONYMOUS, LOCAL, Principal
 from bzzz.projector import Projector
+from bzzz.projects import ALL_PROJECTS, NO_PROJECT, ProjectSet
 from bzzz.store.projection import Outcome
 
 
@@ -39,8 +42,11 @@ class EventLog:
         projector: Projector,
         clock: Clock | None = None,
         keyring: Keyring | None = None,
+        projects: ProjectSet = ALL_PROJECTS,
     ) -> None:
         self.identity = identity
+        # The projects this node serves: it publishes no content of another (NotServed).
+        self.projects = projects
         # Content payloads are sealed under the network key before they leave the process.
         self.keyring = keyring
         self.network = network
@@ -62,13 +68,20 @@ class EventLog:
         *,
         envelope_id: str | None = None,
         now: datetime | None = None,
+        project: str | None = None,
     ) -> Outcome:
-        """Publish one change on ``bzzz.<network>.<kind>.<key>`` and return its outcome.
+        """Publish one change and return its outcome.
 
+        ``project`` (the content's project; NO_PROJECT for an agent that declared none) puts
+        it on ``bzzz.<network>.p.<project>.<kind>.<key>``; without it the kind must be
+        network-wide (``bzzz.<network>.<kind>.<key>``, see ``network.subjects``). Content
+        of a project this node does not serve raises NotServed before anything is published.
         ``envelope_id`` (with ``now``) lets several nodes that witness one fact publish the
         same envelope id, so the log keeps it once.
         """
-        subject = f"bzzz.{self.network}.{kind}.{key}"
+        if project is not None:
+            self.require_served(project)
+        subject = subjects.subject(self.network, kind, key, project)
         envelope = seal(
             self.identity,
             self.network,
@@ -80,6 +93,11 @@ class EventLog:
             keyring=self.keyring,
         )
         return await self.projector.submit(envelope)
+
+    def require_served(self, project: str | None) -> None:
+        """NotServed unless this node serves ``project`` (None and NO_PROJECT: always)."""
+        if not self.projects.serves(project):
+            raise NotServed(project or NO_PROJECT)
 
 
 # The local user of the data directory (CLI commands, tests): an admin of every project.

@@ -252,9 +252,15 @@ class Node:
             trusted=None if self.settings.bzzz.admission else trusted,
             admitted=Admission(trusted or (), enforce=self.settings.bzzz.admission),
             keyring=self.keyring,
+            projects=self.projects,
         )
         self.log = EventLog(
-            self.identity, self.network, self.projector, self.clock, keyring=self.keyring
+            self.identity,
+            self.network,
+            self.projector,
+            self.clock,
+            keyring=self.keyring,
+            projects=self.projects,
         )
         audit = self.settings.audit
         self.audit = AuditTrail(
@@ -529,8 +535,14 @@ class Node:
                 return  # said once, in one line, where it was found (the projector)
             logger.error("background task %s failed", task.get_name(), exc_info=exc)
 
+    @property
+    def projects(self) -> ProjectSet:
+        """The projects this node serves (``bzzz.projects``)."""
+        return ProjectSet.of(self.settings.bzzz.projects)
+
     async def _catch_up(self) -> None:
-        last = await self.bus.last_sequence()
+        # A node serving named projects waits for the newest envelope it consumes.
+        last = await self.projector.log_end()
         if last:
             logger.info("catching up with the log to sequence %d", last)
             await self.projector.wait_for_sequence(last, self._catch_up_timeout)
@@ -667,6 +679,8 @@ class Node:
             "state": str(self.state),
             "healthy": self.healthy if hasattr(self, "bus") else False,
             "slot": self.slot,
+            # The projects this node serves, consumes and stores (bzzz.projects).
+            "projects": ["*"] if self.projects.every else sorted(self.projects.names),
             # The id of the key new content is sealed with (an id names a key, never shows it).
             "encryption": self._encryption_status(),
             "projector": self.projector.stats() if hasattr(self, "projector") else None,

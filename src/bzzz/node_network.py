@@ -71,7 +71,9 @@ async def join_admitted(settings: Settings, slot: int, log: EventLog) -> None:
 async def _admit(by: NodeIdentity, newcomer: NodeIdentity, log: EventLog) -> dict[str, Any]:
     """Publish ``by``'s admission of ``newcomer`` and wait for this node to apply it."""
     if by is not log.identity:
-        log = EventLog(by, log.network, log.projector, log.clock, keyring=log.keyring)
+        log = EventLog(
+            by, log.network, log.projector, log.clock, keyring=log.keyring, projects=log.projects
+        )
     key = newcomer.public_key_b64
     return await log.emit(admission.ADMITTED, admission.KIND, newcomer.node_id, {"public_key": key})
 

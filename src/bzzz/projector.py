@@ -1,7 +1,9 @@
 """The projector: consumes the network's log, verifies each envelope, applies it to the store.
 
 The origin of an envelope waits here (``submit``) until its own projection applied it, so a
-client always reads its own writes.
+client always reads its own writes. A node serving named projects consumes only the
+network-wide subjects and its projects' (``network.subjects.consumer_filters``), and refuses
+to apply any other project's envelope that reaches it all the same (counted ``not_served``).
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from typing import Any
 
 from bzzz import domain
 from bzzz.errors import NetworkError
-from bzzz.network import admission
+from bzzz.network import admission, subjects
 from bzzz.network.admission import Admission
 from bzzz.network.base import Bus, BusMessage, Stored
 from bzzz.network.envelope import (
@@ -36,6 +38,7 @@ from bzzz.network.sealing import (
     key_from_payload,
     missing_key_message,
 )
+from bzzz.projects import ALL_PROJECTS, ProjectSet
 from bzzz.store.batch import BatchContext, BatchResult, apply_batch
 from bzzz.store.database import Database, StoreError, WriterBusy
 from bzzz.store.directory import AgentDirectory
@@ -103,8 +106,12 @@ class Projector:
         trusted: frozenset[str] | None = None,
         admitted: Admission | None = None,
         keyring: Keyring | None = None,
+        projects: ProjectSet = ALL_PROJECTS,
     ) -> None:
         self._db = db
+        # The projects this node serves: its consumer's filter, and what it applies.
+        self.projects = projects
+        self._tokens = subjects.served_tokens(projects)
         # Opens sealed payloads; learns rotated keys from the log (keys.added), in log order.
         self.keyring = keyring
         # Set when the log holds content this node cannot open: the projector stops there.
@@ -134,7 +141,9 @@ class Projector:
         self._origins: set[asyncio.Future[None]] = set()  # origins applying their envelopes
         self.directory = AgentDirectory()
         # Stand-ins of envelopes retention or erasure purged from the log (met as gaps).
-        self.stand_ins = StandIns(bus, network, trusted, keyring, self.admission)
+        self.stand_ins = StandIns(
+            bus, network, trusted, keyring, self.admission, filtered=self._tokens is not None
+        )
         self.rejected: Counter[str] = Counter()
         self.applied_count = 0
 
@@ -220,14 +229,56 @@ class Projector:
             if fresh:
                 await verified.put((await self._verify(fresh), messages))
 
+        filters = self.filters
+        if filters is not None:
+            await self._warn_of_old_layout()
         try:
             async with asyncio.TaskGroup() as group:
                 group.create_task(self._write_verified(verified), name="bzzz-projector-write")
-                await self._bus.consume(self.durable, verify, self._applied_seq + 1)
+                await self._bus.consume(self.durable, verify, self._applied_seq + 1, filters)
         except ExceptionGroup:
             if self.fatal is not None:
                 raise self.fatal from None
             raise
+
+    @property
+    def filters(self) -> list[str] | None:
+        """This node's consumer filter subjects; None when it serves every project."""
+        if self._tokens is None:
+            return None
+        return subjects.consumer_filters(self._network, self.projects)
+
+    async def log_end(self) -> int:
+        """The newest sequence this node consumes (the whole log's when it serves every project)."""
+        filters = self.filters
+        if filters is None:
+            return await self._bus.last_sequence()
+        return max([await self._bus.last_sequence(f) for f in filters], default=0)
+
+    async def _warn_of_old_layout(self) -> None:
+        for subject in subjects.legacy_filters(self._network):
+            if await self._bus.last_sequence(subject):
+                logger.warning(
+                    "the log holds project content on the older subject layout (%s): this node "
+                    "serves projects %s and cannot tell which project those envelopes belong "
+                    "to, so it does not apply them; a node serving '*' does",
+                    subject,
+                    self.projects,
+                )
+                return
+
+    def _served(self, opened: list[tuple[Envelope, int]]) -> list[tuple[Envelope, int]]:
+        """Only envelopes of what this node serves (its consumer's filter already chose them)."""
+        if self._tokens is None:
+            return opened
+        kept = []
+        for env, seq in opened:
+            if subjects.serves_subject(self._network, env.subject, self._tokens):
+                kept.append((env, seq))
+            else:
+                self.rejected["not_served"] += 1
+                logger.debug("not applied: %s at seq %d is not a served project's", env.id, seq)
+        return kept
 
     async def _write_verified(self, verified: asyncio.Queue[_Verified]) -> None:
         while True:
@@ -477,7 +528,7 @@ class Projector:
             if filled:
                 # Purged envelopes' stand-ins, in their places: replay reaches the same state.
                 opened = sorted([*opened, *filled], key=lambda pair: pair[1])
-            opened, decided = self._admit(opened)
+            opened, decided = self._admit(self._served(opened))
             opened = await self._unsealed(opened)
             if opened:
                 await self._apply(opened, last_seq, decided)
@@ -608,6 +659,7 @@ class Projector:
             "applied": self.applied_count,
             "applied_sequence": self._applied_seq,
             "rejected": dict(self.rejected),
+            "projects": str(self.projects),
             # Counts only: /healthz is open (`bzzz node list` names the nodes).
             "admission": {
                 "enforced": self.admission.enforce,

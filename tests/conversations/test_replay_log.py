@@ -40,7 +40,7 @@ async def _forge(nats_url: str, thread_id: str) -> int:
     nc = await nats.connect(nats_url)
     try:
         js = nc.jetstream()
-        subject = f"bzzz.main.thread.{thread_id}"
+        subject = f"bzzz.main.p._.thread.{thread_id}"
         first = await js.get_last_msg(stream_name("main"), subject)
         forged: dict[str, Any] = json.loads(first.data or b"{}")
         forged["ts"] = "2020-01-01T00:00:00+00:00"

@@ -74,7 +74,7 @@ async def _stored_message_ids(urls: list[str]) -> Counter[str]:
     try:
         js = nc.jetstream(timeout=10)
         sub = await js.subscribe(
-            "bzzz.main.msg.>", stream=stream_name("main"), ordered_consumer=True
+            "bzzz.main.p.*.msg.>", stream=stream_name("main"), ordered_consumer=True
         )
         seen: Counter[str] = Counter()
         while True:

@@ -335,16 +335,16 @@ async def test_forged_tampered_and_replayed_envelopes_on_the_stream_change_nothi
         nc = await nats.connect(nats_url)
         try:
             js = nc.jetstream(timeout=10)
-            real = await _first_envelope(js, "bzzz.main.agent.honest")
+            real = await _first_envelope(js, "bzzz.main.p._.agent.honest")
             stranger = NodeIdentity.generate()
-            forged = seal(stranger, "main", "agent.announced", "bzzz.main.agent.evil",
+            forged = seal(stranger, "main", "agent.announced", "bzzz.main.p._.agent.evil",
                           {**real["payload"], "agent_id": "evil"})  # fmt: skip
             forged_as_node = forged.model_copy(update={"origin": real["origin"]})
             tampered = {**real, "payload": {**real["payload"], "role": "admin"}}
             injected = [
-                ("bzzz.main.agent.evil", forged_as_node.to_bytes()),
-                ("bzzz.main.agent.honest", json.dumps(tampered).encode()),
-                ("bzzz.main.agent.honest", json.dumps(real).encode()),
+                ("bzzz.main.p._.agent.evil", forged_as_node.to_bytes()),
+                ("bzzz.main.p._.agent.honest", json.dumps(tampered).encode()),
+                ("bzzz.main.p._.agent.honest", json.dumps(real).encode()),
             ]
             for n, (subject, data) in enumerate(injected):
                 await js.publish(subject, data, headers={"Nats-Msg-Id": f"attack-{n}"})

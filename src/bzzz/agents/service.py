@@ -36,6 +36,7 @@ from bzzz.errors import (
 from bzzz.eventlog import Caller, EventLog
 from bzzz.federation.service import FederationService, not_federated
 from bzzz.principal import Principal, Scope
+from bzzz.projects import NO_PROJECT
 from bzzz.schemas import AnnounceInput, FilterCriteria, GetInput, LookupInput
 from bzzz.store.database import Database
 from bzzz.store.directory import AgentDirectory
@@ -109,6 +110,8 @@ class AgentService:
             )
         _check_human(params)
         params = self._granted(caller.principal, params)
+        # An agent of a project this node does not serve lives on a node that does.
+        self._log.require_served(params.project or None)
         self._check_look_alike(params.agent_id)
         existing = self.directory.get(params.agent_id)
         held = existing is not None and existing.online
@@ -127,7 +130,13 @@ class AgentService:
             "handle_hash": handle_hash(handle),
         }
         payload = params.model_dump() | {"session_id": key, "metadata": metadata}
-        outcome = await self._log.emit("agent.announced", "agent", params.agent_id, payload)
+        outcome = await self._log.emit(
+            "agent.announced",
+            "agent",
+            params.agent_id,
+            payload,
+            project=params.project or NO_PROJECT,
+        )
         raise_store_failure(outcome)
         if not outcome["ok"]:
             if outcome.get("reason") == "max_agents":
@@ -161,7 +170,9 @@ class AgentService:
             "session_id": agent.session_id,
             "metadata": dict(agent.metadata),
         }
-        await self._log.emit("agent.announced", "agent", agent.id, payload)
+        await self._log.emit(
+            "agent.announced", "agent", agent.id, payload, project=agent.project or NO_PROJECT
+        )
         self.leases.renew(agent.id)
 
     @staticmethod
@@ -491,28 +502,36 @@ class AgentService:
         agents = self.directory.of_session(self._log.node_id, caller.session_id)
         if not agents:
             return []
-        ids = [a.id for a in agents]
-        await self._log.emit(
-            "agent.offline",
-            "agent",
-            ids[0],
-            {"agent_ids": ids, "session_id": caller.session_id, "reason": reason},
-        )
-        return ids
+        await self._offline(agents, caller.session_id, reason)
+        return [a.id for a in agents]
 
-    async def release_stale(self, reason: str = "node restarted") -> int:
-        """Take every online agent this node hosts offline (start-up after a crash, shutdown)."""
-        agents = self.directory.online_of_node(self._log.node_id)
-        by_session: dict[str, list[str]] = {}
+    async def _offline(self, agents: list[domain.Agent], session_id: str, reason: str) -> None:
+        """One ``agent.offline`` per project of ``agents`` (each on its project's subject)."""
+        by_project: dict[str, list[str]] = {}
         for agent in agents:
-            by_session.setdefault(agent.session_id, []).append(agent.id)
-        for session_id, ids in by_session.items():
+            by_project.setdefault(agent.project or NO_PROJECT, []).append(agent.id)
+        for project, ids in by_project.items():
+            if not self._log.projects.serves(project):
+                # Held here before this node stopped serving the project: its nodes' leases
+                # take the agents offline; this node writes no content of it.
+                logger.warning("agents %s of project %s not taken offline here", ids, project)
+                continue
             await self._log.emit(
                 "agent.offline",
                 "agent",
                 ids[0],
                 {"agent_ids": ids, "session_id": session_id, "reason": reason},
+                project=project,
             )
+
+    async def release_stale(self, reason: str = "node restarted") -> int:
+        """Take every online agent this node hosts offline (start-up after a crash, shutdown)."""
+        agents = self.directory.online_of_node(self._log.node_id)
+        by_session: dict[str, list[domain.Agent]] = {}
+        for agent in agents:
+            by_session.setdefault(agent.session_id, []).append(agent)
+        for session_id, held in by_session.items():
+            await self._offline(held, session_id, reason)
         return len(agents)
 
     async def agents_of(self, caller: Caller) -> list[domain.Agent]:
@@ -603,19 +622,14 @@ class AgentService:
     async def expire_leases(self) -> list[str]:
         """Take this node's sessionless agents whose lease ran out offline; their ids."""
         expired = self.leases.expired(self.directory.online_of_node(self._log.node_id))
-        by_key: dict[str, list[str]] = {}
+        by_key: dict[str, list[domain.Agent]] = {}
         for agent in expired:
-            by_key.setdefault(agent.session_id, []).append(agent.id)
+            by_key.setdefault(agent.session_id, []).append(agent)
         if expired and self.before_offline is not None:
             await self.before_offline([a.id for a in expired])
-        for key, ids in by_key.items():
-            await self._log.emit(
-                "agent.offline",
-                "agent",
-                ids[0],
-                {"agent_ids": ids, "session_id": key, "reason": "lease expired"},
-            )
-            self.leases.forget(ids)
+        for key, held in by_key.items():
+            await self._offline(held, key, "lease expired")
+            self.leases.forget([a.id for a in held])
         return [a.id for a in expired]
 
     async def run_leases(self) -> None:
@@ -645,6 +659,13 @@ def _check_human(params: AnnounceInput) -> None:
 def visible_projects(who: Principal) -> frozenset[str] | None:
     """The projects whose agents a principal sees; None: every agent."""
     return None if who.all_projects else who.projects
+
+
+async def thread_project_in(db: Database, thread_id: str) -> str:
+    """The project a thread's envelopes go to: its own, NO_PROJECT for none (or no thread)."""
+    async with db.session() as session:
+        thread = await Repository(session).thread(thread_id)
+    return (thread_project(thread) if thread is not None else None) or NO_PROJECT
 
 
 def thread_project(thread: domain.Thread) -> str | None:

@@ -313,6 +313,8 @@ class NodeStatus(_Open):
     network: str
     state: str
     healthy: bool
+    # The projects the node serves (bzzz.projects; ["*"] for every project).
+    projects: list[str] = Field(default_factory=list)
 
 
 class DeliveriesAnswer(Answer):

@@ -19,13 +19,14 @@ from typing import Any
 import httpx
 
 from bzzz import domain
-from bzzz.agents.service import thread_project
+from bzzz.agents.service import thread_project, thread_project_in
 from bzzz.config import EscalationSettings
 from bzzz.conversations.candidates import best_available
 from bzzz.domain import iso
 from bzzz.errors import ConfigError, EscalationFailed
 from bzzz.eventlog import EventLog
 from bzzz.events.webhooks import SIGNATURE_HEADER, sign_body
+from bzzz.projects import NO_PROJECT
 from bzzz.store.database import Database
 from bzzz.store.directory import AgentDirectory
 from bzzz.store.repository import Repository
@@ -136,6 +137,7 @@ class EscalationActions:
             "thread",
             thread_id,
             {"thread_id": thread_id, "agent_id": agent_id, "invited_by": escalation.id},
+            project=await thread_project_in(self._db, thread_id),
         )
         if not outcome["ok"]:
             raise EscalationFailed(f"could not invite {agent_id}: {outcome['reason']}")
@@ -234,6 +236,7 @@ class EscalationActions:
                     "reason": escalation.reason,
                 },
             },
+            project=project or NO_PROJECT,
         )
         if not outcome["ok"] and outcome.get("reason") != "thread exists":
             raise EscalationFailed(f"could not open the decision thread: {outcome['reason']}")

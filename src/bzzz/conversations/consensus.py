@@ -20,12 +20,14 @@ import httpx
 from ulid import ULID
 
 from bzzz import domain
+from bzzz.agents.service import thread_project
 from bzzz.backoff import backoff
 from bzzz.clock import Clock
 from bzzz.config import SlurpSettings
 from bzzz.conversations.hooks import InsightExtractor
 from bzzz.domain import iso
 from bzzz.eventlog import EventLog
+from bzzz.projects import NO_PROJECT
 from bzzz.store.database import Database
 from bzzz.store.directory import AgentDirectory
 from bzzz.store.repository import Repository
@@ -135,6 +137,7 @@ class ConsensusService:
             "slurp",
             thread_id,
             {"event_id": event["id"], "thread_id": thread_id, "event": event},
+            project=thread_project(thread) or NO_PROJECT,
         )
         if not outcome["ok"]:
             async with self._db.session() as session:
@@ -170,6 +173,8 @@ class ConsensusService:
                 "action": "resolve",
                 "reason": f"decided in {thread.id}: {decisions}"[:4000],
             },
+            # A decision thread is its parent's project's.
+            project=thread_project(thread) or NO_PROJECT,
         )
         if not outcome["ok"]:
             logger.info("parent thread %s not resolved: %s", parent, outcome.get("reason"))

@@ -18,6 +18,7 @@ from typing import Any
 from ulid import ULID
 
 from bzzz import domain
+from bzzz.agents.service import thread_project_in
 from bzzz.backoff import backoff
 from bzzz.clock import Clock
 from bzzz.config import EscalationConditionConfig, EscalationRuleConfig, EscalationSettings
@@ -216,7 +217,13 @@ class EscalationService:
             "actions": actions,
             "triggered_at": iso(now),
         }
-        outcome = await self._log.emit("thread.escalated", "thread", thread_id, payload)
+        outcome = await self._log.emit(
+            "thread.escalated",
+            "thread",
+            thread_id,
+            payload,
+            project=await thread_project_in(self._db, thread_id),
+        )
         if not outcome["ok"]:
             logger.debug("rule %s not fired on %s: %s", firing.rule.name, thread_id, outcome)
             return None
@@ -288,6 +295,7 @@ class EscalationService:
             "thread",
             escalation.thread_id,
             {"escalation_id": escalation.id, "index": index, "state": state},
+            project=await thread_project_in(self._db, escalation.thread_id),
         )
 
     def _backoff(self, attempts: int) -> float:

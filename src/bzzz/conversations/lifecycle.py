@@ -16,7 +16,7 @@ import logging
 from datetime import timedelta
 
 from bzzz import domain
-from bzzz.agents.service import raise_store_failure, thread_project
+from bzzz.agents.service import raise_store_failure, thread_project, thread_project_in
 from bzzz.clock import Clock
 from bzzz.domain import iso
 from bzzz.errors import InvalidParameters, ThreadNotFound
@@ -80,6 +80,7 @@ class ThreadLifecycle:
             "thread",
             thread_id,
             {"thread_id": thread_id, "agent_id": agent_id, "action": action, "reason": reason},
+            project=await thread_project_in(self._db, thread_id),
         )
         raise_store_failure(outcome)
         if not outcome["ok"]:
@@ -114,6 +115,7 @@ class ThreadLifecycle:
                     # The projector refuses the close if the thread was active after this.
                     "idle_before": iso(cutoff),
                 },
+                project=await thread_project_in(self._db, thread_id),
             )
             if outcome["ok"]:
                 closed.append(thread_id)

@@ -14,11 +14,17 @@ from bzzz import domain
 from bzzz.access.keys import STATELESS, holder_of, principal_key
 from bzzz.access.limits import PostLimiter
 from bzzz.address import Address, parse_address
-from bzzz.agents.service import AgentService, raise_store_failure, thread_project
+from bzzz.agents.service import (
+    AgentService,
+    raise_store_failure,
+    thread_project,
+    thread_project_in,
+)
 from bzzz.agents.views import thread_info
 from bzzz.clock import Clock, SystemClock
 from bzzz.conversations.hooks import NoStanceModel, StanceClassifier, ThreadObserver
 from bzzz.conversations.lifecycle import ThreadLifecycle
+from bzzz.conversations.placement import message_project
 from bzzz.conversations.review import ReviewDesk
 from bzzz.conversations.summary import content_text, message_text, summarize_thread
 from bzzz.domain import TASK_UPDATE_TYPES, THREAD_MESSAGE_TYPES, iso
@@ -26,6 +32,7 @@ from bzzz.errors import AgentNotFound, BzzzError, InvalidParameters, RateLimited
 from bzzz.eventlog import Caller, EventLog
 from bzzz.principal import Principal, Scope
 from bzzz.privacy.redact import redact_data
+from bzzz.projects import NO_PROJECT
 from bzzz.schemas import PostInput, ThreadInput
 from bzzz.store.database import Database
 from bzzz.store.directory import AgentDirectory
@@ -155,6 +162,9 @@ class ConversationService:
         address = parse_address(params.target_address) if params.target_address else None
         if address is not None and address.network not in (None, self._log.network):
             return await self._post_federated(caller, params, address, started)
+        if address is not None and address.project is not None:
+            # A post addressed into a project this node does not serve goes to a node that does.
+            self._log.require_served(address.project)
         if sender is None:
             sender = await self.sender_for(caller, params.agent_id, as_principal)
         self._limiter.take(sender)
@@ -185,8 +195,13 @@ class ConversationService:
         # The subject names the sender; a principal's id (':', '.', '/' in a JWT issuer) is
         # no subject token, its key is.
         key = sender if domain.names_an_agent(sender) else principal_key(caller.principal)
+        project = (
+            await thread_project_in(self._db, params.thread_id)
+            if params.thread_id
+            else message_project(self._agents.directory, address, sender, recipients)
+        )
         outcome = await self._log.emit(
-            "message.posted", "msg", key, payload, envelope_id=envelope_id
+            "message.posted", "msg", key, payload, envelope_id=envelope_id, project=project
         )
         raise_store_failure(outcome)
         if not outcome["ok"]:
@@ -527,6 +542,7 @@ class ConversationService:
             )
         # The thread is its creator's project's (the first participant's for a principal).
         project = next(a.project for a in visible if a is not None)
+        self._log.require_served(project)
         await self._check_thread_room(caller)
         thread_id = f"thread-{ULID()}"
         outcome = await self._log.emit(
@@ -540,6 +556,7 @@ class ConversationService:
                 "participants": participants,
                 "metadata": {"project": project},
             },
+            project=project or NO_PROJECT,
         )
         raise_store_failure(outcome)
         if not outcome["ok"]:
@@ -599,7 +616,11 @@ class ConversationService:
         if kind == "thread.left" and agent.id not in thread["participants"]:
             raise InvalidParameters(f"agent '{agent.id}' is not in thread '{params.thread_id}'")
         outcome = await self._log.emit(
-            kind, "thread", params.thread_id, {"thread_id": params.thread_id, "agent_id": agent.id}
+            kind,
+            "thread",
+            params.thread_id,
+            {"thread_id": params.thread_id, "agent_id": agent.id},
+            project=project or NO_PROJECT,
         )
         raise_store_failure(outcome)
         if not outcome["ok"]:
@@ -648,6 +669,7 @@ class ConversationService:
             "thread",
             thread.id,
             {"thread_id": thread.id, "summary": summary["summary"]},
+            project=thread_project(thread) or NO_PROJECT,
         )
         return summary
 
@@ -682,7 +704,13 @@ class ConversationService:
         plan = self._review.plan(creator, params.roles, task, params.topic, params.criteria)
         payload = plan["payload"]
         await self._check_thread_room(caller)
-        outcome = await self._log.emit("thread.created", "thread", payload["thread_id"], payload)
+        outcome = await self._log.emit(
+            "thread.created",
+            "thread",
+            payload["thread_id"],
+            payload,
+            project=(payload.get("metadata") or {}).get("project") or NO_PROJECT,
+        )
         raise_store_failure(outcome)
         if not outcome["ok"]:
             raise self._too_many()

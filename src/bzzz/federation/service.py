@@ -18,11 +18,13 @@ from pathlib import Path
 from typing import Any
 
 from bzzz.errors import InvalidParameters
+from bzzz.network import subjects
 from bzzz.network.admission import Admission
 from bzzz.network.base import BatchHandler, Bus, BusMessage, PeerHandler, PingHandler, Stored
 from bzzz.network.envelope import seal
 from bzzz.network.identity import NodeIdentity
 from bzzz.projector import Projector
+from bzzz.projects import NO_PROJECT
 from bzzz.store.database import Database
 from bzzz.store.directory import AgentDirectory
 from bzzz.store.projection import ProjectionLimits
@@ -63,11 +65,17 @@ class FollowedLog:
         """A follower never writes through here (posts go through FederationService.post)."""
         raise RuntimeError("a followed network is read-only")
 
-    async def consume(self, durable: str, handler: BatchHandler, start_seq: int = 1) -> None:
-        """Follow the network's agent and node subjects from its start."""
+    async def consume(
+        self,
+        durable: str,
+        handler: BatchHandler,
+        start_seq: int = 1,
+        filters: Sequence[str] | None = None,
+    ) -> None:
+        """Follow the network's agent and node subjects from its start (every project)."""
         await self._bus.follow(self._network, FOLLOWED_KINDS, handler)
 
-    async def last_sequence(self) -> int:
+    async def last_sequence(self, subject: str | None = None) -> int:
         """Unknown to a follower: it waits for nothing at start."""
         return 0
 
@@ -195,8 +203,14 @@ class FederationService:
 
     async def post(self, network: str, sender: str, payload: dict[str, Any]) -> int:
         """Store a message in another network's log (signed by this node); its sequence there."""
-        self.directory(network)
-        envelope = seal(
-            self._identity, network, "message.posted", f"bzzz.{network}.msg.{sender}", payload
-        )
+        directory = self.directory(network)
+        # The recipients' one project there (NO_PROJECT, which every node serves, otherwise).
+        found = {
+            agent.project or NO_PROJECT
+            for agent in (directory.get(r) for r in payload.get("recipients") or [])
+            if agent is not None
+        }
+        project = found.pop() if len(found) == 1 else NO_PROJECT
+        subject = subjects.subject(network, "msg", sender, project)
+        envelope = seal(self._identity, network, "message.posted", subject, payload)
         return await self._bus.publish(envelope.subject, envelope.to_bytes(), envelope.id)

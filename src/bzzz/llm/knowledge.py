@@ -17,6 +17,7 @@ import sqlite3
 from datetime import datetime
 
 from bzzz.eventlog import EventLog
+from bzzz.projects import NO_PROJECT
 from bzzz.store.database import Database
 from bzzz.store.llm_repository import Knowledge, LLMRepository
 
@@ -114,6 +115,7 @@ class KnowledgeBase:
                     for i, (kind, text) in enumerate(kept[:100])
                 ],
             },
+            project=project or NO_PROJECT,
         )
         self.recorded += len(kept) if outcome.get("ok") else 0
         return bool(outcome.get("ok"))

@@ -14,6 +14,7 @@ from ulid import ULID
 
 from bzzz.domain import utcnow
 from bzzz.eventlog import EventLog
+from bzzz.projects import NO_PROJECT
 from bzzz.store.database import Database
 from bzzz.store.llm_repository import LLMRepository, Memory
 
@@ -88,6 +89,7 @@ class MemoryStore:
                 "summary": episode.summary[:SUMMARY_LIMIT] or "(empty)",
                 "outcome": episode.outcome[:64],
             },
+            project=project or NO_PROJECT,
         )
         cached = self._episodes.get((agent_id, project))
         if outcome.get("ok") and kind == "episode" and cached is not None:

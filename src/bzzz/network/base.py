@@ -49,6 +49,17 @@ def ping_subject(network: str, node_id: str) -> str:
     return f"_bzzz.{network}.ping.{node_id}"
 
 
+def subject_matches(pattern: str, subject: str) -> bool:
+    """Whether a NATS subject filter (``*`` one token, ``>`` the rest) matches ``subject``."""
+    want, have = pattern.split("."), subject.split(".")
+    for index, token in enumerate(want):
+        if token == ">":
+            return len(have) > index
+        if index >= len(have) or (token != "*" and token != have[index]):
+            return False
+    return len(want) == len(have)
+
+
 class Bus(Protocol):
     """A durable, ordered log shared by every node of a network."""
 
@@ -68,17 +79,26 @@ class Bus(Protocol):
         """``publish``, and whether the log held ``msg_id`` already."""
         ...
 
-    async def consume(self, durable: str, handler: BatchHandler, start_seq: int = 1) -> None:
+    async def consume(
+        self,
+        durable: str,
+        handler: BatchHandler,
+        start_seq: int = 1,
+        filters: Sequence[str] | None = None,
+    ) -> None:
         """Deliver the log to ``handler`` in batches, from ``start_seq`` on, in order.
 
         The node's store knows what it has applied, so it says where to start; ``durable`` names
-        this node's consumer on the server. A batch is acknowledged when the handler returns;
-        if it raises, the batch is delivered again. Runs until cancelled.
+        this node's consumer on the server. ``filters`` (NATS subject filters) limit it to the
+        subjects of the projects the node serves (``network.subjects.consumer_filters``);
+        None is the whole log. A batch is acknowledged when the handler returns; if it raises,
+        the batch is delivered again. Runs until cancelled.
         """
         ...
 
-    async def last_sequence(self) -> int:
-        """The sequence of the newest stored envelope (0 when empty)."""
+    async def last_sequence(self, subject: str | None = None) -> int:
+        """The sequence of the newest stored envelope (0 when empty); with ``subject`` (a NATS
+        filter), of the newest one on a subject it matches."""
         ...
 
     # Reading back and removing stored envelopes (retention and erasure, admission's CLI).
@@ -86,8 +106,9 @@ class Bus(Protocol):
     async def read_kind(
         self, kind: str, key: str | None = None, *, before_seq: int | None = None
     ) -> list[BusMessage]:
-        """Stored envelopes of ``bzzz.<network>.<kind>.<key>`` (every key when None), in log
-        order, only those below ``before_seq`` when given."""
+        """Stored envelopes of ``kind`` and ``key`` (every key when None) on both layouts and in
+        every project (``network.subjects.kind_filters``), in log order, only those below
+        ``before_seq`` when given."""
         ...
 
     async def get(self, seq: int) -> BusMessage | None:
@@ -95,8 +116,8 @@ class Bus(Protocol):
         ...
 
     async def purge(self, kind: str, key: str | None = None, *, before_seq: int) -> None:
-        """Remove every stored envelope of ``bzzz.<network>.<kind>.<key>`` (every key when
-        None) below ``before_seq``; the others keep their sequences."""
+        """Remove every stored envelope of ``kind`` and ``key`` (every key when None; both
+        layouts, every project) below ``before_seq``; the others keep their sequences."""
         ...
 
     async def delete(self, seq: int) -> None:

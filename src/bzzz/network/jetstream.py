@@ -37,6 +37,7 @@ from nats.js.errors import (
 from nats.js.kv import KeyValue
 
 from bzzz.errors import NetworkError
+from bzzz.network import subjects
 from bzzz.network.base import (
     BatchHandler,
     BusMessage,
@@ -309,19 +310,31 @@ class JetStreamBus:
                 ) from exc
             return Stored(int(ack.seq), duplicate=bool(ack.duplicate))
 
-    async def consume(self, durable: str, handler: BatchHandler, start_seq: int = 1) -> None:
-        """Deliver batches from the node's durable push consumer; ack after the handler."""
+    async def consume(
+        self,
+        durable: str,
+        handler: BatchHandler,
+        start_seq: int = 1,
+        filters: Sequence[str] | None = None,
+    ) -> None:
+        """Deliver batches from the node's durable push consumer; ack after the handler.
+
+        ``filters`` become the consumer's filter subjects (nats-server 2.10+): the server
+        delivers only the projects this node serves, and skips the rest of the log.
+        """
+        wanted = list(filters) if filters else [f"bzzz.{self._network}.>"]
         js = self._jetstream()
         # A consumer left by an earlier run may hold deliveries it will only resend after
         # ack_wait; the store knows exactly what was applied, so start afresh from there.
         with contextlib.suppress(NotFoundError):
             await js.delete_consumer(self.stream, durable)
         sub = await js.subscribe(
-            f"bzzz.{self._network}.>",
+            wanted[0],
             durable=durable,
             stream=self.stream,
             manual_ack=True,
             config=ConsumerConfig(
+                filter_subjects=wanted if len(wanted) > 1 else None,
                 # Acking a batch's last message acks the whole batch: one ack per batch.
                 ack_policy=AckPolicy.ALL,
                 deliver_policy=DeliverPolicy.BY_START_SEQUENCE,
@@ -358,13 +371,19 @@ class JetStreamBus:
     def _to_bus(msg: Msg) -> BusMessage:
         return BusMessage(subject=msg.subject, data=msg.data, seq=int(msg.metadata.sequence.stream))
 
-    async def last_sequence(self) -> int:
-        """The stream's last sequence."""
-        info = await self._jetstream().stream_info(self.stream)
-        return int(info.state.last_seq)
+    async def last_sequence(self, subject: str | None = None) -> int:
+        """The stream's last sequence; with ``subject``, the newest on a subject it matches."""
+        if subject is None:
+            info = await self._jetstream().stream_info(self.stream)
+            return int(info.state.last_seq)
+        try:
+            raw = await self._jetstream().get_last_msg(self.stream, subject)
+        except NotFoundError:
+            return 0
+        return int(raw.seq or 0)
 
-    def _filter(self, kind: str, key: str | None) -> str:
-        return f"bzzz.{self._network}.{kind}.{key if key is not None else '>'}"
+    def _filters(self, kind: str, key: str | None) -> list[str]:
+        return subjects.kind_filters(self._network, kind, key)
 
     async def read_kind(
         self, kind: str, key: str | None = None, *, before_seq: int | None = None
@@ -372,10 +391,12 @@ class JetStreamBus:
         """Every stored envelope of subjects ``bzzz.<network>.<kind>.<key or >>``, in log order,
         below ``before_seq`` when given (the CLI derives the admitted nodes from these alone)."""
         js = self._jetstream()
+        filters = self._filters(kind, key)
         sub = await js.pull_subscribe(
-            self._filter(kind, key),
+            filters[0],
             stream=self.stream,
             config=ConsumerConfig(
+                filter_subjects=filters,
                 deliver_policy=DeliverPolicy.ALL,
                 ack_policy=AckPolicy.NONE,
                 inactive_threshold=30.0,
@@ -414,9 +435,8 @@ class JetStreamBus:
         if before_seq <= 1:
             return  # seq 0 (or none) would purge the whole subject: nothing lies below 1
         try:
-            await self._jetstream().purge_stream(
-                self.stream, seq=before_seq, subject=self._filter(kind, key)
-            )
+            for subject in self._filters(kind, key):
+                await self._jetstream().purge_stream(self.stream, seq=before_seq, subject=subject)
         except (*_RETRYABLE, NatsError) as exc:
             raise NetworkError(f"the network did not purge {kind} ({exc!r})") from exc
 
@@ -588,7 +608,8 @@ class JetStreamBus:
     async def follow(self, network: str, kinds: Sequence[str], handler: BatchHandler) -> None:
         """Read another network's subjects of ``kinds`` from its start (an ordered consumer)."""
         js = self._jetstream()
-        filters = [f"bzzz.{network}.{kind}.>" for kind in kinds]
+        # Both layouts, every project: a follower reads the whole network's agents.
+        filters = [f for kind in kinds for f in subjects.kind_filters(network, kind)]
         while True:
             try:
                 sub = await js.subscribe(

@@ -6,6 +6,7 @@ import asyncio
 from collections.abc import Sequence
 
 from bzzz.errors import NetworkError
+from bzzz.network import subjects
 from bzzz.network.base import (
     BatchHandler,
     BusMessage,
@@ -13,6 +14,7 @@ from bzzz.network.base import (
     PingHandler,
     Stored,
     Unanswered,
+    subject_matches,
 )
 
 
@@ -32,6 +34,8 @@ class InMemoryBus:
         # (subject pattern, queue, handler) of every request subscription, in order.
         self._responders: list[tuple[str, str, PingHandler]] = []
         self._turn = 0
+        # Each durable consumer's filter subjects (as a server's consumer info shows them).
+        self.filters: dict[str, list[str]] = {}
         self.closed = False
 
     async def start(self) -> None:
@@ -56,28 +60,44 @@ class InMemoryBus:
             self._changed.notify_all()
         return Stored(seq)
 
-    async def consume(self, durable: str, handler: BatchHandler, start_seq: int = 1) -> None:
-        """Hand out batches from ``start_seq``, waiting for new messages."""
+    async def consume(
+        self,
+        durable: str,
+        handler: BatchHandler,
+        start_seq: int = 1,
+        filters: Sequence[str] | None = None,
+    ) -> None:
+        """Hand out batches from ``start_seq`` (only subjects ``filters`` match, when given),
+        waiting for new messages."""
+        self.filters[durable] = list(filters or [])
         self._cursors[durable] = max(0, start_seq - 1)
         while True:
             start = self._cursors.get(durable, 0)
             async with self._changed:
                 await self._changed.wait_for(lambda: len(self._log) > self._cursors.get(durable, 0))
             window = self._log[start : start + self._batch_size]
-            batch = [msg for msg in window if msg is not None]
+            batch = [
+                msg
+                for msg in window
+                if msg is not None
+                and (not filters or any(subject_matches(f, msg.subject) for f in filters))
+            ]
             if batch:
                 await handler(batch)
             self._cursors[durable] = start + len(window)
 
-    async def last_sequence(self) -> int:
-        """The newest sequence."""
-        return len(self._log)
+    async def last_sequence(self, subject: str | None = None) -> int:
+        """The newest sequence (on a subject ``subject`` matches, when given)."""
+        if subject is None:
+            return len(self._log)
+        found = [m.seq for m in self._log if m is not None and subject_matches(subject, m.subject)]
+        return max(found, default=0)
 
     def _matches(self, msg: BusMessage | None, kind: str, key: str | None) -> bool:
         if msg is None:
             return False
-        parts = msg.subject.split(".", 3)
-        return len(parts) == 4 and parts[2] == kind and (key is None or parts[3] == key)
+        parsed = subjects.kind_and_key(msg.subject)
+        return parsed is not None and parsed[0] == kind and (key is None or parsed[1] == key)
 
     async def read_kind(
         self, kind: str, key: str | None = None, *, before_seq: int | None = None

@@ -40,8 +40,14 @@ class StandIns:
         trusted: frozenset[str] | None,
         keyring: Keyring | None = None,
         admitted: Admission | None = None,
+        *,
+        filtered: bool = False,
     ) -> None:
         self._bus = bus
+        # A node serving named projects meets gaps wherever other projects' envelopes lie:
+        # it reads the holders again only when the log holds one it has not read.
+        self._filtered = filtered
+        self._newest_holder = 0
         # The holders are sealed like any content envelope: opened with the network's keys.
         self._keyring = keyring
         self._network = network
@@ -62,7 +68,7 @@ class StandIns:
         gaps = _gaps(applied, messages)
         if not gaps:
             return []
-        if max(high for _, high in gaps) > self._horizon:
+        if max(high for _, high in gaps) > self._horizon and await self._holders_changed():
             await self._load(applied)
         found: list[tuple[Envelope, int]] = []
         for low, high in gaps:
@@ -72,7 +78,21 @@ class StandIns:
                     found.append((envelope, seq))
         return found
 
+    async def _holders_changed(self) -> bool:
+        """Whether holders may have been added since the last read (always, unfiltered).
+
+        Every purge is re-stated before it happens: when the newest holder is one already
+        read, no gap past the horizon is a purged envelope's.
+        """
+        if not self._filtered:
+            return True
+        newest = await self._bus.last_sequence(f"bzzz.{self._network}.{KIND}.>")
+        return newest > self._newest_holder
+
     async def _load(self, applied: int) -> None:
+        if self._filtered:
+            # Taken before the read: a holder stored meanwhile is newer and read next time.
+            self._newest_holder = await self._bus.last_sequence(f"bzzz.{self._network}.{KIND}.>")
         self._horizon = await self._bus.last_sequence()
         # The admitted set is replayed beside the holders, so each is judged by the set of
         # its own place in the log.

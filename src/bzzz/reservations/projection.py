@@ -43,6 +43,7 @@ from bzzz.store.projection import (
 )
 
 KIND = "reservation"
+SWEEP_KIND = "sweep"  # network-wide: bzzz.<network>.sweep.sweep
 REQUESTED = "reservation.requested"
 RELEASED = "reservation.released"
 RENEWED = "reservation.renewed"

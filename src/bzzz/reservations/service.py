@@ -22,6 +22,7 @@ from bzzz.clock import Clock, SystemClock
 from bzzz.errors import BzzzError, InvalidParameters, RateLimited, ReservationConflict
 from bzzz.eventlog import Caller, EventLog
 from bzzz.principal import Principal, Scope
+from bzzz.projects import NO_PROJECT
 from bzzz.reservations import projection
 from bzzz.reservations.globs import overlap
 from bzzz.reservations.projection import RESERVATION_APPLIERS, reservation_json
@@ -84,7 +85,13 @@ class ReservationService:
             "ttl": params.ttl,
             "reason": params.reason or None,
         }
-        outcome = await self._log.emit(projection.REQUESTED, projection.KIND, agent.id, payload)
+        outcome = await self._log.emit(
+            projection.REQUESTED,
+            projection.KIND,
+            agent.id,
+            payload,
+            project=agent.project or NO_PROJECT,
+        )
         raise_store_failure(outcome)
         if not outcome["ok"]:
             raise _refusal(outcome, agent)
@@ -102,7 +109,9 @@ class ReservationService:
             type_ = projection.RENEWED
         else:
             type_ = projection.RELEASED
-        outcome = await self._log.emit(type_, projection.KIND, agent.id, payload)
+        outcome = await self._log.emit(
+            type_, projection.KIND, agent.id, payload, project=agent.project or NO_PROJECT
+        )
         raise_store_failure(outcome)
         if params.action == "renew":
             renewed = outcome.get("renewed", [])
@@ -200,7 +209,8 @@ class ReservationService:
             expired = await session.scalar(select(exists().where(ReservationRow.expires_at <= now)))
         if not expired:
             return False
-        await self._log.emit(projection.SWEPT, projection.KIND, "sweep", {})
+        # Network-wide: each node sweeps the reservations of the projects it holds.
+        await self._log.emit(projection.SWEPT, projection.SWEEP_KIND, "sweep", {})
         return True
 
     async def run_sweeps(self) -> None:
