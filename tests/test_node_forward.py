@@ -67,7 +67,8 @@ class FakeDirectory:
 
 @pytest.fixture
 def directory() -> FakeDirectory:
-    return FakeDirectory({"w-9": "p2"})
+    # What the network's agent directory says of p2's agents (the p1 node stores none of them).
+    return FakeDirectory({"w-2": "p2", "w-3": "p2", "w-9": "p2"})
 
 
 @pytest.fixture
@@ -106,7 +107,7 @@ async def test_a_post_and_reads_for_p2_through_the_p1_node_are_answered_by_the_p
     )
     sent = await a.front.post(OWNER, post)
     inbox = GetInput(address="bzzz://w-2@p2/inbox")
-    tasks = GetInput(address="bzzz://w-2/tasks")  # no project: the store knows w-2's
+    tasks = GetInput(address="bzzz://w-2/tasks")  # no project: the directory knows w-2's
 
     assert sent["delivery_results"]["recipients"] == ["w-2"]
     assert _same(await a.front.get(OWNER, inbox)) == _same(await b.front.get(OWNER, inbox))
@@ -126,7 +127,8 @@ async def test_a_thread_of_p2_reads_the_same_through_the_p1_node(nodes: tuple[No
     )
     thread_id = created["thread_id"]
     read = GetInput(address=f"bzzz://*@p2/threads/{thread_id}")
-    bare = GetInput(address=f"bzzz://*/threads/{thread_id}")  # the store knows its project
+    # No project: the directory knows the project of the agent the address names.
+    bare = GetInput(address=f"bzzz://w-3/threads/{thread_id}")
 
     assert _same(await a.front.get(OWNER, read)) == _same(await b.front.get(OWNER, read))
     assert _same(await a.front.get(OWNER, bare)) == _same(await b.front.get(OWNER, bare))
@@ -145,8 +147,9 @@ async def test_a_principal_of_p1_only_is_refused_through_the_p1_node_as_on_the_p
     assert refused_read == await _error(b.front.get(P1_ONLY, inbox))
     assert refused_read["code"] == "AGENT_NOT_FOUND"
     refused_post = await _error(a.front.post(P1_ONLY, post))
-    assert refused_post == await _error(b.front.post(P1_ONLY, post))
     assert refused_post["code"] == "AGENT_NOT_FOUND"  # p2 is not shown to it: no such agent
+    # On the p2 node itself the caller acts as no agent (its s-5 lives in p1): refused too.
+    assert (await _error(b.front.post(P1_ONLY, post)))["code"] == "INVALID_PARAMETERS"
     assert b.front.counts["in"]["error"] == 2
     assert (await b.front.get(OWNER, inbox))["content"]["messages"] == []
 
