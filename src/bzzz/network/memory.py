@@ -7,6 +7,7 @@ from collections.abc import Sequence
 
 from bzzz.errors import NetworkError
 from bzzz.network.base import BatchHandler, BusMessage, PeerHandler, PingHandler, Stored
+from bzzz.network.directory import InMemoryDirectory
 
 
 class InMemoryBus:
@@ -23,6 +24,8 @@ class InMemoryBus:
         self._peer_watchers: list[asyncio.Queue[tuple[str, bytes | None]]] = []
         self._pingers: dict[str, PingHandler] = {}
         self.closed = False
+        # The network's agent directory, shared by the nodes on this bus.
+        self.directory = InMemoryDirectory()
 
     async def start(self) -> None:
         """Nothing to connect to."""
