@@ -9,7 +9,7 @@ entry has one writer at a time and nothing flaps.
 ``RemoteAgents``: what a lookup searches on a node that does not serve every project. A
 project it does not serve is read from the directory into an ``AgentDirectory`` (the store's
 own read model, so ranks and scores are the ones a serving node computes); the built
-directories are cached while the entries behind them stay the same (a bounded cache).
+directories are cached (a bounded number) and kept up to date by difference as entries change.
 """
 
 from __future__ import annotations
@@ -17,8 +17,9 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections import OrderedDict
-from collections.abc import Awaitable, Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Iterable, Sequence
 from collections.abc import Set as AbstractSet
+from dataclasses import dataclass, field
 
 from bzzz import domain
 from bzzz.errors import BzzzError
@@ -101,8 +102,8 @@ class DirectoryWriter:
     async def flush(self) -> None:
         """Write the noted changes."""
         pending, self._pending = self._pending, {}
-        writes = [self._write(agent) for agent in pending.values()]
-        await _in_chunks(writes)
+        # Lazily: a cancelled flush leaves no coroutine unawaited.
+        await _in_chunks(self._write(agent) for agent in pending.values())
 
     async def _write(self, agent: domain.Agent) -> None:
         was = self._written.get(agent.id)
@@ -146,6 +147,25 @@ async def _in_chunks(writes: Iterable[Awaitable[None]]) -> None:
         await asyncio.gather(*batch)
 
 
+@dataclass(slots=True)
+class _Built:
+    """A ranked copy of directory entries, and what it was built from (entry key -> agent)."""
+
+    directory: AgentDirectory = field(default_factory=AgentDirectory)
+    held: dict[str, domain.Agent] = field(default_factory=dict)
+    versions: tuple[int, ...] = ()
+
+    def update(self, wanted: dict[str, domain.Agent]) -> None:
+        """Make the copy hold ``wanted``: only what changed is taken out or put in."""
+        gone = [entry for entry in self.held if entry not in wanted]
+        for entry in gone:
+            self.directory.remove(self.held.pop(entry).id)
+        for entry, agent in wanted.items():
+            if self.held.get(entry) is not agent:
+                self.directory.put(agent)
+                self.held[entry] = agent
+
+
 class RemoteAgents:
     """What a lookup searches when this node does not serve every project."""
 
@@ -153,7 +173,7 @@ class RemoteAgents:
         self.directory = directory
         self.served = served
         self._kept = kept
-        self._built: OrderedDict[tuple[object, ...], AgentDirectory] = OrderedDict()
+        self._built: OrderedDict[tuple[object, ...], _Built] = OrderedDict()
 
     async def searched(
         self, project: str | None, visible: AbstractSet[str] | None, local: AgentDirectory
@@ -176,21 +196,26 @@ class RemoteAgents:
         self, projects: tuple[str, ...] | None, local: AgentDirectory | None
     ) -> AgentDirectory:
         """An AgentDirectory of the listed agents of ``projects`` (None: every unserved one),
-        without those ``local`` holds; rebuilt only when the entries changed."""
-        parts: list[tuple[int, Mapping[str, domain.Agent]]] = []
-        for project in projects if projects is not None else (None,):
-            parts.append(await self.directory.agents(project))
-        key = (projects, local is not None, *(version for version, _ in parts))
+        without those ``local`` holds; brought up to date (by difference) when entries change."""
+        parts = [await self.directory.agents(p) for p in projects or (None,)]
+        versions = tuple(version for version, _ in parts)
+        key = (projects, local is not None)
         built = self._built.get(key)
         if built is None:
-            built = AgentDirectory()
-            for _, agents in parts:
-                built.load(a for a in agents.values() if self._wanted(a, projects, local))
-            self._built[key] = built
+            built = self._built[key] = _Built()
             while len(self._built) > self._kept:
                 self._built.popitem(last=False)
         self._built.move_to_end(key)
-        return built
+        if built.versions != versions:
+            wanted = {
+                entry: agent
+                for _, agents in parts
+                for entry, agent in agents.items()
+                if self._wanted(agent, projects, local)
+            }
+            built.update(wanted)
+            built.versions = versions
+        return built.directory
 
     def _wanted(
         self, agent: domain.Agent, projects: tuple[str, ...] | None, local: AgentDirectory | None

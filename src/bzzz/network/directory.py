@@ -24,7 +24,7 @@ import math
 import time
 from collections import OrderedDict
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
@@ -313,7 +313,10 @@ class JetStreamDirectory:
                 if entry.operation in _GONE or not entry.value:
                     view.agents.pop(entry.key, None)
                 else:
-                    view.agents[entry.key] = decode(entry.value)
+                    agent = decode(entry.value)
+                    if _renewal(view.agents, entry.key, agent):
+                        continue  # what lookups rank is unchanged
+                    view.agents[entry.key] = agent
                 view.version = next(_versions)
         except (ValueError, KeyError) as exc:
             logger.warning("an entry of %s did not read (%r); listing it afresh", self.bucket, exc)
@@ -324,6 +327,16 @@ class JetStreamDirectory:
     def cached(self) -> dict[str, int]:
         """The views held: filter -> how many entries (health, tests)."""
         return {token: len(view.agents) for token, view in self._views.items()}
+
+
+def _renewal(agents: dict[str, domain.Agent], key: str, new: domain.Agent) -> bool:
+    """Whether ``new`` only renews the held entry; its last activity is moved on in place (as
+    the store's directory does), so what was built from the view needs no rebuilding."""
+    old = agents.get(key)
+    if old is None or replace(new, last_activity=old.last_activity) != old:
+        return False
+    old.last_activity = new.last_activity
+    return True
 
 
 def _status(msg: Msg) -> str | None:
