@@ -52,7 +52,7 @@ from bzzz.network.jetstream import JetStreamBus
 from bzzz.network.nats_auth import NatsAuth
 from bzzz.network.sealing import KeyMissing, Keyring, keyring_of
 from bzzz.node_forward import FrontDoor, Local, Routing
-from bzzz.node_network import join_admitted, trusted_origins
+from bzzz.node_network import Listing, join_admitted, open_listing, trusted_origins
 from bzzz.node_slots import claim_slot, load_secret
 from bzzz.peers.reclaim import Reclaimer
 from bzzz.peers.service import PeerService, PeerSettings
@@ -120,6 +120,7 @@ class Node:
     db: Database
     projector: Projector
     log: EventLog
+    listing: Listing
     audit: AuditTrail
     agents: AgentService
     conversations: ConversationService
@@ -204,6 +205,7 @@ class Node:
         await self.peers.beat()
         self._spawn("peers", self.peers.run())
         self._spawn("leases", self.agents.run_leases())
+        self._spawn("directory", self.listing.writer.run())
         self._spawn("retention", self.retention.run_periodically())
         self._spawn("reservations", self.reservations.run_sweeps())
         self._spawn("forwarding", self.front.serve())
@@ -284,6 +286,9 @@ class Node:
             lease_seconds=self.settings.agents.lease_seconds,
             agents_per_principal=limits_cfg.agents_per_principal,
         )
+        self.listing = await open_listing(
+            self.settings, self.bus, self.projector, self.agents, self.node_id
+        )
         self.agents.history = ThreadLog(
             self.bus,
             self.network,
@@ -363,7 +368,8 @@ class Node:
 
         local = Local(self.agents, self.conversations, self.db, self.audit, self.clock, required)
         projects = ProjectSet.of(self.settings.bzzz.projects)
-        routing = Routing(projects, directory=self._agent_projects)
+        # Where an agent this node does not hold lives: the network's agent directory.
+        routing = Routing(projects, directory=self._agent_projects or self.listing.directory)
         admits = self.projector.admission.admits
         self.front = FrontDoor(self.identity, self.network, self.bus, local, routing, admits)
 
@@ -593,6 +599,7 @@ class Node:
             async with asyncio.timeout(5):
                 await self.subscriptions.end_all("node stopped")
                 await self.agents.release_stale("node stopped")
+                await self.listing.writer.flush()  # its agents leave the directory with it
                 await self.log.emit("node.status", "node", self.node_id, {"status": "offline"})
                 await self.peers.goodbye()
         except (BzzzError, TimeoutError):
@@ -647,6 +654,8 @@ class Node:
             await self.projector.settle_origins(within=1.0)
         if self.federation is not None:
             await self.federation.close()
+        if hasattr(self, "listing"):
+            await self.listing.close()
         if hasattr(self, "llm"):
             await self.llm.close()
         if hasattr(self, "access"):

@@ -11,10 +11,18 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from bzzz.agents.listing import DirectoryWriter, RemoteAgents
+from bzzz.agents.service import AgentService
 from bzzz.config import Settings
 from bzzz.eventlog import EventLog
 from bzzz.network import admission
+from bzzz.network.base import Bus, Directory
+from bzzz.network.directory import InMemoryDirectory, JetStreamDirectory
 from bzzz.network.identity import NodeIdentity
+from bzzz.network.jetstream import JetStreamBus
+from bzzz.network.memory import InMemoryBus
+from bzzz.projector import Projector
+from bzzz.projects import ProjectSet
 
 logger = logging.getLogger(__name__)
 
@@ -84,3 +92,45 @@ def directory_identity(settings: Settings, slot: int) -> NodeIdentity | None:
     if not slot or not (data_dir / "node.key").exists():
         return None
     return NodeIdentity.load_or_create(data_dir)
+
+
+class Listing:
+    """This node's part of the network's agent directory: its writer, and the lookups of the
+    projects it does not serve."""
+
+    def __init__(self, directory: Directory, writer: DirectoryWriter) -> None:
+        self.directory = directory
+        self.writer = writer
+
+    async def close(self) -> None:
+        """Stop the directory's watches."""
+        if isinstance(self.directory, JetStreamDirectory):
+            await self.directory.close()
+
+
+async def open_listing(
+    settings: Settings, bus: Bus, projector: Projector, agents: AgentService, node_id: str
+) -> Listing:
+    """The directory on this node's bus: written for its agents, read for unserved projects."""
+    directory: Directory
+    if isinstance(bus, JetStreamBus):
+        kv = JetStreamDirectory(
+            bus.client,
+            settings.bzzz.network_id,
+            replicas=settings.bzzz.stream_replicas,
+            timeout=settings.bzzz.publish_timeout,
+        )
+        await kv.start()
+        directory = kv
+    elif isinstance(bus, InMemoryBus):
+        directory = bus.directory
+    else:
+        # A test's own bus (a wrapper): the directory of what it wraps, else one of its own.
+        found = getattr(bus, "directory", None)
+        directory = found if found is not None else InMemoryDirectory()
+    writer = DirectoryWriter(directory, projector.directory, node_id, agents.leases.seconds)
+    projector.add_agent_listener(writer.changed)
+    served = ProjectSet.of(settings.bzzz.projects)
+    if not served.every:
+        agents.remote = RemoteAgents(directory, served)
+    return Listing(directory, writer)

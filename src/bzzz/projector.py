@@ -77,6 +77,8 @@ class Dropped:
 
 # Sees each dropped envelope (the node audits them).
 DropListener = Callable[[Dropped], None]
+# The agents a commit changed, and the envelopes it applied.
+AgentListener = Callable[[list[domain.Agent], list[Envelope]], None]
 
 
 class _NotNext(Exception):
@@ -133,6 +135,7 @@ class Projector:
         self._applied_listeners: list[Callable[[Sequence[Envelope]], None]] = []
         self._outcome_listeners: list[OutcomeListener] = []
         self._drop_listeners: list[DropListener] = []
+        self._agent_listeners: list[AgentListener] = []
         self._applied_seq = 0
         self._received_seq = 0  # the newest sequence the consumer has handed over
         self._progress = asyncio.Condition()
@@ -164,6 +167,10 @@ class Projector:
     def add_applied_listener(self, listener: Callable[[Sequence[Envelope]], None]) -> None:
         """Call ``listener`` after each commit with the envelopes it applied (metrics, benches)."""
         self._applied_listeners.append(listener)
+
+    def add_agent_listener(self, listener: AgentListener) -> None:
+        """Call ``listener`` after each commit with the agents it changed and its envelopes."""
+        self._agent_listeners.append(listener)
 
     def add_outcome_listener(self, listener: OutcomeListener) -> None:
         """Call ``listener`` after each commit with the outcomes of the batch's envelopes."""
@@ -620,6 +627,12 @@ class Projector:
             self.directory.put(agent)
         self.directory.touch(result.seen)
         self.applied_count += len(opened)
+        for agent_listener in self._agent_listeners if result.agents else ():
+            try:
+                agent_listener(result.agents, [env for env, _ in opened])
+            except Exception:
+                # Like the other listeners (the agent directory's writer): never stop the log.
+                logger.exception("agent listener failed")
         for applied in self._applied_listeners:
             try:
                 applied([env for env, _ in opened])

@@ -22,6 +22,7 @@ from bzzz.access.keys import (
 from bzzz.address import Address, parse_address
 from bzzz.agents.history import ThreadHistory, thread_then, thread_view
 from bzzz.agents.leases import Leases
+from bzzz.agents.listing import RemoteAgents
 from bzzz.agents.views import agent_info, message_info, task_info, thread_info
 from bzzz.domain import RESERVED_AGENT_IDS, iso
 from bzzz.errors import (
@@ -94,6 +95,9 @@ class AgentService:
         self.reservations_of: Callable[[str], Awaitable[list[dict[str, Any]]]] | None = None
         # Set by the node: threads replayed from the log (bzzz_get with as_of).
         self.history: ThreadHistory | None = None
+        # Set by the node when it does not serve every project: lookups of the others read
+        # the network's agent directory.
+        self.remote: RemoteAgents | None = None
 
     async def announce(
         self, caller: Caller, params: AnnounceInput, *, extra: dict[str, Any] | None = None
@@ -259,7 +263,7 @@ class AgentService:
         visible = visible_projects(caller.principal)
         total = 0
         found: list[tuple[float, dict[str, Any]]] = []
-        searched = self._directories(address.network)
+        searched = await self._searched(address, visible)
         for network, directory in searched:
             count, scored = directory.ranked(
                 agent_id=address.agent,
@@ -275,7 +279,7 @@ class AgentService:
             total += count
             found.extend((score, self._match(agent, score, network)) for score, agent in scored)
         if len(searched) > 1:
-            found.sort(key=lambda pair: -pair[0])  # stable: ties keep each network's order
+            found = _merged(found, by_id=all(network is None for network, _ in searched))
         matches = [match for _, match in found[: params.limit]]
         return {
             "success": True,
@@ -286,6 +290,17 @@ class AgentService:
             "total_matches": total,
             "query_time": iso(domain.utcnow()),
         }
+
+    async def _searched(
+        self, address: Address, visible: frozenset[str] | None
+    ) -> list[tuple[str | None, AgentDirectory]]:
+        """The directories a lookup reads: the network directory stands in for the projects
+        this node does not serve."""
+        searched = self._directories(address.network)
+        if self.remote is None or address.network not in (None, self._log.network):
+            return searched
+        own = await self.remote.searched(address.project, visible, self.directory)
+        return [(None, directory) for directory in own] + searched[1:]
 
     def _directories(self, network: str | None) -> list[tuple[str | None, AgentDirectory]]:
         """Where a lookup searches: this network (None) and the federated ones it names."""
@@ -654,6 +669,23 @@ def _check_human(params: AnnounceInput) -> None:
             "only",
             details={"field": "agent_id" if human_id else "role"},
         )
+
+
+def _merged(
+    found: list[tuple[float, dict[str, Any]]], *, by_id: bool
+) -> list[tuple[float, dict[str, Any]]]:
+    """Matches of several directories, best first. This network's parts (store and network
+    directory) rank as one store does, ties by id, each agent once; federated networks' keep
+    their own order on ties."""
+    if not by_id:
+        return sorted(found, key=lambda pair: -pair[0])
+    seen: set[str] = set()
+    unique = []
+    for score, match in found:
+        if match["id"] not in seen:
+            seen.add(match["id"])
+            unique.append((score, match))
+    return sorted(unique, key=lambda pair: (-pair[0], pair[1]["id"]))
 
 
 def visible_projects(who: Principal) -> frozenset[str] | None:

@@ -7,10 +7,11 @@ every stored envelope, in log order, to each named durable consumer. Implementat
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
+from bzzz import domain
 from bzzz.errors import NetworkError
 
 
@@ -166,4 +167,30 @@ class Bus(Protocol):
     async def follow(self, network: str, kinds: Sequence[str], handler: BatchHandler) -> None:
         """Deliver another network's log, only subjects of ``kinds``, from its start. Runs until
         cancelled; nothing is acknowledged (a follower keeps no position on that network)."""
+        ...
+
+
+class Directory(Protocol):
+    """The network's agent directory: one compact entry per live agent, across every project.
+
+    Only an agent's serving node writes its entry (``put`` again within ``ttl`` keeps it);
+    an entry not renewed in time expires by itself. Implementations: ``JetStreamDirectory``
+    (a KV bucket) and ``InMemoryDirectory`` (unit tests), in ``bzzz.network.directory``.
+    """
+
+    async def put(self, agent: domain.Agent, ttl: float) -> None:
+        """Write (or renew) ``agent``'s entry, to expire ``ttl`` seconds from now."""
+        ...
+
+    async def remove(self, project: str | None, agent_id: str) -> None:
+        """Take an agent's entry out (it went offline); watchers see it go."""
+        ...
+
+    async def project_of(self, agent_id: str) -> str | None:
+        """The project of a listed agent (NO_PROJECT for none declared); None if unlisted."""
+        ...
+
+    async def agents(self, project: str | None) -> tuple[int, Mapping[str, domain.Agent]]:
+        """(a version that changes with the set, the listed agents of ``project`` by id);
+        ``None``: every listed agent; NO_PROJECT: those that declared none."""
         ...

@@ -529,6 +529,11 @@ class JetStreamBus:
             raise RuntimeError("bus not started")
         return self._nc
 
+    @property
+    def client(self) -> NatsClient:
+        """The bus's NATS connection, for what else lives on the servers (the agent directory)."""
+        return self._client()
+
     async def serve_pings(self, node_id: str, handler: PingHandler) -> None:
         """Answer pings on the node's subject (core NATS; resubscribed on reconnect)."""
 

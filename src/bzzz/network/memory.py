@@ -16,6 +16,7 @@ from bzzz.network.base import (
     Unanswered,
     subject_matches,
 )
+from bzzz.network.directory import InMemoryDirectory
 
 
 class InMemoryBus:
@@ -37,6 +38,8 @@ class InMemoryBus:
         # Each durable consumer's filter subjects (as a server's consumer info shows them).
         self.filters: dict[str, list[str]] = {}
         self.closed = False
+        # The network's agent directory, shared by the nodes on this bus.
+        self.directory = InMemoryDirectory()
 
     async def start(self) -> None:
         """Nothing to connect to."""

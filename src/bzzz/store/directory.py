@@ -82,6 +82,14 @@ class AgentDirectory:
         self._by_session[_session_index(agent.node_id, agent.session_id)].add(agent.id)
         self._by_canonical[canonical_agent_id(agent.id)].add(agent.id)
 
+    def remove(self, agent_id: str) -> None:
+        """Take an agent out (a copy of the network's directory losing an entry)."""
+        old = self._agents.pop(agent_id, None)
+        if old is not None:
+            self._unindex(old)
+            del self._keys[agent_id]
+            self._online -= old.online
+
     def _unindex(self, agent: domain.Agent) -> None:
         key = self._keys[agent.id]
         _remove_sorted(self._order, key)

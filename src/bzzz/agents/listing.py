@@ -1,0 +1,225 @@
+"""The agent directory from the services' side: this node lists its agents; lookups read it.
+
+``DirectoryWriter``: the node that serves an agent (its ``node_id``) writes its directory entry
+when the agent comes online or changes what lookups show, renews it well within the lease
+(the entry's TTL), and removes it when the agent goes offline. Offline agents of another node
+(a lost node) are removed by the node whose envelope took them offline, so each
+entry has one writer at a time and nothing flaps.
+
+``RemoteAgents``: what a lookup searches on a node that does not serve every project. A
+project it does not serve is read from the directory into an ``AgentDirectory`` (the store's
+own read model, so ranks and scores are the ones a serving node computes); the built
+directories are cached (a bounded number) and kept up to date by difference as entries change.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections import OrderedDict
+from collections.abc import Awaitable, Iterable, Sequence
+from collections.abc import Set as AbstractSet
+from dataclasses import dataclass, field
+
+from bzzz import domain
+from bzzz.errors import BzzzError
+from bzzz.network.base import Directory
+from bzzz.network.envelope import Envelope
+from bzzz.projects import NO_PROJECT, ProjectSet
+from bzzz.store.directory import AgentDirectory
+
+logger = logging.getLogger(__name__)
+
+# Envelopes that take agents offline: when this node emitted one, it drops their entries.
+# (An erasure, ``retention.forget``, keeps the agent: its entry stays as the agent does.)
+_OFFLINE_KINDS = frozenset({"agent.offline", "node.lost"})
+WRITE_CHUNK = 256
+BUILT_KEPT = 8
+
+
+def _shown(agent: domain.Agent) -> tuple[object, ...]:
+    """What a lookup shows and scores of an agent, but its last activity (renewals bring it)."""
+    return (
+        agent.role,
+        tuple(agent.capabilities),
+        agent.specialization,
+        agent.max_tasks,
+        agent.project,
+        agent.task,
+        agent.status,
+        agent.active_tasks,
+        agent.tasks_completed,
+        agent.tasks_failed,
+        agent.performance,
+    )
+
+
+class DirectoryWriter:
+    """This node's side of the directory: its agents' entries, written by it alone."""
+
+    def __init__(
+        self, directory: Directory, local: AgentDirectory, node_id: str, ttl: float
+    ) -> None:
+        self.directory = directory
+        self._local = local
+        self._node_id = node_id
+        self.ttl = ttl
+        self.refresh_every = max(ttl / 3, 0.3)
+        # agent id -> (project, what was shown) as last written.
+        self._written: dict[str, tuple[str | None, tuple[object, ...]]] = {}
+        self._pending: dict[str, domain.Agent] = {}
+        self._wake = asyncio.Event()
+
+    def changed(self, agents: Sequence[domain.Agent], envelopes: Sequence[Envelope]) -> None:
+        """The projector changed ``agents`` (a listener: it only notes them)."""
+        took_offline = any(
+            env.origin == self._node_id and env.type in _OFFLINE_KINDS for env in envelopes
+        )
+        for agent in agents:
+            if agent.node_id == self._node_id or (took_offline and not agent.online):
+                self._pending[agent.id] = agent
+        if self._pending:
+            self._wake.set()
+
+    async def run(self) -> None:
+        """Write what changed as it changes; renew every entry within its TTL. Until cancelled."""
+        while True:
+            try:
+                async with asyncio.timeout(self.refresh_every):
+                    await self._wake.wait()
+            except TimeoutError:
+                await self._guard(self.renew())
+            self._wake.clear()
+            await self._guard(self.flush())
+
+    @staticmethod
+    async def _guard(work: Awaitable[None]) -> None:
+        try:
+            await work
+        except BzzzError as exc:
+            logger.warning("could not write the agent directory: %s", exc.message)
+
+    async def flush(self) -> None:
+        """Write the noted changes."""
+        pending, self._pending = self._pending, {}
+        # Lazily: a cancelled flush leaves no coroutine unawaited.
+        await _in_chunks(self._write(agent) for agent in pending.values())
+
+    async def _write(self, agent: domain.Agent) -> None:
+        was = self._written.get(agent.id)
+        if not agent.online:
+            self._written.pop(agent.id, None)
+            await self.directory.remove(agent.project, agent.id)
+            return
+        if agent.node_id != self._node_id:
+            return  # another node's agent that came back: its node lists it
+        shown = _shown(agent)
+        if was is not None and was[1] == shown:
+            return
+        if was is not None and was[0] != agent.project:
+            await self.directory.remove(was[0], agent.id)
+        await self.directory.put(agent, self.ttl)
+        self._written[agent.id] = (agent.project, shown)
+
+    async def renew(self) -> None:
+        """Write every online agent of this node again (a TTL counts from the last write)."""
+        mine = self._local.online_of_node(self._node_id)
+        await _in_chunks(self._renewal(agent) for agent in mine)
+
+    async def _renewal(self, agent: domain.Agent) -> None:
+        await self.directory.put(agent, self.ttl)
+        self._written[agent.id] = (agent.project, _shown(agent))
+
+    async def remove_all(self) -> None:
+        """Drop this node's entries (it stops: its agents go offline with it)."""
+        listed, self._written = self._written, {}
+        await _in_chunks(self.directory.remove(project, i) for i, (project, _) in listed.items())
+
+
+async def _in_chunks(writes: Iterable[Awaitable[None]]) -> None:
+    batch: list[Awaitable[None]] = []
+    for write in writes:
+        batch.append(write)
+        if len(batch) >= WRITE_CHUNK:
+            await asyncio.gather(*batch)
+            batch = []
+    if batch:
+        await asyncio.gather(*batch)
+
+
+@dataclass(slots=True)
+class _Built:
+    """A ranked copy of directory entries, and what it was built from (entry key -> agent)."""
+
+    directory: AgentDirectory = field(default_factory=AgentDirectory)
+    held: dict[str, domain.Agent] = field(default_factory=dict)
+    versions: tuple[int, ...] = ()
+
+    def update(self, wanted: dict[str, domain.Agent]) -> None:
+        """Make the copy hold ``wanted``: only what changed is taken out or put in."""
+        gone = [entry for entry in self.held if entry not in wanted]
+        for entry in gone:
+            self.directory.remove(self.held.pop(entry).id)
+        for entry, agent in wanted.items():
+            if self.held.get(entry) is not agent:
+                self.directory.put(agent)
+                self.held[entry] = agent
+
+
+class RemoteAgents:
+    """What a lookup searches when this node does not serve every project."""
+
+    def __init__(self, directory: Directory, served: ProjectSet, kept: int = BUILT_KEPT) -> None:
+        self.directory = directory
+        self.served = served
+        self._kept = kept
+        self._built: OrderedDict[tuple[object, ...], _Built] = OrderedDict()
+
+    async def searched(
+        self, project: str | None, visible: AbstractSet[str] | None, local: AgentDirectory
+    ) -> list[AgentDirectory]:
+        """The directories a lookup of ``project`` searches: the local store for what this node
+        serves, the network directory for the rest (both when no project is named)."""
+        if self.served.every or (project is not None and self.served.serves(project)):
+            return [local]
+        if project is not None:
+            # Agents without a project match every project's lookups, as in the store.
+            return [await self._built_of((project, NO_PROJECT), None)]
+        if visible is None:
+            return [local, await self._built_of(None, local)]
+        wanted = tuple(sorted(p for p in visible if not self.served.serves(p)))
+        if not wanted:
+            return [local]
+        return [local, await self._built_of(wanted, local)]
+
+    async def _built_of(
+        self, projects: tuple[str, ...] | None, local: AgentDirectory | None
+    ) -> AgentDirectory:
+        """An AgentDirectory of the listed agents of ``projects`` (None: every unserved one),
+        without those ``local`` holds; brought up to date (by difference) when entries change."""
+        parts = [await self.directory.agents(p) for p in projects or (None,)]
+        versions = tuple(version for version, _ in parts)
+        key = (projects, local is not None)
+        built = self._built.get(key)
+        if built is None:
+            built = self._built[key] = _Built()
+            while len(self._built) > self._kept:
+                self._built.popitem(last=False)
+        self._built.move_to_end(key)
+        if built.versions != versions:
+            wanted = {
+                entry: agent
+                for _, agents in parts
+                for entry, agent in agents.items()
+                if self._wanted(agent, projects, local)
+            }
+            built.update(wanted)
+            built.versions = versions
+        return built.directory
+
+    def _wanted(
+        self, agent: domain.Agent, projects: tuple[str, ...] | None, local: AgentDirectory | None
+    ) -> bool:
+        if local is not None and local.get(agent.id) is not None:
+            return False  # this node holds it: the local store answers for it
+        return projects is not None or not self.served.serves(agent.project)

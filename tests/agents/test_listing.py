@@ -1,0 +1,31 @@
+"""The agent directory on the in-memory bus: a node lists its agents, drops them offline."""
+
+from __future__ import annotations
+
+from bzzz.eventlog import Caller
+from bzzz.network.memory import InMemoryBus
+from bzzz.node import Node
+from bzzz.schemas import AnnounceInput
+
+
+async def _listed(bus: InMemoryBus, project: str | None) -> list[str]:
+    _, agents = await bus.directory.agents(project)
+    return sorted(a.id for a in agents.values())
+
+
+async def test_a_node_lists_its_agents_and_drops_them_when_they_go_offline(
+    node: Node, memory_bus: InMemoryBus
+) -> None:
+    await node.agents.announce(
+        Caller("s1"), AnnounceInput(agent_id="dev-1", role="developer", project="shop")
+    )
+    await node.agents.announce(Caller("s1"), AnnounceInput(agent_id="ops-1", role="ops"))
+    await node.listing.writer.flush()
+    assert await _listed(memory_bus, "shop") == ["dev-1"]
+    assert await _listed(memory_bus, None) == ["dev-1", "ops-1"]
+    assert await memory_bus.directory.project_of("ops-1") == "_"
+
+    await node.agents.session_ended(Caller("s1"))
+    await node.listing.writer.flush()
+    assert await _listed(memory_bus, None) == []
+    assert await memory_bus.directory.project_of("dev-1") is None

@@ -1,0 +1,212 @@
+"""The network's agent directory on a real nats-server: entries, their expiry, lookups from it."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import nats
+import pytest
+
+from bzzz.config import Settings, load_settings
+from bzzz.eventlog import LOCAL_CALLER, Caller
+from bzzz.network.directory import JetStreamDirectory, decode, directory_bucket
+from bzzz.node import Node
+from bzzz.principal import ALL, Scope, principal
+from bzzz.schemas import AnnounceInput, FilterCriteria, LookupInput
+
+pytestmark = pytest.mark.integration
+
+NETWORK = "dirnet"
+BOUND = 15.0
+
+
+def _settings(
+    tmp_path: Path, nats_url: str, name: str, lease: float = 120.0, **env: str
+) -> Settings:
+    return load_settings(
+        environ={"BZZZ_NATS_URL": nats_url, "BZZZ_NETWORK_ID": NETWORK} | env,
+        overrides={"node": {"data_dir": str(tmp_path / name)}, "agents": {"lease_seconds": lease}},
+    )
+
+
+class Watch:
+    """A KV watch of the whole directory: what a watcher on another process sees."""
+
+    def __init__(self, watcher: Any) -> None:
+        self._watcher = watcher
+        self.live: dict[str, bytes] = {}
+
+    async def until(self, key: str, *, present: bool) -> Any:
+        """The entry that makes ``key`` present (a value) or absent (a marker)."""
+        async with asyncio.timeout(BOUND):
+            while (key in self.live) != present:
+                entry = await anext(self._watcher)
+                if entry is None:
+                    continue
+                if entry.operation in ("DEL", "PURGE") or not entry.value:
+                    self.live.pop(entry.key, None)
+                else:
+                    self.live[entry.key] = entry.value
+                if entry.key == key and (entry.key in self.live) == present:
+                    return entry
+        return None
+
+    async def until_revision(self, key: str, *, above: int) -> None:
+        """Until ``key`` is written again (a revision past ``above``)."""
+        async with asyncio.timeout(BOUND):
+            while True:
+                entry = await anext(self._watcher)
+                if entry is not None and entry.key == key and entry.revision > above:
+                    return
+
+    async def until_count(self, prefix: str, count: int) -> None:
+        """Until ``count`` entries under ``prefix`` are live."""
+        async with asyncio.timeout(BOUND):
+            while sum(1 for k in self.live if k.startswith(prefix)) < count:
+                entry = await anext(self._watcher)
+                if entry is None:
+                    continue
+                if entry.operation in ("DEL", "PURGE") or not entry.value:
+                    self.live.pop(entry.key, None)
+                else:
+                    self.live[entry.key] = entry.value
+
+
+@pytest.fixture
+async def watch(nats_url: str) -> AsyncIterator[Watch]:
+    nc = await nats.connect(nats_url)
+    js = nc.jetstream()
+    # The bucket as a node creates it (the first node would do the same).
+    directory = JetStreamDirectory(nc, NETWORK)
+    await directory.start()
+    watcher = await (await js.key_value(directory_bucket(NETWORK))).watch(">")
+    try:
+        yield Watch(watcher)
+    finally:
+        await watcher.stop()
+        await nc.close()
+
+
+async def test_an_announced_agent_is_listed_and_leaves_the_directory_when_it_goes_offline(
+    tmp_path: Path, nats_url: str, watch: Watch
+) -> None:
+    async with Node(_settings(tmp_path, nats_url, "a")) as node:
+        await node.agents.announce(
+            Caller("s1"), AnnounceInput(agent_id="dev.1", role="developer", project="p2")
+        )
+        entry = await watch.until("p2.dev%2E1", present=True)
+        listed = decode(entry.value)
+        assert (listed.id, listed.role, listed.project, listed.node_id) == (
+            "dev.1",
+            "developer",
+            "p2",
+            node.node_id,
+        )
+        assert await node.listing.directory.project_of("dev.1") == "p2"
+
+        await node.agents.session_ended(Caller("s1"))
+        gone = await watch.until("p2.dev%2E1", present=False)
+        assert gone.operation == "PURGE"
+        assert await node.listing.directory.project_of("dev.1") is None
+
+
+async def test_an_entry_expires_when_its_node_stops_renewing_it(
+    tmp_path: Path, nats_url: str, watch: Watch
+) -> None:
+    node = Node(_settings(tmp_path, nats_url, "a", lease=2.0))
+    await node.start()
+    try:
+        # A session's agent: no lease takes it offline, only its node's silence ends its entry.
+        await node.agents.announce(Caller("mcp-1"), AnnounceInput(agent_id="ops-1", role="ops"))
+        first = await watch.until("_.ops-1", present=True)
+        # Renewed within its lease: the entry is written again (a TTL counts from a write).
+        await watch.until_revision("_.ops-1", above=first.revision)
+    finally:
+        await node.crash()  # no goodbye: nobody removes the entry, nobody renews it
+    marker = await watch.until("_.ops-1", present=False)
+    assert marker.operation == "PURGE"  # the server's delete marker (its TTL ran out)
+
+
+ROLES = ("developer", "architect", "reviewer")
+CAPS = (["python"], ["python", "rust"], ["go"], [])
+
+
+async def _announce_team(node: Node, project: str, count: int) -> None:
+    for n in range(count):
+        await node.agents.announce(
+            Caller(f"s-{project}-{n % 3}"),
+            AnnounceInput(
+                agent_id=f"{project}-agent-{n:02d}",
+                role=ROLES[n % len(ROLES)],
+                capabilities=CAPS[n % len(CAPS)],
+                specialization="backend python services" if n % 5 == 0 else None,
+                max_tasks=1 + n % 4,
+                # Some have no project: they match every project's lookups.
+                project=None if n % 7 == 0 and project == "p2" else project,
+            ),
+        )
+
+
+def _shown(found: dict[str, Any]) -> list[dict[str, Any]]:
+    return [{k: v for k, v in m.items() if k != "last_activity"} for m in found["matches"]]
+
+
+LOOKUPS = [
+    LookupInput(semantic_address="bzzz://*:*@p2"),
+    LookupInput(semantic_address="bzzz://*:developer@p2", limit=4),
+    LookupInput(
+        semantic_address="bzzz://*:*@p2",
+        filter_criteria=FilterCriteria(expertise=["python"], availability=True),
+    ),
+    LookupInput(semantic_address="bzzz://p2-agent-03@p2"),
+    LookupInput(semantic_address="bzzz://*:reviewer", limit=50),
+]
+
+
+async def test_lookups_of_an_unserved_project_from_the_directory_equal_the_store(
+    tmp_path: Path, nats_url: str, watch: Watch
+) -> None:
+    async with (
+        Node(_settings(tmp_path, nats_url, "star")) as star,
+        Node(_settings(tmp_path, nats_url, "p1", BZZZ_PROJECTS="p1")) as p1,
+    ):
+        await _announce_team(star, "p2", 30)
+        await _announce_team(star, "p1", 6)
+        await watch.until_count("", 36)
+        assert p1.agents.remote is not None and star.agents.remote is None
+
+        for params in LOOKUPS:
+            from_store = await star.agents.lookup(LOCAL_CALLER, params)
+            from_directory = await p1.agents.lookup(LOCAL_CALLER, params)
+            assert from_store["count"] > 0, params
+            assert _shown(from_directory) == _shown(from_store), params
+            assert from_directory["total_matches"] == from_store["total_matches"], params
+        cached = p1.listing.directory
+        assert isinstance(cached, JetStreamDirectory)
+        assert "p2.*" in cached.cached()  # the p1 node read p2 from the directory
+
+        # A principal of p1 only sees none of p2's agents, on either node.
+        of_p1 = Caller("t", principal("tok", "token", ["p1"], [ALL], Scope.READ))
+        for node in (star, p1):
+            seen = await node.agents.lookup(of_p1, LookupInput(semantic_address="bzzz://*:*@p2"))
+            assert seen["matches"] == []
+            mine = await node.agents.lookup(of_p1, LookupInput(semantic_address="bzzz://*:*"))
+            assert {m["project"] for m in mine["matches"]} == {"p1"}
+
+
+async def test_the_directory_holds_a_bounded_number_of_project_views(
+    nats_url: str, watch: Watch
+) -> None:
+    nc = await nats.connect(nats_url)
+    directory = JetStreamDirectory(nc, NETWORK, max_views=2)
+    try:
+        await directory.start()
+        for project in ("a", "b", "c"):
+            await directory.agents(project)
+        assert list(directory.cached()) == ["b.*", "c.*"]
+    finally:
+        await directory.close()
+        await nc.close()
