@@ -43,7 +43,7 @@ async def announce(node: Node, agent_id: str) -> None:
     )
 
 
-async def drive_until(node: Node, status: str, within: float = 5.0) -> list[Delivery]:
+async def drive_until(node: Node, status: str, within: float = 30.0) -> list[Delivery]:
     """Run the node's delivery queue until a delivery has ``status``."""
     async with asyncio.timeout(within), httpx.AsyncClient(timeout=2.0) as client:
         while not (found := await node.subscriptions.deliveries(status)):
