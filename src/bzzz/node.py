@@ -48,11 +48,9 @@ from bzzz.network.admission import Admission
 from bzzz.network.base import Bus
 from bzzz.network.embedded import EmbeddedNats
 from bzzz.network.identity import NodeIdentity
-from bzzz.network.jetstream import JetStreamBus
-from bzzz.network.nats_auth import NatsAuth
 from bzzz.network.sealing import KeyMissing, Keyring, keyring_of
 from bzzz.node_forward import FrontDoor, Local, Routing
-from bzzz.node_network import Listing, join_admitted, open_listing, trusted_origins
+from bzzz.node_network import Listing, join_admitted, make_bus, open_listing, trusted_origins
 from bzzz.node_slots import claim_slot, load_secret
 from bzzz.peers.reclaim import Reclaimer
 from bzzz.peers.service import PeerService, PeerSettings
@@ -232,7 +230,10 @@ class Node:
         self.identity = NodeIdentity.load_or_create(self.node_dir)
         node_secret = load_secret(self.node_dir / "webhook.secret")
         self.keyring = keyring_of(self.settings)
-        self.bus = self._bus_override or await self._make_bus(data_dir)
+        if self._bus_override is not None:
+            self.bus = self._bus_override
+        else:
+            self.bus, self._embedded = await make_bus(self.settings, data_dir, self.slot)
         url = self.settings.database_url()
         if self.slot and not self.settings.node.database_url:
             url = f"sqlite+aiosqlite:///{self.node_dir / 'bzzz.db'}"
@@ -481,28 +482,6 @@ class Node:
     def embedded(self) -> EmbeddedNats | None:
         """The embedded nats-server this node started or joined; None with BZZZ_NATS_URL."""
         return self._embedded
-
-    async def _make_bus(self, data_dir: Path) -> Bus:
-        urls = self.settings.bzzz.nats_url
-        # An external server's credentials: a creds file, or the user and password in the URLs.
-        auth = NatsAuth(creds_file=self.settings.bzzz.nats_creds)
-        if not urls:
-            self._embedded = EmbeddedNats(
-                data_dir,
-                max_file_store=self.settings.bzzz.max_file_store,
-                max_memory_store=self.settings.bzzz.max_memory_store,
-                cipher=self.settings.encryption.jetstream_cipher,
-            )
-            urls = [await self._embedded.start()]
-            auth = self._embedded.auth
-        return JetStreamBus(
-            urls,
-            self.network,
-            replicas=self.settings.bzzz.stream_replicas,
-            publish_timeout=self.settings.bzzz.publish_timeout,
-            name=f"bzzz-slot{self.slot}",
-            auth=auth,
-        )
 
     async def _federate(self) -> None:
         """Follow the federated networks' agents (their stores are rebuilt at every start)."""

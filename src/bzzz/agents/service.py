@@ -20,6 +20,7 @@ from bzzz.access.keys import (
     mint_handle,
 )
 from bzzz.address import Address, parse_address
+from bzzz.agents.federated import federated_get, federated_info
 from bzzz.agents.history import ThreadHistory, thread_then, thread_view
 from bzzz.agents.leases import Leases
 from bzzz.agents.listing import RemoteAgents
@@ -322,10 +323,7 @@ class AgentService:
     def _match(self, agent: domain.Agent, score: float, network: str | None) -> dict[str, Any]:
         if network is None:
             return self._info(agent) | {"score": score}
-        # Another network's agent: its address says where it lives, for bzzz_post.
-        remote = agent_info(agent)
-        remote["address"] = f"{remote['address']}?network={network}"
-        return remote | {"score": score, "network": network}
+        return federated_info(agent, network) | {"score": score, "network": network}
 
     async def get(self, caller: Caller, params: GetInput) -> dict[str, Any]:
         """The content at an address: an agent, its inbox, its tasks, or a thread.
@@ -342,7 +340,8 @@ class AgentService:
                 details={"field": "as_of", "address": params.address},
             )
         if address.network is not None and address.network != self._log.network:
-            return self._remote_get(params, address)
+            assert address.network is not None
+            return federated_get(self.federation_of(address.network), params, address)
         async with self._db.session() as session:
             repo = Repository(session)
             if path.startswith("/threads/"):
@@ -361,39 +360,6 @@ class AgentService:
             result["metadata"] = {
                 "last_updated": content.get("last_updated"),
                 "content_type": kind,
-                "version": "1.0",
-            }
-        return result
-
-    def _remote_get(self, params: GetInput, address: Address) -> dict[str, Any]:
-        """An agent of a federated network: what that network announced of it, nothing more."""
-        assert address.network is not None
-        directory = self.federation_of(address.network).directory(address.network)
-        if address.path is not None or address.agent is None:
-            raise InvalidParameters(
-                "on another network only an agent itself can be read (no path, no wildcard); "
-                "its inbox, tasks and threads stay with that network",
-                details={"address": params.address},
-            )
-        agent = directory.get(address.agent)
-        if agent is None:
-            raise AgentNotFound(
-                f"no agent '{address.agent}' on network '{address.network}'",
-                details={"agent_id": address.agent, "network": address.network},
-            )
-        info = self._match(agent, 0, address.network)
-        info.pop("score")
-        content = {"agent_info": info, "last_updated": info["last_activity"]}
-        result: dict[str, Any] = {
-            "success": True,
-            "address": params.address,
-            "content": content | {"network": address.network},
-            "retrieved_at": iso(domain.utcnow()),
-        }
-        if params.include_metadata:
-            result["metadata"] = {
-                "last_updated": content["last_updated"],
-                "content_type": "agent_data",
                 "version": "1.0",
             }
         return result

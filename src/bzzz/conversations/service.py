@@ -22,6 +22,7 @@ from bzzz.agents.service import (
 )
 from bzzz.agents.views import thread_info
 from bzzz.clock import Clock, SystemClock
+from bzzz.conversations.answers import post_result, target_of
 from bzzz.conversations.hooks import NoStanceModel, StanceClassifier, ThreadObserver
 from bzzz.conversations.lifecycle import ThreadLifecycle
 from bzzz.conversations.placement import message_project
@@ -63,11 +64,6 @@ def visible_thread(who: Principal, thread_id: str, thread: domain.Thread | None)
     if thread is None or not who.may_see_project(thread_project(thread)):
         raise no_thread(thread_id)
     return thread
-
-
-def target_of(params: PostInput) -> str:
-    """The address a post went to: the one given, else its thread's."""
-    return params.target_address or f"bzzz://*/threads/{params.thread_id}"
 
 
 class ConversationService:
@@ -210,7 +206,7 @@ class ConversationService:
             )
         if params.thread_id:
             await self._observe(params.thread_id, outcome)
-        result = self._post_result(params, message_id, recipients, outcome, started)
+        result = post_result(params, message_id, recipients, outcome, started)
         if stance is not None:
             result["stance"] = {"stance": stance[0], "source": stance[1], "on": params.reply_to}
         if outcome.get("consensus"):
@@ -355,45 +351,10 @@ class ConversationService:
         if recipients:
             await federation.post(address.network, sender.id, payload)
         outcome = {"ok": True, "delivered": recipients}
-        result = self._post_result(params, message_id, recipients, outcome, started)
+        result = post_result(params, message_id, recipients, outcome, started)
         result["network"] = address.network
         # Stored in that network's log; its nodes deliver it (and may refuse an untrusted node).
         result["delivery_results"]["stored_in_network_log"] = bool(recipients)
-        return result
-
-    @staticmethod
-    def _post_result(
-        params: PostInput,
-        message_id: str,
-        recipients: list[str],
-        outcome: dict[str, Any],
-        started: float,
-    ) -> dict[str, Any]:
-        undelivered = [
-            {"agent_id": agent, "reason": reason}
-            for agent, reason in outcome.get("undelivered", {}).items()
-        ]
-        if not recipients:
-            undelivered.append({"agent_id": None, "reason": "no agent matches the address"})
-        result: dict[str, Any] = {
-            "success": True,
-            "message_id": message_id,
-            "target_address": target_of(params),
-            "message_type": params.message_type,
-            "delivery_results": {
-                "delivered": bool(outcome.get("delivered")),
-                "recipients": outcome.get("delivered", []),
-                "delivery_time": round((time.perf_counter() - started) * 1000, 3),
-                "undelivered": undelivered,
-            },
-            "posted_at": iso(domain.utcnow()),
-        }
-        if params.thread_id:
-            result["thread_id"] = params.thread_id
-        if outcome.get("tasks"):
-            result["tasks"] = outcome["tasks"]
-        if outcome.get("task_update"):
-            result["task_update"] = outcome["task_update"]
         return result
 
     async def _thread_recipients(
