@@ -470,11 +470,24 @@ class JetStreamBus:
         return self._kv
 
     async def put_peer(self, node_id: str, data: bytes) -> None:
-        """Replace this node's heartbeat on the board."""
-        try:
-            await (await self._peers()).put(node_id, data)
-        except (*_RETRYABLE, NatsError) as exc:
-            raise NetworkError(f"the peer board did not take the heartbeat ({exc!r})") from exc
+        """Replace this node's heartbeat on the board, retrying until publish_timeout (a bucket
+        just created on a cluster answers "no stream response" until its leader is elected)."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self._publish_timeout
+        delay = 0.05
+        while True:
+            try:
+                await (await self._peers()).put(node_id, data)
+                return
+            except _RETRYABLE as exc:
+                if loop.time() + delay >= deadline:
+                    raise NetworkError(
+                        f"the peer board did not take the heartbeat ({exc!r})"
+                    ) from exc
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 1.0)
+            except NatsError as exc:
+                raise NetworkError(f"the peer board did not take the heartbeat ({exc!r})") from exc
 
     async def peer_entries(self) -> dict[str, bytes]:
         """The board as it is now: node id -> newest heartbeat."""
