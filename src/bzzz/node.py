@@ -48,9 +48,10 @@ from bzzz.network.admission import Admission
 from bzzz.network.base import Bus
 from bzzz.network.embedded import EmbeddedNats
 from bzzz.network.identity import NodeIdentity
+from bzzz.network.join import make_bus
 from bzzz.network.sealing import KeyMissing, Keyring, keyring_of
 from bzzz.node_forward import FrontDoor, Local, Routing
-from bzzz.node_network import Listing, join_admitted, make_bus, open_listing, trusted_origins
+from bzzz.node_network import Listing, join_admitted, open_listing, trusted_origins
 from bzzz.node_slots import claim_slot, load_secret
 from bzzz.peers.reclaim import Reclaimer
 from bzzz.peers.service import PeerService, PeerSettings
@@ -233,7 +234,9 @@ class Node:
         if self._bus_override is not None:
             self.bus = self._bus_override
         else:
-            self.bus, self._embedded = await make_bus(self.settings, data_dir, self.slot)
+            self.bus, self._embedded = await make_bus(
+                self.settings, data_dir, f"bzzz-slot{self.slot}"
+            )
         url = self.settings.database_url()
         if self.slot and not self.settings.node.database_url:
             url = f"sqlite+aiosqlite:///{self.node_dir / 'bzzz.db'}"

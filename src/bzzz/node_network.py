@@ -1,4 +1,4 @@
-"""How a node takes its place on the network: its bus, the allow-list of origins, admission.
+"""How a node takes its place on the network: the allow-list of origins, and admission.
 
 With ``bzzz.admission`` on (the default), only admitted nodes' envelopes are applied; whatever
 the setting, only admitted nodes' tokens, admissions, keys and retention. The first node of a
@@ -9,7 +9,6 @@ directory's own key (slot 0's), any other node waits for ``bzzz node admit``.
 from __future__ import annotations
 
 import logging
-from pathlib import Path
 from typing import Any
 
 from bzzz.agents.listing import DirectoryWriter, RemoteAgents
@@ -19,44 +18,13 @@ from bzzz.eventlog import EventLog
 from bzzz.network import admission
 from bzzz.network.base import Bus, Directory
 from bzzz.network.directory import InMemoryDirectory, JetStreamDirectory
-from bzzz.network.embedded import EmbeddedNats
 from bzzz.network.identity import NodeIdentity
 from bzzz.network.jetstream import JetStreamBus
 from bzzz.network.memory import InMemoryBus
-from bzzz.network.nats_auth import NatsAuth
 from bzzz.projector import Projector
 from bzzz.projects import ProjectSet
 
 logger = logging.getLogger(__name__)
-
-
-async def make_bus(
-    settings: Settings, data_dir: Path, slot: int
-) -> tuple[JetStreamBus, EmbeddedNats | None]:
-    """The node's bus: on ``bzzz.nats_url``'s servers, else on the embedded nats-server it
-    starts (or joins) in ``data_dir``, which it returns too."""
-    urls = settings.bzzz.nats_url
-    # An external server's credentials: a creds file, or the user and password in the URLs.
-    auth = NatsAuth(creds_file=settings.bzzz.nats_creds)
-    embedded = None
-    if not urls:
-        embedded = EmbeddedNats(
-            data_dir,
-            max_file_store=settings.bzzz.max_file_store,
-            max_memory_store=settings.bzzz.max_memory_store,
-            cipher=settings.encryption.jetstream_cipher,
-        )
-        urls = [await embedded.start()]
-        auth = embedded.auth
-    bus = JetStreamBus(
-        urls,
-        settings.bzzz.network_id,
-        replicas=settings.bzzz.stream_replicas,
-        publish_timeout=settings.bzzz.publish_timeout,
-        name=f"bzzz-slot{slot}",
-        auth=auth,
-    )
-    return bus, embedded
 
 
 def trusted_origins(settings: Settings, identity: NodeIdentity) -> frozenset[str] | None:
