@@ -167,8 +167,12 @@ async def test_non_admins_read_a_generic_delivery_error_admins_the_detail(
         [other] = await node.subscriptions.delivery_views("dead")
 
     assert admin["last_error"] == dead.last_error
-    assert admin["last_error"] == ("HTTP 500" if answer == "http-500" else admin["last_error"])
-    assert "ConnectError" in admin["last_error"] or admin["last_error"] == "HTTP 500"
+    if answer == "http-500":
+        assert admin["last_error"] == "HTTP 500"
+    else:
+        # A refused connect is ConnectError; on a loaded machine the short test timeout can end
+        # the connect first (ConnectTimeout). Either way the admin reads the transport's detail.
+        assert admin["last_error"].startswith(("ConnectError", "ConnectTimeout"))
     assert other["last_error"] == GENERIC_DELIVERY_ERROR
     assert {k: v for k, v in other.items() if k != "last_error"} == {
         k: v for k, v in admin.items() if k != "last_error"
