@@ -1,4 +1,4 @@
-"""Fixtures of the real-process tests: spawned nodes on the shared NATS server, a receiver."""
+"""Fixtures of the real-process tests: spawned nodes, a 3-server NATS cluster, a receiver."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from .cluster import NatsCluster
 from .support import HttpNode, WebhookReceiver, kill_orphans, node_env
 
 NodeFactory = Callable[..., HttpNode]
@@ -21,6 +22,17 @@ async def receiver() -> AsyncIterator[WebhookReceiver]:
         yield hook
     finally:
         await hook.close()
+
+
+@pytest.fixture
+async def cluster(tmp_path: Path) -> AsyncIterator[NatsCluster]:
+    """Three routed JetStream servers on loopback."""
+    running = NatsCluster(tmp_path / "cluster")
+    try:
+        await running.start()
+        yield running
+    finally:
+        await running.close()
 
 
 @pytest.fixture

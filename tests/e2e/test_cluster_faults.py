@@ -36,17 +36,6 @@ KILL_AFTER = 200
 
 
 @pytest.fixture
-async def cluster(tmp_path: Path) -> AsyncIterator[NatsCluster]:
-    """Three routed JetStream servers on loopback."""
-    running = NatsCluster(tmp_path / "cluster")
-    try:
-        await running.start()
-        yield running
-    finally:
-        await running.close()
-
-
-@pytest.fixture
 async def node(
     tmp_path: Path, clean_env: dict[str, str], cluster: NatsCluster
 ) -> AsyncIterator[HttpNode]:

@@ -1,9 +1,12 @@
 """Any node is a front door: spawned p1 and p2 nodes, the official MCP client, raw nats-py.
 
-Node A serves p1, node B serves p2 (``BZZZ_PROJECTS``). Calls about p2 made through A are
-answered by B as B answers them directly; a principal of p1 only is refused as on B; forged,
-unadmitted and replayed requests change nothing; a project no node serves is a NETWORK_ERROR
-naming it; and killing B during a stream of forwarded posts loses none that was acknowledged.
+The nodes keep the log, the directory and their peers in R3 streams and buckets of a real
+3-server NATS cluster. Node A serves p1, node B serves p2 (``BZZZ_PROJECTS``); A stores none
+of p2's content and answers lookups of p2 from the directory as B answers them from its store.
+Calls about p2 made through A are answered by B as B answers them directly; a principal of
+p1 only is refused as on B; forged, unadmitted and replayed requests change nothing; a project
+no node serves is a NETWORK_ERROR naming it; and killing B during a stream of forwarded posts
+loses none that was acknowledged.
 """
 
 from __future__ import annotations
@@ -11,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import sqlite3
 import time
 from collections.abc import AsyncIterator
 from typing import Any
@@ -30,12 +34,20 @@ from bzzz.network.forward import (
 from bzzz.network.identity import NodeIdentity
 from bzzz.principal import Principal, Scope
 
+from .cluster import NatsCluster
 from .conftest import NodeFactory
 from .support import HttpNode, bzzz_cli, call, call_error, eventually, http_session, start_network
 
 pytestmark = pytest.mark.integration
 
 NETWORK = "main"
+R3 = {"BZZZ_BZZZ__STREAM_REPLICAS": "3", "BZZZ_BZZZ__PUBLISH_TIMEOUT": "4"}
+
+
+@pytest.fixture
+def nats_url(cluster: NatsCluster) -> str:
+    """The nodes of these tests (``make_node``) on the 3-server cluster: every server's URL."""
+    return ",".join(cluster.urls)
 
 
 async def _token(node: HttpNode, name: str, *projects: str, scope: str = "write") -> str:
@@ -73,6 +85,15 @@ async def _rest(node: HttpNode, token: str, path: str) -> tuple[int, dict[str, A
 def _read(answer: dict[str, Any]) -> dict[str, Any]:
     """A read's answer without the time it was read."""
     return {k: v for k, v in answer.items() if k not in ("retrieved_at", "timestamp")}
+
+
+def _lookup(answer: dict[str, Any]) -> dict[str, Any]:
+    """A lookup's answer without the time it was made and the agents' last activity."""
+    shown = {k: v for k, v in answer.items() if k != "query_time"}
+    shown["matches"] = [
+        {k: v for k, v in match.items() if k != "last_activity"} for match in answer["matches"]
+    ]
+    return shown
 
 
 def _post_shape(answer: dict[str, Any]) -> dict[str, Any]:
@@ -130,8 +151,8 @@ def _request(signer: NodeIdentity, request_id: str, op: str, params: dict[str, A
 async def test_calls_about_p2_through_the_p1_node_are_answered_as_the_p2_node_answers(
     make_node: NodeFactory, nats_url: str
 ) -> None:
-    a = make_node("a", BZZZ_PROJECTS="p1")
-    b = make_node("b", BZZZ_PROJECTS="p2")
+    a = make_node("a", BZZZ_PROJECTS="p1", **R3)
+    b = make_node("b", BZZZ_PROJECTS="p2", **R3)
     await start_network(a, b)
     owner = await _token(a, "owner", "p1", "p2")
     p1_only = await _token(a, "p1-only", "p1")
@@ -181,6 +202,17 @@ async def test_calls_about_p2_through_the_p1_node_are_answered_as_the_p2_node_an
             status_b, body_b = await _rest(b, owner, path)
             assert (status_a, _read(body_a)) == (status_b, _read(body_b)) == (200, _read(body_b))
 
+        # Lookups of p2 on A come from the directory: the same matches, order and scores as B's
+        # store gives (an agent's last activity there is as of its lease's last write, not its
+        # last post); and A's own store holds none of p2's agents, messages, threads or tasks.
+        for address in ("bzzz://*:*@p2", "bzzz://w-2@p2", "bzzz://*:dev@p2"):
+            asked = {"semantic_address": address}
+            assert _lookup(await call(on_a, "bzzz_lookup", asked)) == _lookup(
+                await call(on_b, "bzzz_lookup", asked)
+            )
+        assert _p2_rows(a) == {}
+        assert _p2_rows(b) != {}
+
         # A principal of p1 only: refused through A exactly as on B.
         inbox = {"address": "bzzz://w-2@p2/inbox"}
         async with _mcp(b, p1_only) as p1_on_b:
@@ -214,8 +246,23 @@ async def test_calls_about_p2_through_the_p1_node_are_answered_as_the_p2_node_an
         assert (await _forwarded(b, "in"))["refused"] == 3
 
 
+def _p2_rows(node: HttpNode) -> dict[str, int]:
+    """How many rows of p2's content the node's own SQLite store holds, per table."""
+    queries = {
+        "agents": "SELECT count(*) FROM agents WHERE project = 'p2'",
+        "inbox": "SELECT count(*) FROM inbox WHERE agent_id IN ('w-2', 's-2')",
+        "messages": "SELECT count(*) FROM messages WHERE sender = 's-2'",
+        "threads": "SELECT count(*) FROM threads WHERE creator = 'w-2'",
+        "tasks": "SELECT count(*) FROM tasks WHERE agent_id = 'w-2'",
+    }
+    uri = f"file:{node.data_dir / 'bzzz.db'}?mode=ro"
+    with contextlib.closing(sqlite3.connect(uri, uri=True)) as db:
+        counts = {table: int(db.execute(sql).fetchone()[0]) for table, sql in queries.items()}
+    return {table: n for table, n in counts.items() if n}
+
+
 async def _forged_requests_are_refused(nats_url: str, admitted: HttpNode) -> None:
-    nc = await nats.connect(nats_url)
+    nc = await nats.connect(nats_url.split(","))
     subject = forward_subject(NETWORK, "p2")
     post = {"target_address": "bzzz://w-2@p2", "message_type": "text", "content": {"x": 1}}
     try:
@@ -246,9 +293,9 @@ def _refusal(msg: Any) -> str:
 async def test_killing_the_serving_node_during_forwarded_posts_loses_no_acknowledged_post(
     make_node: NodeFactory,
 ) -> None:
-    a = make_node("a", BZZZ_PROJECTS="p1")
-    b = make_node("b", BZZZ_PROJECTS="p2")
-    c = make_node("c", BZZZ_PROJECTS="p2")
+    a = make_node("a", BZZZ_PROJECTS="p1", **R3)
+    b = make_node("b", BZZZ_PROJECTS="p2", **R3)
+    c = make_node("c", BZZZ_PROJECTS="p2", **R3)
     await start_network(a, b, c)
     owner = await _token(a, "owner", "p1", "p2")
     for node in (a, b, c):
