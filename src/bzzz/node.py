@@ -355,6 +355,7 @@ class Node:
         self._reclaimer = Reclaimer(self.log, self.agents)
         self.projector.add_applied_listener(self._reclaimer.on_applied)
         self.projector.add_outcome_listener(self._reclaimer.on_outcomes)
+        self.agents.settle_reclaim = self._reclaimer.settled
         self._build_front()
         self._build_thread_services()
         self._build_llm()

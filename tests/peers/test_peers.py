@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections import Counter
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
@@ -10,6 +11,7 @@ from pathlib import Path
 import pytest
 from admitted import admit
 
+from bzzz import domain
 from bzzz.config import Settings, load_settings
 from bzzz.eventlog import LOCAL_CALLER, Caller
 from bzzz.network.envelope import seal
@@ -17,7 +19,7 @@ from bzzz.network.identity import NodeIdentity
 from bzzz.network.memory import InMemoryBus
 from bzzz.node import Node
 from bzzz.peers.service import lost_envelope_id
-from bzzz.schemas import AnnounceInput, SubscribeInput
+from bzzz.schemas import AnnounceInput, PostInput, SubscribeInput
 
 
 def _settings(tmp_path: Path, name: str, **bzzz: object) -> Settings:
@@ -188,6 +190,12 @@ async def test_a_node_taken_for_lost_while_alive_announces_its_agents_again(
         await _lost_while_alive(a, b)
 
 
+def _false_loss(node: Node) -> dict[str, str | int]:
+    """A node.lost about ``node`` for a boot it no longer runs, as a paused witness writes it."""
+    return {"node_id": node.node_id, "boot": "old", "beat": 1,
+            "last_seen": "2026-01-01T00:00:00Z", "detected_at": "2999-01-01T00:00:00Z"}  # fmt: skip
+
+
 async def _lost_while_alive(a: Node, b: Node) -> None:
     await _announce(b, "rev-1")
     sub = await a.subscriptions.subscribe(
@@ -195,9 +203,7 @@ async def _lost_while_alive(a: Node, b: Node) -> None:
     )
     await a.peers.wait_for(lambda peers: b.node_id in peers, 5)
     # A pause made A take B for lost although B is alive and its session connected.
-    payload = {"node_id": b.node_id, "boot": "old", "beat": 1, "last_seen": "2026-01-01T00:00:00Z",
-               "detected_at": "2999-01-01T00:00:00Z"}  # fmt: skip
-    await a.log.emit("node.lost", "node", b.node_id, payload)
+    await a.log.emit("node.lost", "node", b.node_id, _false_loss(b))
     for node in (a, b):
         directory = node.projector.directory
         await node.projector.wait_until(
@@ -218,3 +224,51 @@ async def _lost_while_alive(a: Node, b: Node) -> None:
         (None, "online"),
         ("announced", None),
     ]
+
+
+async def test_a_post_made_while_the_node_is_taken_for_lost_waits_for_its_agents_to_return(
+    tmp_path: Path,
+) -> None:
+    slow = {"heartbeat_interval": 0.5, "heartbeat_misses": 20}
+    bus = InMemoryBus()
+    async with (
+        Node(_settings(tmp_path, "a", **slow), bus=bus, address="http://a:1/mcp") as a,
+        Node(_settings(tmp_path, "b", **slow), bus=bus, address="http://b:1/mcp") as b,
+    ):
+        await admit(a, b)
+        await _announce(a, "arch-1", session="sa")
+        await _announce(b, "rev-1")
+        # B's re-announcement of rev-1 is held until the post below is waiting for it.
+        gate, reannouncing, waiting = asyncio.Event(), asyncio.Event(), asyncio.Event()
+        announce_again, settle = b.agents.announce_again, b.agents.settle_reclaim
+        assert settle is not None
+
+        async def held(agent: domain.Agent) -> None:
+            reannouncing.set()
+            await gate.wait()
+            await announce_again(agent)
+
+        async def watched() -> bool:
+            waiting.set()
+            return await settle()
+
+        b.agents.announce_again = held  # type: ignore[method-assign]
+        b.agents.settle_reclaim = watched
+        await a.log.emit("node.lost", "node", b.node_id, _false_loss(b))
+        async with asyncio.timeout(10):
+            await reannouncing.wait()  # B applied the loss: rev-1 is offline there
+            assert not b.projector.directory.get("rev-1").online  # type: ignore[union-attr]
+            post = asyncio.create_task(
+                b.conversations.post(
+                    Caller("s1"),
+                    PostInput(
+                        target_address="bzzz://arch-1", message_type="text", content={"n": 1}
+                    ),
+                )
+            )
+            await waiting.wait()
+            assert not post.done()
+            gate.set()
+            sent = await post
+    assert sent["success"] is True
+    assert sent["delivery_results"]["recipients"] == ["arch-1"]

@@ -88,6 +88,9 @@ class AgentService:
         # Called with the ids of agents whose lease ran out, before they go offline (the
         # node ends their subscriptions, so the offline events are not fanned out to them).
         self.before_offline: Callable[[list[str]], Awaitable[int]] | None = None
+        # Set by the node: waits for re-announcements after a false node.lost about this node
+        # (peers.reclaim), True if there were any; its sessions' agents are then back online.
+        self.settle_reclaim: Callable[[], Awaitable[bool]] | None = None
         self._infos: OrderedDict[str, tuple[domain.Agent, datetime, dict[str, Any]]] = OrderedDict()
         self._max_agents = max_agents
         # Set by the node when it federates with other networks.
@@ -521,6 +524,9 @@ class AgentService:
         Acting as an agent renews its lease.
         """
         mine = self._acting(caller)
+        if not mine and self.settle_reclaim is not None and await self.settle_reclaim():
+            # Peers took this node for lost while it was alive: its agents come back.
+            mine = self._acting(caller)
         if caller.handle is not None and all(a.id != handle_agent(caller.handle) for a in mine):
             agent = self.directory.get(handle_agent(caller.handle))
             if agent is not None and agent.online:

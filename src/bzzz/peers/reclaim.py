@@ -3,7 +3,8 @@
 Peers record a node as lost when its heartbeats stop reaching them (a pause, a partition). If
 the node was alive all along, the log now says its agents are offline while their sessions are
 still connected here. When this node applies a ``node.lost`` about itself, it announces again
-exactly the agents that envelope took offline, and says it is online.
+exactly the agents that envelope took offline, and says it is online. A call of one of its
+sessions made in between waits for that (``settled``) instead of finding no agent.
 """
 
 from __future__ import annotations
@@ -19,6 +20,9 @@ from bzzz.network.envelope import Envelope
 from bzzz.store.projection import Outcome
 
 logger = logging.getLogger(__name__)
+
+# How long a session's call waits for its agents to be announced again.
+SETTLE_WITHIN = 10.0
 
 
 class Reclaimer:
@@ -66,6 +70,13 @@ class Reclaimer:
         if agent is None or agent.online or agent.node_id != self._log.node_id:
             return
         await self._agents.announce_again(agent)
+
+    async def settled(self) -> bool:
+        """Wait (bounded) for the re-announcements in flight; whether there were any."""
+        if not self._tasks:
+            return False
+        await asyncio.wait(set(self._tasks), timeout=SETTLE_WITHIN)
+        return True
 
     async def close(self) -> None:
         """Cancel re-announcements still in flight."""
