@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 from admitted import admit
 
+from bzzz.access.keys import STATELESS
 from bzzz.audit import reading
 from bzzz.config import Settings, load_settings
 from bzzz.errors import BzzzError, NotServed
@@ -301,3 +302,56 @@ async def test_a_member_that_hangs_or_forges_its_answer_is_passed_over_for_anoth
     assert all("forged" not in answer and answer["success"] for answer in got)
     assert a.front.counts["out"]["retried"] >= hits["forge"] + hits["hang"] >= 2
     assert a.front.counts["out"]["ok"] == b.front.counts["in"]["ok"] == len(got)
+
+
+async def test_a_client_without_a_session_acts_as_a_p2_agent_through_the_p1_node(
+    nodes: tuple[Node, Node], directory: FakeDirectory
+) -> None:
+    a, b = nodes
+    made = await a.front.announce(
+        Caller(STATELESS, OWNER.principal), AnnounceInput(agent_id="w-5", role="dev", project="p2")
+    )
+    # The agent lives on B (the node serving p2), on its lease; A holds nothing of it.
+    agent = b.agents.directory.get("w-5")
+    assert agent is not None and agent.online and a.agents.directory.get("w-5") is None
+    # A knows where it sent the announcement before the network's directory lists the agent.
+    assert "w-5" not in directory.where
+    w5 = Caller(STATELESS, OWNER.principal, made["agent_handle"])
+
+    def text(target: str, n: int) -> PostInput:
+        return PostInput(target_address=target, message_type="text", content={"n": n})
+
+    to_p2 = await a.front.post(w5, text("bzzz://w-2@p2", 1))
+    to_p1 = await a.front.post(w5, text("bzzz://s-1@p1", 2))  # A → B (w-5's) → A (s-1's)
+    created = await a.front.thread(
+        w5, ThreadInput(action="create", participants=["w-2"], topic="plan")
+    )
+
+    assert to_p2["delivery_results"]["recipients"] == ["w-2"]
+    assert to_p1["delivery_results"]["recipients"] == ["s-1"]
+    [on_b] = (await b.front.get(OWNER, GetInput(address="bzzz://w-2@p2/inbox")))["content"][
+        "messages"
+    ]
+    [on_a] = (await a.front.get(OWNER, GetInput(address="bzzz://s-1@p1/inbox")))["content"][
+        "messages"
+    ]
+    assert (on_b["sender"], on_b["id"]) == ("w-5", to_p2["message_id"])
+    assert (on_a["sender"], on_a["id"]) == ("w-5", to_p1["message_id"])
+    thread = await b.front.get(
+        OWNER, GetInput(address=f"bzzz://*@p2/threads/{created['thread_id']}")
+    )
+    assert thread["content"]["thread"]["creator"] == "w-5"
+
+    # A handle that is not w-5's: refused through A exactly as on B, nothing posted.
+    forged = Caller(STATELESS, OWNER.principal, "w-5:not-its-secret")
+    refused = await _error(a.front.post(forged, text("bzzz://w-2@p2", 3)))
+    assert refused == await _error(b.front.post(forged, text("bzzz://w-2@p2", 3)))
+    assert refused["code"] == "PERMISSION_DENIED"
+    # A session's agent lives where the session is: of p2 on A, NotServed.
+    with pytest.raises(NotServed):
+        await a.front.announce(
+            Caller("session-9", OWNER.principal),
+            AnnounceInput(agent_id="w-6", role="dev", project="p2"),
+        )
+    inbox = (await b.front.get(OWNER, GetInput(address="bzzz://w-2@p2/inbox")))["content"]
+    assert len(inbox["messages"]) == 1

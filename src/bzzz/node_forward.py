@@ -1,15 +1,21 @@
 """Any node is a front door: a call about a project this node does not serve runs on one that does.
 
 :class:`FrontDoor` is the one place the faces (MCP tools, ``/api/v1`` routes) send reads of an
-address (``bzzz_get``) and posts through. It finds the call's project — the address's
-``@project``, else the project of the agent it names (this node's store, else the network's
-agent directory, :class:`bzzz.projects.AgentProjects`), else a thread's — and runs the call here
-when ``bzzz.projects`` serves it. Otherwise it signs the call (``bzzz.network.forward``) and sends
-it to the queue group of nodes serving that project; the answer, result or error, is the one
-that node gave. A post names its sender as this node found it (the caller acts as that agent
-here, in a project the serving node may not hold) and carries a message id minted here, the
-same on every attempt: a post retried on another node after a timeout is stored once. No node
-serves the project: :class:`bzzz.errors.NotServed`.
+address (``bzzz_get``), posts, announcements and thread actions through. It finds the call's
+project — the address's ``@project``, else the project of the agent it names (this node's store,
+else the network's agent directory, :class:`bzzz.projects.AgentProjects`), else a thread's — and
+runs the call here when ``bzzz.projects`` serves it. Otherwise it signs the call
+(``bzzz.network.forward``) and sends it to the queue group of nodes serving that project; the
+answer, result or error, is the one that node gave. A post names its sender as this node found
+it (the caller acts as that agent here, in a project the serving node may not hold) and carries
+a message id minted here, the same on every attempt: a post retried on another node after a
+timeout is stored once. No node serves the project: :class:`bzzz.errors.NotServed`.
+
+A client without a session (its ``agent_handle`` names its agent) may call any node: its
+announcement of an agent of a project served elsewhere runs on a node serving that project (the
+agent lives there, on its lease), and its posts and thread actions as that agent go to a node
+serving the agent's project, which checks the handle. A post from there to a third
+project's agent is forwarded once more, with the sender found there.
 
 Where a request lands, :meth:`FrontDoor.serve` opens it (signature, admitted signer, fresh
 timestamp, unseen id), runs it through the same service methods and access checks as a local
@@ -22,7 +28,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections import Counter
+from collections import Counter, OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -30,6 +36,7 @@ from typing import Any
 from ulid import ULID
 
 from bzzz import domain
+from bzzz.access.keys import handle_agent, holder_of
 from bzzz.address import parse_address
 from bzzz.agents.service import AgentService, thread_project
 from bzzz.audit.records import Action, digest, stamp, target_of
@@ -58,7 +65,7 @@ from bzzz.network.forward import (
 from bzzz.network.identity import NodeIdentity
 from bzzz.principal import Scope
 from bzzz.projects import NO_PROJECT, AgentProjects, ProjectSet
-from bzzz.schemas import GetInput, PostInput, validate_input
+from bzzz.schemas import AnnounceInput, GetInput, PostInput, ThreadInput, validate_input
 from bzzz.store.database import Database
 from bzzz.store.repository import Repository
 
@@ -67,6 +74,7 @@ logger = logging.getLogger(__name__)
 # How long one attempt waits for the serving node, and how many members are tried.
 WITHIN = 5.0
 ATTEMPTS = 3
+ANNOUNCED_KEPT = 10_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -118,6 +126,9 @@ class FrontDoor:
         self._admits = admits
         self._gate = ForwardGate(network, admits)
         self._posting: dict[str, asyncio.Future[dict[str, Any]]] = {}
+        # Agents whose announcement this node forwarded, and their project: known at once,
+        # before the serving node's directory entry reaches the network (bounded).
+        self._announced: OrderedDict[str, str] = OrderedDict()
         # Forwarded calls by direction ("out": sent from here, "in": run here) and outcome.
         self.counts: dict[str, Counter[str]] = {"out": Counter(), "in": Counter()}
 
@@ -142,15 +153,56 @@ class FrontDoor:
     async def post(
         self, caller: Caller, params: PostInput, *, as_principal: bool = False
     ) -> dict[str, Any]:
-        """``bzzz_post``: here, or (sender found here) on a node serving the target's project."""
+        """``bzzz_post``: here, or (sender found here) on a node serving the target's project.
+
+        A caller acting as an agent served elsewhere posts from a node serving that agent.
+        """
+        body = params.model_dump(mode="json")
+        acting = await self._project_of_acting(caller)
+        if acting is not None:
+            return await self._forward(acting, "post", caller, body, None, f"msg-{ULID()}")
         project = await self.project_of_post(params)
         if self.routing.served.serves(project):
             return await self._conversations.post(caller, params, as_principal=as_principal)
         assert project is not None
         caller.principal.require(Scope.WRITE, "posting")
         sender = await self._conversations.sender_for(caller, params.agent_id, as_principal)
-        body = params.model_dump(mode="json")
         return await self._forward(project, "post", caller, body, sender, f"msg-{ULID()}")
+
+    async def announce(self, caller: Caller, params: AnnounceInput) -> dict[str, Any]:
+        """``bzzz_announce``: here, or (a client without a session) on a node serving its project.
+
+        A session's agent lives where its session is: of a project served elsewhere, NotServed.
+        """
+        project = self._agents.project_of_announce(caller.principal, params)
+        if self.routing.served.serves(project) or holder_of(caller) == "session":
+            return await self._agents.announce(caller, params)
+        body = params.model_dump(mode="json")
+        made = await self._forward(project, "announce", caller, body)
+        self._announced[params.agent_id] = project
+        self._announced.move_to_end(params.agent_id)
+        if len(self._announced) > ANNOUNCED_KEPT:
+            self._announced.popitem(last=False)
+        return made
+
+    async def thread(self, caller: Caller, params: ThreadInput) -> dict[str, Any]:
+        """``bzzz_thread``: here, or on a node serving the project of the agent the caller is."""
+        acting = await self._project_of_acting(caller)
+        if acting is None:
+            return await self._conversations.thread(caller, params)
+        return await self._forward(acting, "thread", caller, params.model_dump(mode="json"))
+
+    async def _project_of_acting(self, caller: Caller) -> str | None:
+        """The project of the agent a caller's handle names, when a node elsewhere serves it."""
+        if caller.handle is None:
+            return None
+        agent_id = handle_agent(caller.handle)
+        if self._agents.directory.get(agent_id) is not None:
+            return None  # an agent of a project served here: the services check the handle
+        project = await self._project_of_agent(agent_id)
+        if project is None or self.routing.served.serves(project):
+            return None
+        return project
 
     async def project_of_get(self, params: GetInput) -> str | None:
         """The project an address read is about (None: this node answers)."""
@@ -184,6 +236,8 @@ class FrontDoor:
         agent = self._agents.directory.get(agent_id)
         if agent is not None:
             return agent.project or NO_PROJECT
+        if agent_id in self._announced:
+            return self._announced[agent_id]
         if self.routing.directory is not None:
             return await self.routing.directory.project_of(agent_id)
         return None
@@ -302,14 +356,30 @@ class FrontDoor:
     async def _run(self, request: ForwardRequest, caller: Caller) -> dict[str, Any]:
         if request.op == "get":
             return await self._agents.get(caller, validate_input(GetInput, request.params))
+        if request.op == "announce":
+            announced = validate_input(AnnounceInput, request.params)
+            return await self._agents.announce(caller, announced)
+        if request.op == "thread":
+            action = validate_input(ThreadInput, request.params)
+            return await self._conversations.thread(caller, action)
         params = validate_input(PostInput, request.params)
         key = request.key
         if key is None or not key.startswith("msg-"):
             return await self._conversations.post(caller, params, sender=request.sender)
+        sender = request.sender
+        if sender is None:
+            # The caller acts as an agent of this node's project: it is found (and its handle
+            # checked) here; a target in a project served elsewhere is one hop further.
+            caller.principal.require(Scope.WRITE, "posting")
+            sender = await self._conversations.sender_for(caller, params.agent_id, False)
+            project = await self.project_of_post(params)
+            if not self.routing.served.serves(project):
+                assert project is not None
+                return await self._forward(project, "post", caller, request.params, sender, key)
         running = self._posting.get(key)
         if running is not None:
             return await asyncio.shield(running)
-        task = asyncio.ensure_future(self._post_once(caller, params, request.sender, key))
+        task = asyncio.ensure_future(self._post_once(caller, params, sender, key))
         self._posting[key] = task
         task.add_done_callback(lambda _: self._posting.pop(key, None))
         return await asyncio.shield(task)

@@ -20,9 +20,11 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import httpx
+import httpx2
 import nats
 import pytest
-from mcp import ClientSession
+from mcp import Client, ClientSession
+from mcp.client.streamable_http import streamable_http_client
 
 from bzzz.network.forward import (
     ForwardRequest,
@@ -66,6 +68,21 @@ def _bearer(token: str) -> dict[str, str]:
 async def _mcp(node: HttpNode, token: str) -> AsyncIterator[ClientSession]:
     async with http_session(node.mcp_url, headers=_bearer(token)) as session:
         yield session
+
+
+@contextlib.asynccontextmanager
+async def _stateless(node: HttpNode, token: str) -> AsyncIterator[Client]:
+    """The SDK's default client (2026-07-28: no handshake, no session) with a bearer token."""
+    http = httpx2.AsyncClient(headers=_bearer(token))
+    async with http, Client(streamable_http_client(node.mcp_url, http_client=http)) as client:
+        yield client
+
+
+async def _tool(client: Client, tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
+    async with asyncio.timeout(30):
+        result = await client.call_tool(tool, arguments)
+    assert not result.is_error and result.structured_content is not None, result
+    return dict(result.structured_content)
 
 
 async def _knows_token(node: HttpNode, token: str) -> None:
@@ -225,6 +242,23 @@ async def test_calls_about_p2_through_the_p1_node_are_answered_as_the_p2_node_an
         assert refused_post["code"] == "AGENT_NOT_FOUND"
         status, body = await _rest(a, p1_only, "/api/v1/tasks?agent_id=w-2")
         assert (status, body["code"]) == (404, "AGENT_NOT_FOUND")
+
+        # The SDK's default client (2026-07-28, no session) on A announces a p2 agent (it lives
+        # on B) and posts as it by its handle; B's store has it, A's none of it.
+        async with _stateless(a, owner) as client:
+            made = await _tool(
+                client, "bzzz_announce", {"agent_id": "w-7", "role": "dev", "project": "p2"}
+            )
+            sent = await _tool(
+                client,
+                "bzzz_post",
+                {"target_address": "bzzz://w-2@p2", "message_type": "text", "content": {"n": 7},
+                 "agent_handle": made["agent_handle"]},
+            )  # fmt: skip
+        assert sent["delivery_results"]["recipients"] == ["w-2"]
+        inbox_ids = {m["id"]: m["sender"] for m in await _inbox(on_b, "w-2", w2)}
+        assert inbox_ids[sent["message_id"]] == "w-7"
+        assert _p2_rows(a) == {}
 
         # No node serves p3: a NETWORK_ERROR naming it.
         unserved = await call_error(

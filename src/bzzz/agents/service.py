@@ -183,6 +183,11 @@ class AgentService:
         )
         self.leases.renew(agent.id)
 
+    @classmethod
+    def project_of_announce(cls, who: Principal, params: AnnounceInput) -> str:
+        """The project an announcement puts its agent in (NO_PROJECT: none), as announce does."""
+        return cls._granted(who, params).project or NO_PROJECT
+
     @staticmethod
     def _granted(who: Principal, params: AnnounceInput) -> AnnounceInput:
         """The announcement within the principal's grants (its one project by default)."""

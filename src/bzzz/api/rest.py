@@ -162,7 +162,7 @@ class Routes:
         """Announce an agent (bzzz_announce); 409 when its id is held by another caller."""
         body = await body_of(request, AnnounceBody)
         params = AnnounceInput.model_validate(body.model_dump(exclude={"agent_handle"}))
-        return await self.node.agents.announce(caller_of(request, body.agent_handle), params)
+        return await self.node.front.announce(caller_of(request, body.agent_handle), params)
 
     async def get_agent(self, request: Request) -> dict[str, Any]:
         """One agent (bzzz_get of its address)."""

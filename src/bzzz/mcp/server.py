@@ -218,7 +218,7 @@ def build_server(node: Node) -> tuple[BzzzMCP, SessionRegistry]:
                 task=task,
             ),
         )
-        return await run(node.agents.announce(caller_of(ctx, agent_handle), params))
+        return await run(node.front.announce(caller_of(ctx, agent_handle), params))
 
     @server.tool(name="bzzz_lookup", description=text.LOOKUP)
     async def bzzz_lookup(
@@ -351,7 +351,7 @@ def build_server(node: Node) -> tuple[BzzzMCP, SessionRegistry]:
                 criteria=criteria,
             ),
         )
-        return await run(node.conversations.thread(caller_of(ctx, agent_handle), params))
+        return await run(node.front.thread(caller_of(ctx, agent_handle), params))
 
     @server.tool(name="bzzz_subscribe", description=text.SUBSCRIBE)
     async def bzzz_subscribe(

@@ -46,7 +46,7 @@ WINDOW = 30.0
 REMEMBERED = 100_000
 MAX_REQUEST_BYTES = 1_048_576
 
-Op = Literal["get", "post"]
+Op = Literal["get", "post", "announce", "thread"]
 
 
 def forward_subject(network: str, project: str | None) -> str:
