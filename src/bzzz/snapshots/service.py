@@ -30,7 +30,7 @@ from collections import Counter
 from typing import Any
 
 from bzzz.config import SnapshotSettings
-from bzzz.errors import BzzzError, InvalidParameters, PermissionDenied
+from bzzz.errors import BzzzError, InvalidParameters, NetworkError, PermissionDenied
 from bzzz.network import admission
 from bzzz.network.admission import Admission
 from bzzz.network.base import Bus, BusMessage
@@ -93,6 +93,7 @@ class SnapshotService:
         self.refused: Counter[str] = Counter()
         self.written = 0
         self.last: dict[str, Any] | None = None
+        self.loaded: dict[str, Any] | None = None  # the snapshot this node started from
         self.failures = 0
         self._pending = 0  # envelopes applied since the last snapshot written or seen
         self._base = 0  # the sequence of that snapshot
@@ -112,12 +113,20 @@ class SnapshotService:
             return
         if not self.settings.load:
             return
-        data = await self._store.get(self.name)
+        try:
+            data = await self._store.get(self.name)
+        except NetworkError as exc:
+            # The object store is beside the log, not part of it: without it, replay.
+            self.failures += 1
+            logger.warning("could not read the snapshots (%s): replaying the whole log", exc)
+            return
         if data is None:
             logger.info("no snapshot of projects %s yet: replaying the log", self.covers)
             return
+        began = time.perf_counter()
         try:
             snapshot = await self._verified(data)
+            verified = time.perf_counter()
             loaded = await self._loaded(snapshot)
         except SnapshotRefused as exc:
             self.refused[exc.reason] += 1
@@ -129,6 +138,13 @@ class SnapshotService:
             return
         self.start, self.start_sequence = SNAPSHOT, snapshot.sequence
         self._base = snapshot.sequence
+        self.loaded = {
+            "writer": snapshot.writer,
+            "rows": loaded,
+            "bytes": len(data),
+            "verify_s": round(verified - began, 3),
+            "load_s": round(time.perf_counter() - verified, 3),
+        }
         logger.info(
             "loaded the snapshot of projects %s at sequence %d by %s (%d rows)",
             self.covers,
@@ -293,6 +309,7 @@ class SnapshotService:
         return {
             "covers": self.covers,
             "projects": {name: started for name in (["*"] if served.every else served.names)},
+            "loaded": self.loaded,
             "every": self.settings.every,
             "written": self.written,
             "last_written": self.last,

@@ -28,6 +28,7 @@ from typing import Any, TypeVar, cast
 from sqlalchemy import Connection, DateTime, Table, create_engine, event, func, insert, select
 from sqlalchemy.orm import Session
 
+from bzzz.store.batch import execute_many
 from bzzz.store.database import Database
 from bzzz.store.models import AppliedEnvelope, Base, UTCDateTime, attach_keyring
 
@@ -72,7 +73,8 @@ def _header(table: Table) -> bytes:
 
 def dump(connection: Connection) -> Dumped:
     """Every snapshot table's rows with the highest applied sequence, in the caller's
-    transaction: one compressed stream of JSON lines (a table's header, then its rows).
+    transaction: one compressed stream of JSON lines (a table's header, then its rows as
+    arrays of up to LOAD_CHUNK rows, each row an array of its columns' values).
 
     Rows come in primary-key order, so two stores with the same state dump the same rows.
     Written as they are read: memory holds the compressed stream, not the rows.
@@ -88,14 +90,15 @@ def dump(connection: Connection) -> Dumped:
         result = connection.execution_options(yield_per=LOAD_CHUNK).execute(
             select(table).order_by(*table.primary_key.columns)
         )
-        for row in result:
-            values = list(row)
-            for index in times:
-                if values[index] is not None:
-                    values[index] = values[index].isoformat()
-            parts.append(packer.compress(json.dumps(values, separators=(",", ":")).encode()))
+        for chunk in result.partitions():
+            found = [list(row) for row in chunk]
+            for values in found:
+                for index in times:
+                    if values[index] is not None:
+                        values[index] = values[index].isoformat()
+            parts.append(packer.compress(json.dumps(found, separators=(",", ":")).encode()))
             parts.append(packer.compress(b"\n"))
-            count += 1
+            count += len(found)
     parts.append(packer.flush())
     return Dumped(int(sequence), b"".join(parts), count)
 
@@ -117,10 +120,13 @@ def entries(packed: bytes) -> Iterator[tuple[Table, list[str], list[Any] | None]
             if table is None or not set(columns) <= {column.name for column in table.columns}:
                 raise ValueError(f"not a table of this store: {line[:80]!r}")
             yield table, columns, None
-        elif isinstance(parsed, list) and table is not None and len(parsed) == len(columns):
-            yield table, columns, parsed
+        elif isinstance(parsed, list) and table is not None:
+            for values in parsed:
+                if not isinstance(values, list) or len(values) != len(columns):
+                    raise ValueError(f"not a row of {table.name}")
+                yield table, columns, values
         else:
-            raise ValueError(f"not a row of {table.name if table is not None else 'no table'}")
+            raise ValueError("rows before any table")
 
 
 def rows_of(packed: bytes) -> dict[str, list[dict[str, Any]]]:
@@ -157,7 +163,7 @@ def load(session: Session, packed: bytes) -> int:
     for table, columns, values in entries(packed):
         if values is None or len(chunk) >= LOAD_CHUNK:
             if chunk and target is not None:
-                connection.execute(insert(target), chunk)
+                execute_many(connection, insert(target), chunk)
             count, chunk = count + len(chunk), []
         if values is None:
             target = table
@@ -169,7 +175,7 @@ def load(session: Session, packed: bytes) -> int:
                 row[name] = datetime.fromisoformat(row[name])
         chunk.append(row)
     if chunk and target is not None:
-        connection.execute(insert(target), chunk)
+        execute_many(connection, insert(target), chunk)
         count += len(chunk)
     if connection.dialect.name == "postgresql":
         _advance_serials(connection)
