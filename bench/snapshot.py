@@ -35,6 +35,8 @@ from bzzz.principal import LOCAL
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from benchutil import code_version, machine
 
+# Posts in flight at once while the log is filled.
+WINDOW = 500
 # The network's data key, shared by the bench's nodes as an operator shares it.
 NETWORK_KEY = encode_secret(new_secret())
 
@@ -44,36 +46,47 @@ def _settings(data_dir: Path, url: str, *, load: bool = True) -> Any:
         environ={},
         overrides={
             "node": {"data_dir": str(data_dir)},
-            "bzzz": {"nats_url": [url], "heartbeat_interval": 30.0, "projects": ["p1"]},
+            "bzzz": {
+                "nats_url": [url],
+                "heartbeat_interval": 30.0,
+                "projects": ["p1"],
+                # A million posts take more than the default 1 GB of the embedded server.
+                "max_file_store": 8 << 30,
+            },
             "snapshots": {"every": 0, "load": load},
             "encryption": {"key": NETWORK_KEY},
         },
     )
 
 
+def _post(writer: NodeIdentity, n: int) -> tuple[str, bytes, str]:
+    sender = f"source-{n % 50}"
+    payload = {
+        "message_id": f"msg-bench-{n:08d}",
+        "sender": sender,
+        "target_address": "bzzz://sink",
+        "message_type": "data",
+        "content": {"n": n, "text": f"post number {n} of the bench"},
+        "priority": "medium",
+        "thread_id": None,
+        "reply_to": None,
+        "recipients": ["sink"],
+        "task_id": None,
+    }
+    subject = f"bzzz.main.p.p1.msg.{sender}"
+    env = seal(writer, "main", "message.posted", subject, payload)
+    return subject, env.to_bytes(), env.id
+
+
 async def _fill(url: str, writer: NodeIdentity, first: int, count: int) -> int:
+    """Publish ``count`` posts, WINDOW at a time in flight (each publish waits for its ack)."""
     nc = await nats.connect(url)
     js = nc.jetstream(timeout=30)
-    for n in range(first, first + count):
-        sender = f"source-{n % 50}"
-        payload = {
-            "message_id": f"msg-bench-{n:08d}",
-            "sender": sender,
-            "target_address": "bzzz://sink",
-            "message_type": "data",
-            "content": {"n": n, "text": f"post number {n} of the bench"},
-            "priority": "medium",
-            "thread_id": None,
-            "reply_to": None,
-            "recipients": ["sink"],
-            "task_id": None,
-        }
-        subject = f"bzzz.main.p.p1.msg.{sender}"
-        env = seal(writer, "main", "message.posted", subject, payload)
-        await js.publish_async(subject, env.to_bytes(), headers={"Nats-Msg-Id": env.id})
-        if n % 5000 == 4999:
-            await js.publish_async_completed()
-    await js.publish_async_completed()
+    for start in range(first, first + count, WINDOW):
+        posts = [_post(writer, n) for n in range(start, min(start + WINDOW, first + count))]
+        await asyncio.gather(
+            *(js.publish(s, data, headers={"Nats-Msg-Id": i}) for s, data, i in posts)
+        )
     total = int((await js.stream_info(stream_name("main"))).state.messages)
     await nc.close()
     return total

@@ -167,6 +167,16 @@ async def test_a_forged_or_unadmitted_snapshot_is_refused(tmp_path: Path) -> Non
     bus.snapshots.objects["snapshot.*"] = (changed + b"\n" + body, hint)
     await _refused_with(tmp_path, bus, "bad_signature")
 
+    # The admitted writer's key over what is no dump of a store, and over another set's rows.
+    writer = NodeIdentity.load_or_create(tmp_path / "a")
+    assert writer.node_id == header["writer"]
+    junk = seal_snapshot(writer, "main", "*", header["sequence"], b"not a dump", 1, keyring)
+    bus.snapshots.objects["snapshot.*"] = (junk, hint)
+    await _refused_with(tmp_path, bus, "malformed")
+    other = seal_snapshot(writer, "main", "p9", header["sequence"], b"", 0, keyring)
+    bus.snapshots.objects["snapshot.*"] = (other, hint)
+    await _refused_with(tmp_path, bus, "wrong_projects")
+
 
 async def test_a_node_loads_only_the_snapshot_of_its_own_projects(tmp_path: Path) -> None:
     bus = InMemoryBus()
