@@ -36,7 +36,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from benchutil import code_version, machine
 
 # Posts in flight at once while the log is filled.
-WINDOW = 500
+WINDOW = 4000
 # The network's data key, shared by the bench's nodes as an operator shares it.
 NETWORK_KEY = encode_secret(new_secret())
 
