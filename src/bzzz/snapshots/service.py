@@ -218,6 +218,11 @@ class SnapshotService:
             except BzzzError as exc:
                 self.failures += 1
                 logger.warning("could not write the snapshot of %s: %s", self.covers, exc)
+            except Exception:
+                # A snapshot is an optimisation beside the log: whatever failed here, the node
+                # goes on serving, and the next `every` envelopes try again.
+                self.failures += 1
+                logger.exception("could not write the snapshot of %s", self.covers)
 
     async def _write_if_due(self) -> None:
         hint = await self._store.hint(self.name)

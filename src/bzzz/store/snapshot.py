@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import zlib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -26,13 +27,16 @@ from datetime import datetime
 from typing import Any, TypeVar, cast
 
 from sqlalchemy import Connection, DateTime, Table, create_engine, event, func, insert, select
+from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session
 
 from bzzz.store.batch import execute_many
-from bzzz.store.database import Database
+from bzzz.store.database import Database, StoreError
 from bzzz.store.models import AppliedEnvelope, Base, UTCDateTime, attach_keyring
 
 T = TypeVar("T")
+
+logger = logging.getLogger(__name__)
 
 # Rows only this node has: another node's would be wrong here (and a replay makes none).
 NODE_LOCAL = frozenset(
@@ -201,12 +205,16 @@ async def read_consistent(db: Database, work: Callable[[Connection], T]) -> T:
     the writer; its explicit BEGIN holds one snapshot of the file for every statement.
     PostgreSQL: a REPEATABLE READ transaction.
     """
-    if db.is_sqlite:
-        return await asyncio.to_thread(_read_sqlite, db, work)
-    async with db.engine.connect() as connection:
-        reading = await connection.execution_options(isolation_level="REPEATABLE READ")
-        async with reading.begin():
-            return await reading.run_sync(work)
+    try:
+        if db.is_sqlite:
+            return await asyncio.to_thread(_read_sqlite, db, work)
+        async with db.engine.connect() as connection:
+            reading = await connection.execution_options(isolation_level="REPEATABLE READ")
+            async with reading.begin():
+                return await reading.run_sync(work)
+    except SQLAlchemyError as exc:
+        logger.exception("database error")
+        raise StoreError("the node's database could not be read") from exc
 
 
 def _read_sqlite(db: Database, work: Callable[[Connection], T]) -> T:
