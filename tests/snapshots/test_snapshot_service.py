@@ -218,7 +218,7 @@ async def test_writing_a_snapshot_needs_an_admin_of_every_project(tmp_path: Path
 
 async def test_snapshots_are_written_every_n_envelopes(tmp_path: Path) -> None:
     bus = InMemoryBus()
-    async with Node(_settings(tmp_path, "a", every=5), bus=bus) as a:
+    async with Node(_settings(tmp_path, "a", every=5, min_seconds=0), bus=bus) as a:
         await _play(a, "auto")
         await a.snapshots.wait_written(1, WAIT)
         assert bus.snapshots.objects["snapshot.*"][1].writer == a.node_id

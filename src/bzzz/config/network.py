@@ -101,6 +101,12 @@ class SnapshotSettings(_Section):
         description="write a snapshot after this many envelopes applied (0 = never on its own; "
         "`bzzz snapshot` still writes one)",
     )
+    min_seconds: float = Field(
+        300.0,
+        ge=0,
+        description="at least this long between two snapshots this node writes on its own "
+        "(a snapshot costs as much as the state it holds, whatever the envelopes' rate)",
+    )
     load: bool = Field(
         True,
         description="a node starting on an empty store loads the newest snapshot of its "

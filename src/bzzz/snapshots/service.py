@@ -7,9 +7,10 @@ project's rows on a node depend on the whole set it serves (a post of another pr
 its agents' activity, network-wide envelopes act on its rows in log order), so a snapshot is
 exact only for the set it was taken on, and a node loads the one of its own set.
 
-- Writing: after every ``snapshots.every`` envelopes applied, in the background (the dump reads
-  one consistent state beside the projector's writes and never holds them up), unless another
-  node of the same set wrote one in the meantime; and on demand (``write``: an admin of every
+- Writing: after every ``snapshots.every`` envelopes applied and at most once every
+  ``snapshots.min_seconds``, in the background (the dump reads one consistent state beside the
+  projector's writes and never holds them up), unless another node of the same set wrote one
+  in the meantime; and on demand (``write``: an admin of every
   project it covers, the CLI's ``bzzz snapshot``).
 - Loading (``bootstrap``, before the projector starts): only on an empty store. The log's
   admission envelopes give the admitted set now, and its ``keys.added`` envelopes (from nodes
@@ -97,6 +98,7 @@ class SnapshotService:
         self.failures = 0
         self._pending = 0  # envelopes applied since the last snapshot written or seen
         self._base = 0  # the sequence of that snapshot
+        self._last_at = time.monotonic()  # when this node last wrote, saw or loaded one
         self._due = asyncio.Event()
         self._writing = asyncio.Lock()
         self._wrote = asyncio.Condition()
@@ -212,6 +214,10 @@ class SnapshotService:
         cancelled; a failed write is logged and tried again after the next ``every``."""
         while True:
             await self._due.wait()
+            # A dump costs what the state holds: at a high rate of envelopes, wait it out.
+            rest = self._last_at + self.settings.min_seconds - time.monotonic()
+            if rest > 0:
+                await asyncio.sleep(rest)
             self._due.clear()
             try:
                 await self._write_if_due()
@@ -229,6 +235,7 @@ class SnapshotService:
         if hint is not None and hint.sequence > self._base and hint.writer != self.node_id:
             # Another node of this set wrote one since: count again from there.
             self._base, self._pending = hint.sequence, 0
+            self._last_at = time.monotonic()
             return
         await self._write()
 
@@ -271,6 +278,7 @@ class SnapshotService:
             )
             await self._store.put(self.name, data, Hint(dumped.sequence, self.node_id))
             self._base, self._pending = dumped.sequence, max(0, self._pending - pending)
+            self._last_at = time.monotonic()
             async with self._wrote:
                 self.written += 1
                 self._wrote.notify_all()
