@@ -21,7 +21,12 @@ import bzzz
 # or its own name); ``cli*`` matches cli.py and every cli_*.py.
 LAYERS: tuple[tuple[str, frozenset[str]], ...] = (
     ("faces", frozenset({"cli*", "api", "mcp", "ui"})),
-    ("node", frozenset({"node", "node_admin", "node_forward", "node_network", "node_slots"})),
+    (
+        "node",
+        frozenset(
+            {"node", "node_admin", "node_forward", "node_network", "node_slots", "node_status"}
+        ),
+    ),
     (
         "services",
         frozenset(
@@ -39,6 +44,7 @@ LAYERS: tuple[tuple[str, frozenset[str]], ...] = (
                 "privacy",
                 "reservations",
                 "retention",
+                "snapshots",
                 "whoosh",
             }
         ),

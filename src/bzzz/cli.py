@@ -39,6 +39,7 @@ from bzzz import (
     cli_retention,
     cli_serve,
     cli_settings,
+    cli_snapshot,
     cli_threads,
     cli_tokens,
 )
@@ -70,6 +71,7 @@ _COMMANDS: dict[str, Callable[[argparse.Namespace, Settings], int]] = {
     "config": cli_settings.show,
     "thread": cli_replay.run,
     "reservations": cli_reservations.run,
+    "snapshot": cli_snapshot.run,
 }
 
 
@@ -92,6 +94,7 @@ def _parser() -> argparse.ArgumentParser:
     cli_settings.add_parser(sub)
     cli_replay.add_parser(sub)
     cli_reservations.add_parser(sub)
+    cli_snapshot.add_parser(sub)
     return parser
 
 

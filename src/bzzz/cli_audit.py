@@ -43,6 +43,7 @@ _CHANGES = {
     "retention": "retention_command",
     # A command without sub-commands: the action is its name.
     "forget": "",
+    "snapshot": "",
 }
 _CHANGE_ACTIONS = frozenset(
     {
@@ -57,6 +58,7 @@ _CHANGE_ACTIONS = frozenset(
         "keys rotate",
         "retention run",
         "forget",
+        "snapshot",
     }
 )
 _TARGETS = ("id", "node", "name", "agent", "agent_id", "url")

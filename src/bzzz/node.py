@@ -51,14 +51,22 @@ from bzzz.network.identity import NodeIdentity
 from bzzz.network.join import make_bus
 from bzzz.network.sealing import KeyMissing, Keyring, keyring_of
 from bzzz.node_forward import FrontDoor, Local, Routing
-from bzzz.node_network import Listing, join_admitted, open_listing, trusted_origins
+from bzzz.node_network import (
+    Listing,
+    join_admitted,
+    open_listing,
+    open_snapshots,
+    trusted_origins,
+)
 from bzzz.node_slots import claim_slot, load_secret
+from bzzz.node_status import node_status
 from bzzz.peers.reclaim import Reclaimer
 from bzzz.peers.service import PeerService, PeerSettings
 from bzzz.projector import Projector
 from bzzz.projects import AgentProjects, ProjectSet
 from bzzz.reservations.service import ReservationService
 from bzzz.retention.service import RetentionService
+from bzzz.snapshots.service import SnapshotService
 from bzzz.store.database import Database
 from bzzz.store.projection import ProjectionLimits
 from bzzz.store.scratch import applied_sequences
@@ -134,6 +142,7 @@ class Node:
     hosted: HostedRuntime
     retention: RetentionService
     reservations: ReservationService
+    snapshots: SnapshotService
     # Where reads of an address and posts go: here, or a node serving their project.
     front: FrontDoor
     whoosh: WhooshRegistrar | None = None
@@ -171,12 +180,14 @@ class Node:
         self.state = NodeState.STARTING
         try:
             await self._build()
+            await self.snapshots.bootstrap()  # a new store starts from a snapshot if any
             await self.projector.load_directory()
             await self.tokens.load(self.db)
             await self.projector.restore()
             await self._run_background()
             await self._federate()
             await self._catch_up()
+            self.snapshots.caught_up()
             await join_admitted(self.settings, self.slot, self.log)
             if not self.tool:
                 await self._go_online()
@@ -208,6 +219,7 @@ class Node:
         self._spawn("retention", self.retention.run_periodically())
         self._spawn("reservations", self.reservations.run_sweeps())
         self._spawn("forwarding", self.front.serve())
+        self._spawn("snapshots", self.snapshots.run())
         await self.hosted.start()
         if self.slot == 0 and not self.tool:
             await self.a2a.start()
@@ -259,6 +271,9 @@ class Node:
             admitted=Admission(trusted or (), enforce=self.settings.bzzz.admission),
             keyring=self.keyring,
             projects=self.projects,
+        )
+        self.snapshots = open_snapshots(
+            self.settings, self.bus, self.db, self.projector, self.identity, self.keyring, trusted
         )
         self.log = EventLog(
             self.identity,
@@ -653,46 +668,6 @@ class Node:
             self._slot_lock.close()
             self._slot_lock = None
 
-    def _encryption_status(self) -> dict[str, Any]:
-        ring = getattr(self, "keyring", None)
-        fatal = self.projector.fatal if hasattr(self, "projector") else None
-        return {
-            "sealed": ring is not None,
-            "key_id": ring.current.id if ring is not None else None,
-            "keys": len(ring.all_keys()) if ring is not None else 0,
-            "missing_key": fatal.details.get("key_id") if fatal is not None else None,
-        }
-
     def status(self) -> dict[str, Any]:
-        """A snapshot for /healthz and `bzzz status`."""
-        return {
-            "node_id": self.node_id if hasattr(self, "identity") else None,
-            "network": self.network,
-            "state": str(self.state),
-            "healthy": self.healthy if hasattr(self, "bus") else False,
-            "slot": self.slot,
-            # The projects this node serves, consumes and stores (bzzz.projects).
-            "projects": ["*"] if self.projects.every else sorted(self.projects.names),
-            # The id of the key new content is sealed with (an id names a key, never shows it).
-            "encryption": self._encryption_status(),
-            "projector": self.projector.stats() if hasattr(self, "projector") else None,
-            "hosted_agents": self.hosted.status() if hasattr(self, "hosted") else None,
-            "whoosh": self.whoosh.status() if self.whoosh is not None else None,
-            "forwarding": self.front.status() if hasattr(self, "front") else None,
-            "webhooks": {
-                "delivered": self.webhooks.delivered,
-                "failed_attempts": self.webhooks.failed_attempts,
-                "dead": self.webhooks.dead,
-                "dead_subscriptions": self.webhooks.dead_subscriptions,
-            }
-            if hasattr(self, "webhooks")
-            else None,
-            "threads": {
-                "monitor_sweeps": self.monitor.sweeps,
-                "escalations_fired": self.escalations.fired,
-                "escalation_actions_done": self.escalations.actions_done,
-                "escalation_action_failures": self.escalations.action_failures,
-            }
-            if hasattr(self, "monitor")
-            else None,
-        }
+        """A snapshot for /healthz and `bzzz status` (``node_status.py``)."""
+        return node_status(self)

@@ -1,4 +1,5 @@
-"""How a node takes its place on the network: the allow-list of origins, and admission.
+"""How a node takes its place on the network: the allow-list of origins, admission, and the
+network's stores beside the log (the agent directory, the snapshots).
 
 With ``bzzz.admission`` on (the default), only admitted nodes' envelopes are applied; whatever
 the setting, only admitted nodes' tokens, admissions, keys and retention. The first node of a
@@ -21,8 +22,12 @@ from bzzz.network.directory import InMemoryDirectory, JetStreamDirectory
 from bzzz.network.identity import NodeIdentity
 from bzzz.network.jetstream import JetStreamBus
 from bzzz.network.memory import InMemoryBus
+from bzzz.network.sealing import Keyring
+from bzzz.network.snapshots import InMemorySnapshots, JetStreamSnapshots, SnapshotStore
 from bzzz.projector import Projector
 from bzzz.projects import ProjectSet
+from bzzz.snapshots.service import SnapshotService
+from bzzz.store.database import Database
 
 logger = logging.getLogger(__name__)
 
@@ -134,3 +139,39 @@ async def open_listing(
     if not served.every:
         agents.remote = RemoteAgents(directory, served)
     return Listing(directory, writer)
+
+
+def open_snapshots(
+    settings: Settings,
+    bus: Bus,
+    db: Database,
+    projector: Projector,
+    identity: NodeIdentity,
+    keyring: Keyring | None,
+    trusted: frozenset[str] | None,
+) -> SnapshotService:
+    """The node's snapshots, in its bus's object store (``bzzz_snap_<network>``)."""
+    store: SnapshotStore
+    if isinstance(bus, JetStreamBus):
+        store = JetStreamSnapshots(
+            bus.client,
+            settings.bzzz.network_id,
+            replicas=settings.bzzz.stream_replicas,
+            timeout=settings.bzzz.publish_timeout,
+        )
+    else:
+        # The in-memory bus's, or a test wrapper's (what it wraps), else one of its own.
+        found = getattr(bus, "snapshots", None)
+        store = found if found is not None else InMemorySnapshots()
+    return SnapshotService(
+        db,
+        bus,
+        store,
+        projector,
+        identity,
+        settings.snapshots,
+        network=settings.bzzz.network_id,
+        keyring=keyring,
+        # As the projector reads the log: with admission, the static list is part of the set.
+        trusted=None if settings.bzzz.admission else trusted,
+    )

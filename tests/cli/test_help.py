@@ -49,6 +49,7 @@ COMMANDS = [
     "config",
     "thread",
     "reservations",
+    "snapshot",
 ]
 
 

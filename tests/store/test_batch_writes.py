@@ -21,9 +21,9 @@ from bzzz.store.batch import (
     _COMPILED,
     _MESSAGES_OF,
     _TOUCH_AGENT,
-    _execute_many,
     _insert_of,
     _rows_with_ids,
+    execute_many,
 )
 from bzzz.store.database import Database, StoreError
 from bzzz.store.models import AgentRow, AppliedEnvelope, MessageRow
@@ -40,7 +40,7 @@ def _message(message_id: str) -> dict[str, Any]:
 
 
 async def _insert(db: Database, rows: list[dict[str, Any]]) -> None:
-    await db.write(lambda s: _execute_many(s.connection(), _insert_of(MessageRow), rows))
+    await db.write(lambda s: execute_many(s.connection(), _insert_of(MessageRow), rows))
 
 
 async def _stored(db: Database, table: str) -> dict[str, list[tuple[str, Any]]]:
@@ -74,7 +74,7 @@ async def test_driver_rows_are_stored_as_core_stores_them(db: Database) -> None:
 
     def write(session: Session) -> None:
         connection = session.connection()
-        _execute_many(connection, statement, [_message("raw-1")])
+        execute_many(connection, statement, [_message("raw-1")])
         connection.execute(insert(MessageRow.__table__), [_message("core-1")])
 
     await db.write(write)
@@ -115,7 +115,7 @@ async def test_activity_updates_are_stored_as_core_stores_them(db: Database) -> 
     def write(session: Session) -> None:
         connection = session.connection()
         connection.execute(insert(AgentRow.__table__), [agent, agent | {"id": "a2"}])
-        _execute_many(connection, _TOUCH_AGENT, [{"agent_id": "a1", "at": later}])
+        execute_many(connection, _TOUCH_AGENT, [{"agent_id": "a1", "at": later}])
         connection.execute(_TOUCH_AGENT, {"agent_id": "a2", "at": later})
 
     await db.write(write)
@@ -127,7 +127,7 @@ async def test_activity_updates_are_stored_as_core_stores_them(db: Database) -> 
 
 async def test_lookups_by_id_read_driver_rows(db: Database) -> None:
     def write(session: Session) -> None:
-        _execute_many(session.connection(), insert(MessageRow.__table__), [_message("m-1")])
+        execute_many(session.connection(), insert(MessageRow.__table__), [_message("m-1")])
         session.add(
             AppliedEnvelope(
                 id="E1", seq=1, type="t", origin="n", outcome={"ok": True}, applied_at=WHEN
@@ -161,9 +161,9 @@ async def test_a_lookup_of_more_ids_than_one_query_takes(db: Database) -> None:
 async def test_a_failing_driver_write_is_a_store_error_and_rolls_back(db: Database) -> None:
     def write(session: Session) -> None:
         connection = session.connection()
-        _execute_many(connection, insert(MessageRow.__table__), [_message("dup")])
+        execute_many(connection, insert(MessageRow.__table__), [_message("dup")])
         try:
-            _execute_many(connection, insert(MessageRow.__table__), [_message("dup")])
+            execute_many(connection, insert(MessageRow.__table__), [_message("dup")])
         except DBAPIError as exc:  # what Database.write turns into a StoreError
             assert "UNIQUE" in str(exc.orig)
             raise
@@ -194,7 +194,7 @@ async def test_a_python_side_default_takes_the_core_path(db: Database) -> None:
     }
 
     def write(session: Session) -> None:
-        _execute_many(session.connection(), insert(AgentRow.__table__), [row])
+        execute_many(session.connection(), insert(AgentRow.__table__), [row])
 
     await db.write(write)
 

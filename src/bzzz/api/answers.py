@@ -315,6 +315,9 @@ class NodeStatus(_Open):
     healthy: bool
     # The projects the node serves (bzzz.projects; ["*"] for every project).
     projects: list[str] = Field(default_factory=list)
+    # Per served project where the node started: {"start": "snapshot", "sequence": N,
+    # "replayed": K} or {"start": "replay", "replayed": K}; the snapshots it wrote.
+    snapshots: dict[str, Any] | None = None
 
 
 class DeliveriesAnswer(Answer):

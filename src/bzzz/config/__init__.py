@@ -6,10 +6,11 @@ defaults. Every setting can be set from the environment as ``BZZZ_<SECTION>__<KE
 ``BZZZ_NATS_URL``, ``BZZZ_DATABASE_URL``, ``BZZZ_NETWORK_ID``, ``BZZZ_HTTP_PORT`` …).
 
 Each section sits with its defaults beside the sections of the same part of the node:
-``network.py`` (``[bzzz]``), ``node.py`` (``[node]``, ``[logging]``), ``llm.py`` (``[openai]``,
-``[cost]``), ``agents.py``, ``conversations.py`` (``[conversation]``, ``[escalation]`` and the
-rules), ``integrations.py`` (``[webhooks]``, ``[slurp]``, ``[whoosh]``), ``security.py``
-(``[auth]``, ``[limits]``, ``[privacy]``, ``[encryption]``, ``[audit]``, ``[retention]``).
+``network.py`` (``[bzzz]``, ``[snapshots]``), ``node.py`` (``[node]``, ``[logging]``),
+``llm.py`` (``[openai]``, ``[cost]``), ``agents.py``, ``conversations.py`` (``[conversation]``,
+``[escalation]`` and the rules), ``integrations.py`` (``[webhooks]``, ``[slurp]``,
+``[whoosh]``), ``security.py`` (``[auth]``, ``[limits]``, ``[privacy]``, ``[encryption]``,
+``[audit]``, ``[retention]``).
 ``settings.py`` gathers them in ``Settings``; ``loading.py`` reads the file and the environment.
 Import them from ``bzzz.config``.
 """
@@ -26,7 +27,7 @@ from bzzz.config.conversations import (
 from bzzz.config.integrations import SlurpSettings, WebhookSettings, WhooshSettings
 from bzzz.config.llm import CostSettings, ModelPrice, OpenAISettings
 from bzzz.config.loading import ENV_ALIASES, ENV_PREFIX, load_settings, unknown_variables
-from bzzz.config.network import BzzzSettings
+from bzzz.config.network import BzzzSettings, SnapshotSettings
 from bzzz.config.node import LoggingSettings, NodeSettings
 from bzzz.config.security import (
     AuditSettings,
@@ -63,6 +64,7 @@ __all__ = [
     "RetentionSettings",
     "Settings",
     "SlurpSettings",
+    "SnapshotSettings",
     "WebhookSettings",
     "WhooshSettings",
     "default_escalation_rules",

@@ -47,6 +47,7 @@ ENV_ALIASES: dict[str, tuple[str, str]] = {
     "BZZZ_LOG_FILE": ("logging", "file"),
     "BZZZ_NETWORK_KEY": ("encryption", "key"),
     "BZZZ_NETWORK_KEY_FILE": ("encryption", "key_file"),
+    "BZZZ_SNAPSHOTS_EVERY": ("snapshots", "every"),
     "BZZZ_WHOOSH_URL": ("whoosh", "url"),
     "BZZZ_WHOOSH_TOKEN": ("whoosh", "token"),
 }

@@ -1,4 +1,5 @@
-"""The network this node belongs to (``[bzzz]``): its id, NATS, trust, admission, heartbeats."""
+"""The network this node belongs to (``[bzzz]``): its id, NATS, trust, admission, heartbeats;
+its snapshots (``[snapshots]``)."""
 
 from __future__ import annotations
 
@@ -89,3 +90,25 @@ class BzzzSettings(_Section):
             if not url.startswith(("nats://", "tls://", "ws://", "wss://")):
                 raise ValueError(f"{url!r} is not a nats:// URL")
         return value
+
+
+class SnapshotSettings(_Section):
+    """Snapshots of a node's projected state in the network's object store (``[snapshots]``)."""
+
+    every: int = Field(
+        10_000,
+        ge=0,
+        description="write a snapshot after this many envelopes applied (0 = never on its own; "
+        "`bzzz snapshot` still writes one)",
+    )
+    min_seconds: float = Field(
+        300.0,
+        ge=0,
+        description="at least this long between two snapshots this node writes on its own "
+        "(a snapshot costs as much as the state it holds, whatever the envelopes' rate)",
+    )
+    load: bool = Field(
+        True,
+        description="a node starting on an empty store loads the newest snapshot of its "
+        "projects, then replays only the envelopes after it",
+    )

@@ -12,7 +12,7 @@ from bzzz.config.base import _Section
 from bzzz.config.conversations import ConversationSettings, EscalationSettings
 from bzzz.config.integrations import SlurpSettings, WebhookSettings, WhooshSettings
 from bzzz.config.llm import CostSettings, OpenAISettings
-from bzzz.config.network import BzzzSettings
+from bzzz.config.network import BzzzSettings, SnapshotSettings
 from bzzz.config.node import LoggingSettings, NodeSettings
 from bzzz.config.security import (
     AuditSettings,
@@ -55,6 +55,7 @@ class Settings(_Section):
     encryption: EncryptionSettings = Field(default_factory=EncryptionSettings)
     audit: AuditSettings = Field(default_factory=AuditSettings)
     retention: RetentionSettings = Field(default_factory=RetentionSettings)
+    snapshots: SnapshotSettings = Field(default_factory=SnapshotSettings)
 
     def database_url(self) -> str:
         """The database URL in force: the configured one or SQLite in the data directory."""

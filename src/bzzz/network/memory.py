@@ -17,6 +17,7 @@ from bzzz.network.base import (
     subject_matches,
 )
 from bzzz.network.directory import InMemoryDirectory
+from bzzz.network.snapshots import InMemorySnapshots
 
 
 class InMemoryBus:
@@ -40,6 +41,8 @@ class InMemoryBus:
         self.closed = False
         # The network's agent directory, shared by the nodes on this bus.
         self.directory = InMemoryDirectory()
+        # The network's snapshots (its object store), shared likewise.
+        self.snapshots = InMemorySnapshots()
 
     async def start(self) -> None:
         """Nothing to connect to."""

@@ -286,9 +286,7 @@ def _on_driver(
         cursor.close()
 
 
-def _execute_many(
-    connection: Connection, statement: Executable, rows: list[dict[str, Any]]
-) -> None:
+def execute_many(connection: Connection, statement: Executable, rows: list[dict[str, Any]]) -> None:
     """Run a write for each row: on SQLite straight on the driver's cursor, else through Core.
 
     Core's per-execution bookkeeping costs SQLite several times what running the statement
@@ -324,11 +322,11 @@ def _write_staged(session: Session, result: BatchResult) -> None:
     connection = session.connection()
     if seen:
         touched = [{"agent_id": agent_id, "at": at} for agent_id, at in seen.items()]
-        _execute_many(connection, _TOUCH_AGENT, touched)
+        execute_many(connection, _TOUCH_AGENT, touched)
     result.seen.update(seen)
     for model, rows in session.info[STAGED].items():
         if rows:
-            _execute_many(connection, _insert_of(model), rows)
+            execute_many(connection, _insert_of(model), rows)
     session.info[STAGED] = {}
     session.info[SEEN] = {}
 

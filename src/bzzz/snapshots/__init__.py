@@ -1,0 +1,1 @@
+"""Snapshots: a node's state written to the network's object store, loaded by new nodes."""

@@ -1,0 +1,109 @@
+"""Snapshots in a real nats-server's object store, on SQLite and PostgreSQL stores.
+
+In-process nodes serving ``p1`` on one server: A plays, writes its snapshot (``bzzz_snap_main``,
+object ``snapshot.p1``), plays on; B starts from the snapshot on a new store (SQLite, then
+PostgreSQL, where the loaded ids must not collide with the rows it applies after), C replays the
+whole log; B and C end with the same rows, and B's rows after the snapshot keep coming.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+import nats
+import pytest
+from admitted import admit
+
+from bzzz.config import Settings, load_settings
+from bzzz.network.snapshots import read_header, snapshot_bucket
+from bzzz.node import Node
+from bzzz.principal import LOCAL
+
+from .test_snapshot_service import _play, state
+
+pytestmark = pytest.mark.integration
+
+WAIT = 30.0
+StoreFactory = Callable[[str], Awaitable[str]]
+
+
+def _settings(tmp_path: Path, name: str, nats_url: str, url: str, **snapshots: Any) -> Settings:
+    return load_settings(
+        environ={},
+        overrides={
+            "node": {"data_dir": str(tmp_path / name), "database_url": url},
+            "bzzz": {"nats_url": [nats_url], "heartbeat_interval": 30, "projects": ["p1"]},
+            "conversation": {"escalation_rules": []},
+            "snapshots": {"every": 0, **snapshots},
+        },
+    )
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def new_store(request: pytest.FixtureRequest, tmp_path: Path) -> StoreFactory:
+    """A fresh store by name: a SQLite file, or a PostgreSQL database at the newest migration."""
+    if request.param == "sqlite":
+
+        async def sqlite_file(name: str) -> str:
+            return f"sqlite+aiosqlite:///{tmp_path / name / 'bzzz.db'}"
+
+        return sqlite_file
+    make: Callable[[str | None], Awaitable[str]] = request.getfixturevalue("postgres_database")
+    template: str | None = request.getfixturevalue("migrated_postgres")
+
+    async def database(name: str) -> str:
+        return await make(template)
+
+    return database
+
+
+async def _object(nats_url: str, name: str) -> bytes:
+    nc = await nats.connect(nats_url)
+    try:
+        store = await nc.jetstream().object_store(snapshot_bucket("main"))
+        found = await store.get(name)
+        assert found.data is not None
+        return bytes(found.data)
+    finally:
+        await nc.close()
+
+
+async def _settled(*nodes: Node) -> None:
+    while True:
+        ends = [await node.projector.log_end() for node in nodes]
+        for node, end in zip(nodes, ends, strict=True):
+            await node.projector.wait_for_sequence(end, WAIT)
+        if [await node.projector.log_end() for node in nodes] == ends:
+            return
+
+
+async def test_a_node_starts_from_the_object_store_and_ends_as_a_replay(
+    tmp_path: Path, nats_url: str, new_store: StoreFactory
+) -> None:
+    sqlite = f"sqlite+aiosqlite:///{tmp_path / '{}' / 'bzzz.db'}"
+    async with Node(_settings(tmp_path, "a", nats_url, sqlite.format("a"))) as a:
+        await _play(a, "before")
+        written = await a.snapshots.write(LOCAL, "p1")
+        assert written["covers"] == "p1"
+        header, _, _ = read_header(await _object(nats_url, "snapshot.p1"))
+        assert header["sequence"] == written["sequence"] and header["writer"] == a.node_id
+        await _play(a, "after")
+
+        loader = _settings(tmp_path, "b", nats_url, await new_store("b"))
+        replayer = _settings(tmp_path, "c", nats_url, sqlite.format("c"), load=False)
+        async with Node(loader) as b, Node(replayer) as c:
+            await admit(a, b, c)
+            started = b.status()["snapshots"]["projects"]["p1"]
+            assert started["start"] == "snapshot"
+            assert started["sequence"] == written["sequence"]
+            assert c.status()["snapshots"]["projects"]["p1"]["start"] == "replay"
+            # B goes on applying (its ids after the loaded rows', on PostgreSQL too).
+            await _play(b, "later")
+            await _settled(a, b, c)
+            held_by_b, held_by_c = await state(b), await state(c)
+            assert held_by_b == held_by_c
+            assert {"lead-before", "lead-after", "lead-later"} <= {
+                r["id"] for r in held_by_b["agents"]
+            }
