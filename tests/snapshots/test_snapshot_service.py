@@ -222,3 +222,33 @@ async def test_snapshots_are_written_every_n_envelopes(tmp_path: Path) -> None:
         await _play(a, "auto")
         await a.snapshots.wait_written(1, WAIT)
         assert bus.snapshots.objects["snapshot.*"][1].writer == a.node_id
+
+
+async def test_a_node_leaves_out_its_turn_when_another_of_its_set_wrote_since(
+    tmp_path: Path,
+) -> None:
+    bus = InMemoryBus()
+    async with (
+        Node(_settings(tmp_path, "a"), bus=bus) as a,
+        Node(_settings(tmp_path, "b", min_seconds=0), bus=bus) as b,
+    ):
+        await _play(a, "one")
+        await settled(bus, a, b)
+        first = await a.snapshots.write(LOCAL)
+        # B's turn comes with the next envelope: A's snapshot is newer than B's last, so B
+        # leaves it out and counts again from there.
+        b.snapshots.settings.every = 1
+        await a.agents.announce(
+            Caller("s", LOCAL), AnnounceInput(agent_id="late-1", role="dev", project="p1")
+        )
+        await b.snapshots.wait_written(0, WAIT, skipped=1)
+        assert b.snapshots.written == 0
+        assert bus.snapshots.objects["snapshot.*"][1].writer == a.node_id
+        # The next turn is B's own: nothing newer than what it counted from.
+        await a.agents.announce(
+            Caller("s", LOCAL), AnnounceInput(agent_id="late-2", role="dev", project="p1")
+        )
+        await b.snapshots.wait_written(1, WAIT, skipped=1)
+        hint = bus.snapshots.objects["snapshot.*"][1]
+        assert hint.writer == b.node_id and hint.sequence > first["sequence"]
+        assert b.status()["snapshots"]["skipped"] == 1

@@ -93,6 +93,7 @@ class SnapshotService:
         self.replayed: int | None = None
         self.refused: Counter[str] = Counter()
         self.written = 0
+        self.skipped = 0  # turns left out: another node of the set had written one since
         self.last: dict[str, Any] | None = None
         self.loaded: dict[str, Any] | None = None  # the snapshot this node started from
         self.failures = 0
@@ -236,6 +237,9 @@ class SnapshotService:
             # Another node of this set wrote one since: count again from there.
             self._base, self._pending = hint.sequence, 0
             self._last_at = time.monotonic()
+            async with self._wrote:
+                self.skipped += 1
+                self._wrote.notify_all()
             return
         await self._write()
 
@@ -298,10 +302,11 @@ class SnapshotService:
             )
             return dict(self.last)
 
-    async def wait_written(self, count: int, within: float) -> None:
-        """Wait until this node has written ``count`` snapshots (tests, benches)."""
+    async def wait_written(self, count: int, within: float, *, skipped: int = 0) -> None:
+        """Wait until this node has written ``count`` snapshots and left out ``skipped`` turns
+        (tests, benches)."""
         async with asyncio.timeout(within), self._wrote:
-            await self._wrote.wait_for(lambda: self.written >= count)
+            await self._wrote.wait_for(lambda: self.written >= count and self.skipped >= skipped)
 
     # --- status ------------------------------------------------------------------------------
 
@@ -325,6 +330,7 @@ class SnapshotService:
             "loaded": self.loaded,
             "every": self.settings.every,
             "written": self.written,
+            "skipped": self.skipped,
             "last_written": self.last,
             "refused": dict(self.refused),
             "failures": self.failures,
