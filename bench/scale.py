@@ -46,6 +46,7 @@ import contextlib
 import json
 import logging
 import math
+import shutil
 import sys
 import tempfile
 import time
@@ -80,6 +81,7 @@ WORKER = BENCH / "scale_worker.py"
 # write one for the project (`bzzz snapshot --project P`) before `boot` starts on an empty data
 # directory, and read where it started from (`/healthz`: snapshot at sequence N, or replay).
 BOOTSTRAP_MODES = ("replay",)
+IDLE_WINDOW = 10.0  # seconds the servers' message counts are read over, with nothing driven
 
 
 @dataclass
@@ -131,6 +133,8 @@ def plan(nodes: int, projects: int, workers: int, root: Path) -> Layout:
         layout.nodes.append(NodeSpec(f"n{i:03d}", str(root / f"n{i:03d}"), served, worker))
     boot = names[1]
     layout.nodes.append(NodeSpec("boot", str(root / "boot"), [boot], "w-boot", deferred=True))
+    thin = [p for p in names if len(layout.serving(p)) < 2]
+    assert not thin, f"projects served by fewer than two named nodes: {thin}"
     return layout
 
 
@@ -214,6 +218,14 @@ def _figures(ms: list[float]) -> dict[str, float]:
     }
 
 
+def _family(subject: str) -> str:
+    """A subject without its ids: what kind of traffic it is."""
+    tokens = subject.split(".")
+    if tokens[0] in ("$JS", "$KV", "bzzz", "_bzzz"):
+        return ".".join(tokens[:3])
+    return tokens[0]
+
+
 def _spread(values: list[int]) -> dict[str, int]:
     ordered = sorted(values)
     if not ordered:
@@ -258,6 +270,7 @@ class Harness:
                 "projects": self.layout.projects,
                 "trusted": trusted,
                 "heartbeat": self.args.heartbeat,
+                "heartbeat_misses": self.args.heartbeat_misses,
                 "lease": self.args.lease_seconds,
                 "max_agents": self.args.agents + 10_000,
                 "network_key": self.network_key,
@@ -460,10 +473,19 @@ class Harness:
 
     async def servers(self) -> None:
         """Streams, consumers, Raft groups and memory of each server; the idle message rate."""
+        families: Counter[str] = Counter()
+        nc = await nats.connect(self.cluster.urls)
+
+        async def heard(msg: Any) -> None:
+            families[_family(msg.subject)] += 1
+
         async with httpx.AsyncClient(timeout=10) as http:
+            sub = await nc.subscribe(">", cb=heard)
             before = await self._varz(http)
-            await asyncio.sleep(10)
+            await asyncio.sleep(IDLE_WINDOW)
             after = await self._varz(http)
+            await sub.unsubscribe()
+            await nc.close()
             jsz = [
                 (await http.get(f"http://127.0.0.1:{s.http_port}/jsz")).json()
                 for s in self.cluster.servers
@@ -481,11 +503,18 @@ class Harness:
                     "rss_mb": round(v1["mem"] / 2**20, 1),
                     "connections": v1["connections"],
                     "subscriptions": v1["subscriptions"],
-                    "idle_in_msgs_per_s": round((v1["in_msgs"] - v0["in_msgs"]) / 10, 1),
-                    "idle_out_msgs_per_s": round((v1["out_msgs"] - v0["out_msgs"]) / 10, 1),
+                    "idle_in_msgs_per_s": round((v1["in_msgs"] - v0["in_msgs"]) / IDLE_WINDOW, 1),
+                    "idle_out_msgs_per_s": round(
+                        (v1["out_msgs"] - v0["out_msgs"]) / IDLE_WINDOW, 1
+                    ),
                 }
             )
-        self.results["servers"] = {"per_server": per_server, **await self._jetstream_api()}
+        idle = {k: round(v / IDLE_WINDOW, 1) for k, v in families.most_common(12)}
+        self.results["servers"] = {
+            "per_server": per_server,
+            "idle_client_msgs_per_s_by_subject": idle,
+            **await self._jetstream_api(),
+        }
 
     async def _varz(self, http: httpx.AsyncClient) -> list[dict[str, Any]]:
         urls = [f"http://127.0.0.1:{s.http_port}/varz" for s in self.cluster.servers]
@@ -699,11 +728,37 @@ class Harness:
             await nc.close()
         return counts
 
+    async def liveness(self) -> None:
+        """The nodes' status changes on the log: a ``node.lost`` takes a node's agents offline
+        (on a loaded machine, a node whose heartbeats arrive late is taken for lost)."""
+        nc = await nats.connect(self.cluster.urls)
+        kinds: Counter[str] = Counter()
+        try:
+            js = nc.jetstream(timeout=30)
+            sub = await js.subscribe(
+                f"bzzz.{NETWORK}.node.>", ordered_consumer=True, deliver_policy=DeliverPolicy.ALL
+            )
+            with contextlib.suppress(TimeoutError, nats.errors.TimeoutError):
+                while True:
+                    msg = await sub.next_msg(timeout=2)
+                    kinds[Envelope.model_validate_json(msg.data).type] += 1
+            await sub.unsubscribe()
+        finally:
+            await nc.close()
+        self.results["liveness"] = {"node_envelopes": dict(kinds)}
+
     def show_logs(self, lines: int = 40) -> None:
         """The end of each worker's log on stderr (a failed run's temporary directory goes)."""
         for path in sorted(self.root.glob("w*.log")):
             tail = path.read_text(errors="replace").splitlines()[-lines:]
             sys.stderr.write(f"--- {path.name}\n" + "\n".join(tail) + "\n")
+
+    def keep_logs(self, into: Path) -> None:
+        """Copy the workers' and servers' logs out of the temporary directory."""
+        into.mkdir(parents=True, exist_ok=True)
+        for path in [*self.root.glob("w*.log"), *self.root.glob("cluster/n*/nats.log")]:
+            name = path.name if path.parent == self.root else f"{path.parent.name}-{path.name}"
+            shutil.copyfile(path, into / name)
 
     async def close(self) -> None:
         """Stop the workers (their nodes say goodbye), then the servers."""
@@ -768,12 +823,15 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
             await harness.bootstrap()
             if args.minutes:
                 await harness.soak(args.minutes)
+            await harness.liveness()
         except BaseException:
             harness.show_logs()
             raise
         finally:
             with contextlib.suppress(Exception):  # tearing down: report what was measured
                 await harness.close()
+            if args.logs is not None:
+                harness.keep_logs(args.logs)
         results = harness.results
         results["run_s"] = round(time.monotonic() - began, 1)
     if "servers" in results:
@@ -795,8 +853,10 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=300, help="timed lookups of each kind")
     parser.add_argument("--posts", type=int, default=300, help="timed posts of each kind")
     parser.add_argument("--heartbeat", type=float, default=5.0, help="bzzz.heartbeat_interval")
+    parser.add_argument("--heartbeat-misses", type=int, default=3, help="bzzz.heartbeat_misses")
     parser.add_argument("--lease-seconds", type=float, default=1800.0, help="agents.lease_seconds")
     parser.add_argument("--max-file-store", default="8GB", help="each server's JetStream limit")
+    parser.add_argument("--logs", type=Path, default=None, help="keep the processes' logs here")
     parser.add_argument("--json", type=Path, default=BENCH / "results" / "scale.json")
     args = parser.parse_args()
     if args.nodes < 4 or args.projects < 2:

@@ -137,6 +137,7 @@ class Worker:
                     "stream_replicas": 3,
                     "publish_timeout": 30.0,
                     "heartbeat_interval": spec["heartbeat"],
+                    "heartbeat_misses": spec["heartbeat_misses"],
                     # The fleet's keys, known in advance: every node is admitted from the start.
                     "trusted_nodes": spec["trusted"],
                 },
@@ -348,11 +349,15 @@ class Worker:
         for name, node in self.nodes.items():
             async with node.db.session() as session:
                 agents = (await session.execute(select(func.count(AgentRow.id)))).scalar_one()
+                online = await session.execute(
+                    select(func.count(AgentRow.id)).where(AgentRow.status != "offline")
+                )
                 messages = (await session.execute(select(func.count(MessageRow.id)))).scalar_one()
             nodes[name] = {
                 "projects": str(node.projects),
                 "store_bytes": _size(node.node_dir),
                 "agents_stored": int(agents),
+                "agents_online": int(online.scalar_one()),
                 "messages_stored": int(messages),
                 "envelopes_applied": node.projector.applied_count,
                 "forwarding": node.front.status(),
