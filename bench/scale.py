@@ -414,6 +414,10 @@ class Harness:
                 "lookups", node="one", project=other, agent=x_agent, **args
             ),
             "directory_answers_as_store": via_directory == via_store,
+            # (total matches on `one` from the directory, on a node of X from its store)
+            "totals_directory_vs_store": {
+                kind: [via_directory[kind]["total"], via_store[kind]["total"]] for kind in via_store
+            },
         }
 
     # --- 4. posts ------------------------------------------------------------------------------
