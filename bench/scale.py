@@ -21,21 +21,27 @@ each; a packed process's RSS is shared by its nodes. A new node, ``boot``, joins
 nodes serving its project (in turn). The bulk goes in as batches: ``agent.announced``
 envelopes sealed with the announcing node's key and published with async acks, then applied by
 every node serving the project and listed in the directory by the announcing node, as a client's
-``bzzz_announce`` on that node is. That path skips only the per-call checks and the wait for the
-node's own projection, which make one call at a time ~10x slower here; the announcements that
-are timed go through the service (``AgentService.announce``, what ``bzzz_announce`` calls).
+``bzzz_announce`` on that node is. That path skips only the per-call checks and each call's wait
+for its ack and its node's projection, so a million agents go in at the rate the nodes apply
+them rather than at the rate of calls; the announcements that are timed go through the service
+(``AgentService.announce``, what ``bzzz_announce`` calls).
 
 **Figures.** (1) ingestion of the bulk; (2) announce visible on another node: from the ack on a
 node of project X to a lookup finding the agent on another node of X (its store) and on ``one``
-(another project's node: the directory), polled every 2 ms; (3) lookup p50/p99 on ``one`` for
+(another project's node: the directory), polled every 2 ms (a node of X may apply it before the
+announcing call returns: a negative time); (3) lookup p50/p99 on ``one`` for
 its own project (store) and for X (directory), and whether the two sources answer alike;
 (4) forwarded post (``one`` → a node of X) against a local post on that node, alternating;
-(5) RSS and store size per node against its projects; (6) streams, consumers, Raft groups,
-memory and idle message rate of the servers; (7) bootstrap of ``boot`` (one project with
+(5) RSS and store size per node against its projects; (6) streams, consumers (kind, replicas),
+Raft groups, memory and idle message rate of the servers, and what clients send at idle by
+subject; (7) bootstrap of ``boot`` (one project with
 ``--history`` envelopes of history in its project): full replay now, the snapshot variant beside
 it once snapshots exist; (8) ``--minutes M``: a soak posting across projects from every node,
 then a check that each acknowledged post is stored once on every node serving its project, on
-no other, and once on the log. Prints the figures and writes them as JSON.
+no other, and once on the log; (9) the nodes' status changes on the log (``node.lost``: a node
+whose heartbeats came late was taken for lost and its agents offline). ``extrapolated`` scales
+the per-unit figures to 1,000 nodes and a million agents. Prints the figures and writes them,
+with the machine and code version, as JSON (``--logs DIR`` keeps the processes' logs).
 """
 
 from __future__ import annotations
@@ -849,7 +855,9 @@ def main() -> None:
     parser.add_argument("--nodes", type=int, default=100)
     parser.add_argument("--projects", type=int, default=50)
     parser.add_argument("--agents", type=int, default=1_000_000)
-    parser.add_argument("--workers", type=int, default=0, help="packed processes (0: nodes/25)")
+    parser.add_argument(
+        "--workers", type=int, default=0, help="packed processes (0: nodes/25, at least 2)"
+    )
     parser.add_argument("--history", type=int, default=100_000, help="envelopes for bootstrap")
     parser.add_argument("--minutes", type=float, default=0.0, help="soak minutes (0: none)")
     parser.add_argument("--soak-rate", type=float, default=50.0, help="posts/s, all nodes")
@@ -865,7 +873,8 @@ def main() -> None:
     args = parser.parse_args()
     if args.nodes < 4 or args.projects < 2:
         parser.error("at least 4 nodes and 2 projects (a `*` node, a one-project node, two more)")
-    args.workers = args.workers or max(1, math.ceil((args.nodes - 2) / 25))
+    # At least two: a packed process uses one core at most, and the machine has two.
+    args.workers = args.workers or max(2, math.ceil((args.nodes - 2) / 25))
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
     # The cluster's readiness probe connects before the servers listen; nats-py logs each try.
     logging.getLogger("nats.aio.client").setLevel(logging.CRITICAL)

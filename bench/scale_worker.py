@@ -58,14 +58,16 @@ def agent_id(n: int) -> str:
     return f"a{n:07d}"
 
 
-def bulk_agent(n: int, project: str) -> AnnounceInput:
-    """Bulk agent ``n`` as its announcement (role, capabilities and load vary with ``n``)."""
+def bulk_agent(n: int, projects: int, project: str) -> AnnounceInput:
+    """Bulk agent ``n`` as its announcement; role, capabilities and load vary with its place
+    in its project (``n // projects``), so every project has the same mix."""
+    j = n // projects
     return AnnounceInput(
         agent_id=agent_id(n),
-        role=ROLES[n % len(ROLES)],
-        capabilities=[CAPS[n % len(CAPS)], CAPS[(n * 7) % len(CAPS)]],
-        specialization="rust services" if n % 11 == 0 else None,
-        max_tasks=1 + n % 5,
+        role=ROLES[j % len(ROLES)],
+        capabilities=[CAPS[j % len(CAPS)], CAPS[(j * 7 + 1) % len(CAPS)]],
+        specialization="rust services" if j % 11 == 0 else None,
+        max_tasks=1 + j % 5,
         project=project,
     )
 
@@ -186,7 +188,7 @@ class Worker:
         for n in range(index, total, project_count):
             if (n // project_count) % of != k:
                 continue
-            params = bulk_agent(n, project)
+            params = bulk_agent(n, project_count, project)
             payload = params.model_dump() | {"session_id": session, "metadata": {"bulk": True}}
             subject = subjects.subject(node.network, "agent", params.agent_id, project=project)
             env = seal(
