@@ -777,9 +777,13 @@ class Harness:
 
 
 def extrapolate(
-    results: dict[str, Any], args: argparse.Namespace, nodes: int = 1000, agents: int = 1_000_000
+    results: dict[str, Any],
+    args: argparse.Namespace,
+    nodes: int = 1000,
+    agents: int = 1_000_000,
+    projects: int = 50,
 ) -> dict[str, Any]:
-    """Issue 22's network (``nodes`` nodes, ``agents`` agents, ``--projects`` projects) from
+    """Issue 22's network (``nodes`` nodes, ``agents`` agents, ``projects`` projects) from
     this run's per-unit figures: linear in what grows linearly (entries, agents held, nodes),
     quadratic in what every node does with every other (heartbeats heard, pings)."""
     servers = results["servers"]
@@ -788,11 +792,11 @@ def extrapolate(
     log = servers["streams"].get(stream_name(NETWORK), {})
     durables = sum(n for kind, n in log.get("consumers", {}).items() if kind.startswith("durable"))
     raft_now = max(s["raft_groups"] or 0 for s in servers["per_server"])
-    per_project = agents / args.projects
+    per_project = agents / projects
     figures: dict[str, Any] = {
         "nodes": nodes,
         "agents": agents,
-        "projects": args.projects,
+        "projects": projects,
         "durable_consumers": nodes,
         # Each durable R3 consumer is a Raft group on every server (streams and meta besides).
         "raft_groups_per_server": raft_now - durables + nodes,
