@@ -57,186 +57,39 @@ import sys
 import tempfile
 import time
 from collections import Counter
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-import httpx
 import nats
-from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
 
 from bzzz.config import load_settings
 from bzzz.network.directory import directory_bucket
-from bzzz.network.envelope import Envelope, seal, sealed_key_id, unseal
+from bzzz.network.envelope import seal
 from bzzz.network.identity import NodeIdentity
-from bzzz.network.jetstream import stream_name
 from bzzz.network.sealing import Keyring, encode_secret, keyring_of, new_secret
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 from e2e.cluster import NatsCluster
 
-from benchutil import CpuWindow, code_version, machine, percentile, wait_for_quiet
+from benchutil import CpuWindow, code_version, machine, wait_for_quiet
+from scale_fleet import WorkerProcess, latency_figures, plan, spread
+from scale_servers import (
+    NETWORK,
+    extrapolate,
+    log_message_counts,
+    node_envelopes,
+    server_figures,
+)
 from scale_worker import agent_id
 
 BENCH = Path(__file__).resolve().parent
 logger = logging.getLogger("bench.scale")
-NETWORK = "main"
-WORKER = BENCH / "scale_worker.py"
 # Bootstrap variants, side by side. SNAPSHOT: once issue 22's snapshots land, add "snapshot":
 # write one for the project (`bzzz snapshot --project P`) before `boot` starts on an empty data
 # directory, and read where it started from (`/healthz`: snapshot at sequence N, or replay).
 BOOTSTRAP_MODES = ("replay",)
-IDLE_WINDOW = 10.0  # seconds the servers' message counts are read over, with nothing driven
-
-
-@dataclass
-class NodeSpec:
-    """One node of the run: its name, data directory, projects and worker process."""
-
-    name: str
-    dir: str
-    projects: list[str]
-    worker: str
-    deferred: bool = False  # started later (the bootstrapped node)
-
-
-@dataclass
-class Layout:
-    """Which node serves what, in which process."""
-
-    projects: list[str]
-    nodes: list[NodeSpec] = field(default_factory=list)
-
-    def node(self, name: str) -> NodeSpec:
-        """The node of that name."""
-        return next(n for n in self.nodes if n.name == name)
-
-    def serving(self, project: str, *, packed: bool = False) -> list[NodeSpec]:
-        """The started nodes serving ``project`` by name (``packed``: without ``one``)."""
-        return [
-            n
-            for n in self.nodes
-            if project in n.projects and not n.deferred and not (packed and n.name == "one")
-        ]
-
-    def workers(self) -> list[str]:
-        """Every worker process's name."""
-        return sorted({n.worker for n in self.nodes})
-
-
-def plan(nodes: int, projects: int, workers: int, root: Path) -> Layout:
-    """The layout of the module docstring."""
-    names = [f"p{i + 1:02d}" for i in range(projects)]
-    layout = Layout(names)
-    layout.nodes.append(NodeSpec("star", str(root / "star"), ["*"], "w-star"))
-    layout.nodes.append(NodeSpec("one", str(root / "one"), [names[0]], "w-one"))
-    packed = nodes - 2
-    each = min(projects, max(1, math.ceil(2 * projects / packed)))
-    for i in range(packed):
-        served = sorted({names[(i * each + j) % projects] for j in range(each)})
-        worker = f"w{i % workers:02d}"
-        layout.nodes.append(NodeSpec(f"n{i:03d}", str(root / f"n{i:03d}"), served, worker))
-    boot = names[1]
-    layout.nodes.append(NodeSpec("boot", str(root / "boot"), [boot], "w-boot", deferred=True))
-    thin = [p for p in names if len(layout.serving(p)) < 2]
-    assert not thin, f"projects served by fewer than two named nodes: {thin}"
-    return layout
-
-
-class WorkerProcess:
-    """A worker process and the JSON-lines conversation with it."""
-
-    def __init__(self, name: str, spec: Path, log: Path) -> None:
-        self.name = name
-        self._spec = spec
-        self._log = log
-        self._proc: asyncio.subprocess.Process | None = None
-        self._waiting: dict[int, asyncio.Future[Any]] = {}
-        self._ids = 0
-        self._reader: asyncio.Task[None] | None = None
-
-    @property
-    def pid(self) -> int:
-        """The process id."""
-        assert self._proc is not None
-        return self._proc.pid
-
-    async def spawn(self) -> None:
-        """Start the process (its nodes start on the ``start`` command)."""
-        with self._log.open("ab") as log:
-            self._proc = await asyncio.create_subprocess_exec(
-                sys.executable,
-                str(WORKER),
-                str(self._spec),
-                stdin=asyncio.subprocess.PIPE,
-                stdout=asyncio.subprocess.PIPE,
-                stderr=log,
-                limit=256 << 20,
-            )
-        self._reader = asyncio.create_task(self._read())
-
-    async def _read(self) -> None:
-        assert self._proc is not None and self._proc.stdout is not None
-        while line := await self._proc.stdout.readline():
-            answer = json.loads(line)
-            future = self._waiting.pop(answer["id"])
-            if answer["ok"]:
-                future.set_result(answer["result"])
-            else:
-                future.set_exception(RuntimeError(f"{self.name}: {answer['error']}"))
-        for future in self._waiting.values():
-            future.set_exception(RuntimeError(f"{self.name} exited (see {self._log})"))
-
-    async def call(self, op: str, **args: Any) -> Any:
-        """Send one command and wait for its answer."""
-        assert self._proc is not None and self._proc.stdin is not None
-        self._ids += 1
-        future = asyncio.get_running_loop().create_future()
-        self._waiting[self._ids] = future
-        self._proc.stdin.write(json.dumps({"id": self._ids, "op": op, **args}).encode() + b"\n")
-        await self._proc.stdin.drain()
-        return await future
-
-    async def close(self, within: float = 60.0) -> None:
-        """Close its stdin (it stops its nodes and exits); kill it if it does not."""
-        if self._proc is None or self._proc.returncode is not None:
-            return
-        assert self._proc.stdin is not None
-        self._proc.stdin.close()
-        try:
-            async with asyncio.timeout(within):
-                await self._proc.wait()
-        except TimeoutError:
-            self._proc.kill()
-            await self._proc.wait()
-        if self._reader is not None:
-            await self._reader
-
-
-def _figures(ms: list[float]) -> dict[str, float]:
-    ordered = sorted(ms)
-    return {
-        "count": len(ordered),
-        "p50_ms": round(percentile(ordered, 50), 3),
-        "p99_ms": round(percentile(ordered, 99), 3),
-        "max_ms": round(ordered[-1], 3) if ordered else float("nan"),
-    }
-
-
-def _family(subject: str) -> str:
-    """A subject without its ids: what kind of traffic it is."""
-    tokens = subject.split(".")
-    if tokens[0] in ("$JS", "$KV", "bzzz", "_bzzz"):
-        return ".".join(tokens[:3])
-    return tokens[0]
-
-
-def _spread(values: list[int]) -> dict[str, int]:
-    ordered = sorted(values)
-    if not ordered:
-        return {}
-    return {"min": ordered[0], "median": ordered[len(ordered) // 2], "max": ordered[-1]}
 
 
 class Harness:
@@ -297,7 +150,7 @@ class Harness:
         self.results["start"] = {
             "nodes_started": len(times),
             "all_started_s": round(time.monotonic() - started, 2),
-            "node_start_s": _figures([t * 1000 for t in times]),
+            "node_start_s": latency_figures([t * 1000 for t in times]),
         }
 
     def _worker_of(self, node: str) -> WorkerProcess:
@@ -391,9 +244,9 @@ class Harness:
         self.results["announce_visible"] = {
             "project": self.x,
             "announced_on": announcer,
-            "announce_call": _figures(ack_ms),
-            "same_project_node": {"node": same, **_figures(same_ms)},
-            "other_project_node": {"node": "one", "via": "directory", **_figures(other_ms)},
+            "announce_call": latency_figures(ack_ms),
+            "same_project_node": {"node": same, **latency_figures(same_ms)},
+            "other_project_node": {"node": "one", "via": "directory", **latency_figures(other_ms)},
             "poll_ms": poll * 1000,
         }
 
@@ -444,7 +297,7 @@ class Harness:
             if n >= warm:
                 times["local"].append(a["ms"])
                 times["forwarded"].append(b["ms"])
-        local_f, forwarded_f = _figures(times["local"]), _figures(times["forwarded"])
+        local_f, forwarded_f = latency_figures(times["local"]), latency_figures(times["forwarded"])
         self.results["posts"] = {
             "local": {"node": local, **local_f},
             "forwarded": {"from": "one", "to_project": self.x, **forwarded_f},
@@ -476,83 +329,14 @@ class Harness:
                 "agents_stored": round(one["agents_stored"] / max(1, star["agents_stored"]), 3),
             },
             "processes": per_process,
-            "packed_store_bytes": _spread(
+            "packed_store_bytes": spread(
                 [v["store_bytes"] for n, v in nodes.items() if n not in ("star", "one", "boot")]
             ),
         }
 
     async def servers(self) -> None:
         """Streams, consumers, Raft groups and memory of each server; the idle message rate."""
-        families: Counter[str] = Counter()
-        nc = await nats.connect(self.cluster.urls)
-
-        async def heard(msg: Any) -> None:
-            families[_family(msg.subject)] += 1
-
-        async with httpx.AsyncClient(timeout=10) as http:
-            sub = await nc.subscribe(">", cb=heard)
-            before = await self._varz(http)
-            await asyncio.sleep(IDLE_WINDOW)
-            after = await self._varz(http)
-            await sub.unsubscribe()
-            await nc.close()
-            jsz = [
-                (await http.get(f"http://127.0.0.1:{s.http_port}/jsz")).json()
-                for s in self.cluster.servers
-            ]
-        per_server = []
-        for server, v0, v1, j in zip(self.cluster.servers, before, after, jsz, strict=True):
-            per_server.append(
-                {
-                    "server": server.name,
-                    "streams": j.get("streams"),
-                    "consumers": j.get("consumers"),
-                    "raft_groups": j.get("ha_assets"),
-                    "store_mb": round(j.get("storage", 0) / 2**20, 1),
-                    "memory_mb": round(j.get("memory", 0) / 2**20, 1),
-                    "rss_mb": round(v1["mem"] / 2**20, 1),
-                    "connections": v1["connections"],
-                    "subscriptions": v1["subscriptions"],
-                    "idle_in_msgs_per_s": round((v1["in_msgs"] - v0["in_msgs"]) / IDLE_WINDOW, 1),
-                    "idle_out_msgs_per_s": round(
-                        (v1["out_msgs"] - v0["out_msgs"]) / IDLE_WINDOW, 1
-                    ),
-                }
-            )
-        idle = {k: round(v / IDLE_WINDOW, 1) for k, v in families.most_common(12)}
-        self.results["servers"] = {
-            "per_server": per_server,
-            "idle_client_msgs_per_s_by_subject": idle,
-            **await self._jetstream_api(),
-        }
-
-    async def _varz(self, http: httpx.AsyncClient) -> list[dict[str, Any]]:
-        urls = [f"http://127.0.0.1:{s.http_port}/varz" for s in self.cluster.servers]
-        return [(await http.get(url)).json() for url in urls]
-
-    async def _jetstream_api(self) -> dict[str, Any]:
-        """Streams and consumers as the JetStream API lists them, by kind and replicas."""
-        nc = await nats.connect(self.cluster.urls)
-        try:
-            js = nc.jetstream(timeout=30)
-            streams = {}
-            for info in await js.streams_info():
-                name = str(info.config.name)
-                consumers = await js.consumers_info(name)
-                kinds = Counter(
-                    ("durable" if c.config.durable_name else "ephemeral")
-                    + f" R{c.config.num_replicas or info.config.num_replicas}"
-                    for c in consumers
-                )
-                streams[name] = {
-                    "replicas": info.config.num_replicas,
-                    "messages": info.state.messages,
-                    "bytes": info.state.bytes,
-                    "consumers": dict(kinds),
-                }
-        finally:
-            await nc.close()
-        return {"streams": streams, "stream_count": len(streams)}
+        self.results["servers"] = await server_figures(self.cluster)
 
     # --- 7. bootstrap --------------------------------------------------------------------------
 
@@ -698,7 +482,7 @@ class Harness:
                     missing[f"{project}@{name}"] = len(ids) - held
         foreign = [i for p, ids in by_project.items() if p != self.layout.projects[0] for i in ids]
         on_one = (await self._worker_of("one").call("count", nodes=["one"], ids=foreign))["one"]
-        on_log = await self._log_counts({m for m, _ in acked})
+        on_log = await log_message_counts(self.cluster.urls, self._keyring(), {m for m, _ in acked})
         return {
             "missing_on_serving_nodes": missing,
             "other_projects_posts_on_one": on_one,
@@ -707,55 +491,9 @@ class Harness:
             "nothing_lost": not missing and on_one == 0 and all(on_log[m] == 1 for m, _ in acked),
         }
 
-    async def _log_counts(self, wanted: set[str]) -> Counter[str]:
-        """How often each wanted message id is on the log (every project's posts read once)."""
-        counts: Counter[str] = Counter()
-        keyring = self._keyring()
-        nc = await nats.connect(self.cluster.urls)
-        try:
-            js = nc.jetstream(timeout=60)
-            stream = stream_name(NETWORK)
-            filter_ = f"bzzz.{NETWORK}.p.*.msg.>"
-            info = await js.stream_info(stream, subjects_filter=filter_)
-            total = sum((info.state.subjects or {}).values())
-            sub = await js.pull_subscribe(
-                filter_,
-                stream=stream,
-                config=ConsumerConfig(deliver_policy=DeliverPolicy.ALL, ack_policy=AckPolicy.NONE),
-            )
-            seen = 0
-            while seen < total:
-                for msg in await sub.fetch(1000, timeout=30):
-                    seen += 1
-                    env = Envelope.model_validate_json(msg.data)
-                    if sealed_key_id(env) is not None:
-                        env = unseal(env, keyring)
-                    message_id = env.payload.get("message_id")
-                    if message_id in wanted:
-                        counts[message_id] += 1
-            await sub.unsubscribe()
-        finally:
-            await nc.close()
-        return counts
-
     async def liveness(self) -> None:
-        """The nodes' status changes on the log: a ``node.lost`` takes a node's agents offline
-        (on a loaded machine, a node whose heartbeats arrive late is taken for lost)."""
-        nc = await nats.connect(self.cluster.urls)
-        kinds: Counter[str] = Counter()
-        try:
-            js = nc.jetstream(timeout=30)
-            sub = await js.subscribe(
-                f"bzzz.{NETWORK}.node.>", ordered_consumer=True, deliver_policy=DeliverPolicy.ALL
-            )
-            with contextlib.suppress(TimeoutError, nats.errors.TimeoutError):
-                while True:
-                    msg = await sub.next_msg(timeout=2)
-                    kinds[Envelope.model_validate_json(msg.data).type] += 1
-            await sub.unsubscribe()
-        finally:
-            await nc.close()
-        self.results["liveness"] = {"node_envelopes": dict(kinds)}
+        """The nodes' status changes on the log (``node.lost`` above all)."""
+        self.results["liveness"] = {"node_envelopes": await node_envelopes(self.cluster.urls)}
 
     def show_logs(self, lines: int = 40) -> None:
         """The end of each worker's log on stderr (a failed run's temporary directory goes)."""
@@ -774,49 +512,6 @@ class Harness:
         """Stop the workers (their nodes say goodbye), then the servers."""
         await asyncio.gather(*(w.close() for w in self.workers.values()))
         await self.cluster.close()
-
-
-def extrapolate(
-    results: dict[str, Any],
-    args: argparse.Namespace,
-    nodes: int = 1000,
-    agents: int = 1_000_000,
-    projects: int = 50,
-) -> dict[str, Any]:
-    """Issue 22's network (``nodes`` nodes, ``agents`` agents, ``projects`` projects) from
-    this run's per-unit figures: linear in what grows linearly (entries, agents held, nodes),
-    quadratic in what every node does with every other (heartbeats heard, pings)."""
-    servers = results["servers"]
-    kv = servers["streams"].get(f"KV_{directory_bucket(NETWORK)}", {})
-    per_entry = kv.get("bytes", 0) / max(1, kv.get("messages", 1))
-    log = servers["streams"].get(stream_name(NETWORK), {})
-    durables = sum(n for kind, n in log.get("consumers", {}).items() if kind.startswith("durable"))
-    raft_now = max(s["raft_groups"] or 0 for s in servers["per_server"])
-    per_project = agents / projects
-    figures: dict[str, Any] = {
-        "nodes": nodes,
-        "agents": agents,
-        "projects": projects,
-        "durable_consumers": nodes,
-        # Each durable R3 consumer is a Raft group on every server (streams and meta besides).
-        "raft_groups_per_server": raft_now - durables + nodes,
-        "heartbeats_delivered_per_s": round(nodes * nodes / args.heartbeat),
-        "pings_per_s": round(nodes * (nodes - 1) / args.heartbeat),
-        "directory_bytes_per_entry": round(per_entry, 1),
-        "directory_mb_per_server": round(agents * per_entry / 2**20, 1),
-        "directory_renewals_per_s": {
-            f"lease_{lease:g}s": round(agents / (lease / 3)) for lease in (120, args.lease_seconds)
-        },
-    }
-    baseline = results.get("bootstrap", {}).get("replay", {}).get("baseline_rss_mb")
-    for name, held in (("one", per_project), ("star", agents)):
-        node = results["nodes"][name]
-        stored = max(1, node["agents_stored"])
-        figures[f"store_mb_{name}_node"] = round(node["store_bytes"] / stored * held / 2**20, 1)
-        if baseline is not None:
-            grown = (node["rss_mb"] - baseline) / stored * held
-            figures[f"rss_mb_{name}_node"] = round(baseline + grown, 1)
-    return figures
 
 
 async def run(args: argparse.Namespace) -> dict[str, Any]:
