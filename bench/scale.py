@@ -42,6 +42,9 @@ no other, and once on the log; (9) the nodes' status changes on the log (``node.
 whose heartbeats came late was taken for lost and its agents offline). ``extrapolated`` scales
 the per-unit figures to 1,000 nodes and a million agents. Prints the figures and writes them,
 with the machine and code version, as JSON (``--logs DIR`` keeps the processes' logs).
+
+Beside it: ``scale_fleet.py`` (the layout, the worker processes), ``scale_servers.py`` (what the
+servers and the log say, the extrapolation), ``scale_worker.py`` (one worker process).
 """
 
 from __future__ import annotations
