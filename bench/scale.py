@@ -227,7 +227,10 @@ class Harness:
     async def visibility(self) -> None:
         """Announce on a node of X; time until found on another X node and on ``one``."""
         announcer, same = self._probes()
-        same_ms, other_ms, ack_ms = [], [], []
+        same_ms: list[float] = []
+        other_ms: list[float] = []
+        ack_ms: list[float] = []
+        unseen: Counter[str] = Counter()
         poll = 0.002
         watch = {"project": self.x, "within": 30.0, "poll": poll}
         for i in range(self.args.samples):
@@ -242,14 +245,30 @@ class Harness:
                 "announce", node=announcer, agent=agent, project=self.x
             )
             ack_ms.append(ack["ms"])
-            same_ms.append(((await seen_same)["seen"] - ack["acked"]) * 1000)
-            other_ms.append(((await seen_other)["seen"] - ack["acked"]) * 1000)
+            for side, seen, times in (
+                ("same", seen_same, same_ms),
+                ("other", seen_other, other_ms),
+            ):
+                at = (await seen)["seen"]
+                if at is None:
+                    unseen[side] += 1
+                else:
+                    times.append((at - ack["acked"]) * 1000)
         self.results["announce_visible"] = {
             "project": self.x,
             "announced_on": announcer,
             "announce_call": latency_figures(ack_ms),
-            "same_project_node": {"node": same, **latency_figures(same_ms)},
-            "other_project_node": {"node": "one", "via": "directory", **latency_figures(other_ms)},
+            "same_project_node": {
+                "node": same,
+                "not_seen_within_30s": unseen["same"],
+                **latency_figures(same_ms),
+            },
+            "other_project_node": {
+                "node": "one",
+                "via": "directory",
+                "not_seen_within_30s": unseen["other"],
+                **latency_figures(other_ms),
+            },
             "poll_ms": poll * 1000,
         }
 
@@ -292,18 +311,30 @@ class Harness:
         await here.call("sender", node=local, agent="s-local", project=self.x)
         await there.call("sender", node="one", agent="s-one", project=self.layout.projects[0])
         times: dict[str, list[float]] = {"local": [], "forwarded": []}
+        failed: Counter[str] = Counter()
         warm = 20
         for n in range(self.args.posts + warm):
             post = {"target": target, "project": self.x, "n": n}
-            a = await here.call("post", node=local, sender="s-local", **post)
-            b = await there.call("post", node="one", sender="s-one", **post)
-            if n >= warm:
-                times["local"].append(a["ms"])
-                times["forwarded"].append(b["ms"])
+            for kind, worker, node, sender in (
+                ("local", here, local, "s-local"),
+                ("forwarded", there, "one", "s-one"),
+            ):
+                try:
+                    answer = await worker.call("post", node=node, sender=sender, **post)
+                except RuntimeError:  # a post the node refused or timed out: counted
+                    failed[kind] += 1
+                    continue
+                if n >= warm:
+                    times[kind].append(answer["ms"])
         local_f, forwarded_f = latency_figures(times["local"]), latency_figures(times["forwarded"])
         self.results["posts"] = {
-            "local": {"node": local, **local_f},
-            "forwarded": {"from": "one", "to_project": self.x, **forwarded_f},
+            "local": {"node": local, "failed": failed["local"], **local_f},
+            "forwarded": {
+                "from": "one",
+                "to_project": self.x,
+                "failed": failed["forwarded"],
+                **forwarded_f,
+            },
             "forwarded_p99_over_local_p99": round(forwarded_f["p99_ms"] / local_f["p99_ms"], 2),
         }
 

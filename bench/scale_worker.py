@@ -226,15 +226,18 @@ class Worker:
         return {"acked": acked, "ms": round((acked - started) * 1000, 3)}
 
     async def op_watch(self, cmd: dict[str, Any]) -> dict[str, Any]:
-        """Poll a lookup of one agent every ``poll`` seconds until it is found; when."""
+        """Poll a lookup of one agent every ``poll`` seconds until it is found; when (None: not
+        within ``within`` seconds)."""
         node = self.nodes[cmd["node"]]
         query = LookupInput(semantic_address=f"bzzz://{cmd['agent']}@{cmd['project']}")
-        async with asyncio.timeout(cmd["within"]):
-            while True:
-                found = await node.agents.lookup(LOCAL_CALLER, query)
-                if found["total_matches"]:
-                    return {"seen": time.monotonic()}
-                await asyncio.sleep(cmd["poll"])
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(cmd["within"]):
+                while True:
+                    found = await node.agents.lookup(LOCAL_CALLER, query)
+                    if found["total_matches"]:
+                        return {"seen": time.monotonic()}
+                    await asyncio.sleep(cmd["poll"])
+        return {"seen": None}
 
     @staticmethod
     def lookup_inputs(project: str, agent: str) -> dict[str, LookupInput]:
