@@ -215,6 +215,11 @@ class Harness:
         finally:
             await nc.close()
 
+    async def quiet(self) -> None:
+        """Wait (a bounded while) for the machine to calm down before the latencies."""
+        busy = await asyncio.to_thread(wait_for_quiet, 20, 60.0)
+        self.results["busy_pct_before_latencies"] = busy
+
     # --- 2. announce visible elsewhere ---------------------------------------------------------
 
     def _probes(self) -> tuple[str, str]:
@@ -460,8 +465,12 @@ class Harness:
 
     # --- 8. soak -------------------------------------------------------------------------------
 
-    async def soak(self, minutes: float) -> None:
-        """Post across projects from every node; then check each acked post is stored once."""
+    async def soak(self) -> None:
+        """Post across projects from every node for ``--minutes``; then check each acked post
+        is stored once (no soak when 0)."""
+        minutes = self.args.minutes
+        if not minutes:
+            return
         senders: dict[str, list[dict[str, str]]] = {}
         for node in self.layout.nodes:
             if node.name == "star":
@@ -548,25 +557,33 @@ class Harness:
         await self.cluster.close()
 
 
+def write_report(args: argparse.Namespace, results: dict[str, Any], *, complete: bool) -> None:
+    """The JSON file: the run's arguments, machine, code version and figures so far."""
+    report = {
+        "bench": "scale",
+        "complete": complete,
+        "args": {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()},
+        "machine": machine(),
+        "code": code_version(),
+        **results,
+    }
+    args.json.parent.mkdir(parents=True, exist_ok=True)
+    args.json.write_text(json.dumps(report, indent=2) + "\n")
+
+
 async def run(args: argparse.Namespace) -> dict[str, Any]:
-    """Every step in order; the harness is torn down whatever happens."""
+    """Every step in order, the figures so far written after each (a run stopped part way
+    keeps them); the harness is torn down whatever happens."""
     with tempfile.TemporaryDirectory(prefix="bzzz-scale-") as tmp:
         harness = Harness(args, Path(tmp))
         began = time.monotonic()
+        steps = [harness.start, harness.populate, harness.quiet, harness.visibility]
+        steps += [harness.lookups, harness.posts, harness.node_stats, harness.servers]
+        steps += [harness.bootstrap, harness.soak, harness.liveness]
         try:
-            await harness.start()
-            await harness.populate()
-            quiet = await asyncio.to_thread(wait_for_quiet, 20, 60.0)
-            harness.results["busy_pct_before_latencies"] = quiet
-            await harness.visibility()
-            await harness.lookups()
-            await harness.posts()
-            await harness.node_stats()
-            await harness.servers()
-            await harness.bootstrap()
-            if args.minutes:
-                await harness.soak(args.minutes)
-            await harness.liveness()
+            for step in steps:
+                await step()
+                write_report(args, harness.results, complete=False)
         except BaseException:
             harness.show_logs()
             raise
@@ -612,15 +629,7 @@ def main() -> None:
     # The cluster's readiness probe connects before the servers listen; nats-py logs each try.
     logging.getLogger("nats.aio.client").setLevel(logging.CRITICAL)
     results = asyncio.run(run(args))
-    report = {
-        "bench": "scale",
-        "args": {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()},
-        "machine": machine(),
-        "code": code_version(),
-        **results,
-    }
-    args.json.parent.mkdir(parents=True, exist_ok=True)
-    args.json.write_text(json.dumps(report, indent=2) + "\n")
+    write_report(args, results, complete=True)
     sys.stdout.write(json.dumps(results, indent=2) + "\n")
 
 
