@@ -29,6 +29,8 @@ class ClusterServer:
     directory: Path
     port: int = field(default_factory=free_port)
     cluster_port: int = field(default_factory=free_port)
+    # Its monitoring port (/varz, /jsz), when the cluster is monitored.
+    http_port: int | None = None
     proc: asyncio.subprocess.Process | None = None
 
     @property
@@ -47,13 +49,26 @@ class NatsCluster:
 
     ``secured``: clients log in as ``bzzz`` of the account BZZZ (JetStream on, nothing else in
     it), routes log in too — the README's secured cluster; ``urls`` then carry the password.
+    ``monitor``: each server also serves its monitoring endpoints (``http_port``), as the scale
+    benchmark reads them; ``max_file_store``: each server's JetStream file limit.
     """
 
     def __init__(
-        self, directory: Path, size: int = 3, name: str = "bzzz-test", *, secured: bool = False
+        self,
+        directory: Path,
+        size: int = 3,
+        name: str = "bzzz-test",
+        *,
+        secured: bool = False,
+        monitor: bool = False,
+        max_file_store: str = "2GB",
     ) -> None:
         self.name = name
         self.servers = [ClusterServer(f"n{i}", directory / f"n{i}") for i in range(size)]
+        if monitor:
+            for server in self.servers:
+                server.http_port = free_port()
+        self.max_file_store = max_file_store
         self.secured = secured
         self.password = secrets.token_urlsafe(24)
         self.route_password = secrets.token_urlsafe(24)
@@ -86,9 +101,10 @@ class NatsCluster:
                 f'  store_dir: "{store}"',
                 "  sync_interval: always",
                 "  max_memory_store: 64MB",
-                "  max_file_store: 2GB",
+                f"  max_file_store: {self.max_file_store}",
                 "}",
                 *self._accounts(),
+                *([f"http: 127.0.0.1:{server.http_port}"] if server.http_port else []),
                 "cluster {",
                 f"  name: {self.name}",
                 f"  listen: 127.0.0.1:{server.cluster_port}",

@@ -7,17 +7,20 @@ from collections import Counter
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import pytest
 from admitted import admit
 
 from bzzz import domain
 from bzzz.config import Settings, load_settings
+from bzzz.errors import NetworkError
 from bzzz.eventlog import LOCAL_CALLER, Caller
 from bzzz.network.envelope import seal
 from bzzz.network.identity import NodeIdentity
 from bzzz.network.memory import InMemoryBus
 from bzzz.node import Node
+from bzzz.peers import reclaim
 from bzzz.peers.service import lost_envelope_id
 from bzzz.schemas import AnnounceInput, PostInput, SubscribeInput
 
@@ -272,3 +275,41 @@ async def test_a_post_made_while_the_node_is_taken_for_lost_waits_for_its_agents
             sent = await post
     assert sent["success"] is True
     assert sent["delivery_results"]["recipients"] == ["arch-1"]
+
+
+async def test_a_node_taken_for_lost_announces_every_agent_again_when_one_announcement_fails(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Seen in bench/scale.py on a loaded machine: the first re-announcement's acknowledgement
+    # came late and the node gave up on the 3,889 others, which stayed offline network-wide.
+    monkeypatch.setattr(reclaim, "RECLAIM_RETRY_AFTER", 0.01)
+    slow = {"heartbeat_interval": 0.5, "heartbeat_misses": 20}
+    bus = InMemoryBus()
+    async with (
+        Node(_settings(tmp_path, "a", **slow), bus=bus, address="http://a:1/mcp") as a,
+        Node(_settings(tmp_path, "b", **slow), bus=bus, address="http://b:1/mcp") as b,
+    ):
+        await admit(a, b)
+        for n in range(3):
+            await _announce(b, f"rev-{n}")
+        await a.peers.wait_for(lambda peers: b.node_id in peers, 5)
+        announce_again = b.agents.announce_again
+        failures = Counter[str]()
+
+        async def slow_first(agent: Any) -> None:
+            if agent.id == "rev-0" and not failures[agent.id]:
+                failures[agent.id] += 1
+                raise NetworkError("the network did not store the message in time")
+            await announce_again(agent)
+
+        monkeypatch.setattr(b.agents, "announce_again", slow_first)
+        await a.log.emit("node.lost", "node", b.node_id, _false_loss(b))
+        for node in (a, b):
+            directory = node.projector.directory
+
+            def all_online(d: Any = directory) -> bool:
+                agents = [d.get(f"rev-{n}") for n in range(3)]
+                return all(agent is not None and agent.online for agent in agents)
+
+            await node.projector.wait_until(all_online, 10)
+        assert failures["rev-0"] == 1

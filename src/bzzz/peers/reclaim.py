@@ -23,6 +23,9 @@ logger = logging.getLogger(__name__)
 
 # How long a session's call waits for its agents to be announced again.
 SETTLE_WITHIN = 10.0
+# Rounds of re-announcing the agents that failed, and the pause before each (times the round).
+RECLAIM_ATTEMPTS = 3
+RECLAIM_RETRY_AFTER = 1.0
 
 
 class Reclaimer:
@@ -60,10 +63,33 @@ class Reclaimer:
             await self._log.emit(
                 "node.status", "node", self._log.node_id, {"status": "online", "reason": "rejoined"}
             )
-            for agent_id in agent_ids:
-                await self._announce_again(agent_id)
         except BzzzError as exc:
-            logger.error("could not announce this node's agents again: %s", exc)
+            logger.warning("could not say this node is online again: %s", exc)
+        # One slow or failed announcement must not leave the others offline: each agent is
+        # announced on its own, and those that failed are tried again (a loaded node is the
+        # one most often taken for lost, and the one whose acknowledgements come late).
+        pending = agent_ids
+        for attempt in range(1, RECLAIM_ATTEMPTS + 1):
+            pending = await self._announce_each(pending)
+            if not pending:
+                return
+            if attempt < RECLAIM_ATTEMPTS:
+                await asyncio.sleep(RECLAIM_RETRY_AFTER * attempt)
+        logger.error("could not announce %d of this node's agents again", len(pending))
+
+    async def _announce_each(self, agent_ids: list[str]) -> list[str]:
+        """Announce each agent again; the ids whose announcement failed."""
+        failed: list[str] = []
+        first: BzzzError | None = None
+        for agent_id in agent_ids:
+            try:
+                await self._announce_again(agent_id)
+            except BzzzError as exc:
+                first = first or exc
+                failed.append(agent_id)
+        if first is not None:
+            logger.warning("could not announce %d agents again: %s", len(failed), first.message)
+        return failed
 
     async def _announce_again(self, agent_id: str) -> None:
         agent = self._agents.directory.get(agent_id)
