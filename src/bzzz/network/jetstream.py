@@ -15,6 +15,7 @@ from nats.errors import (
     ConnectionClosedError,
     NoRespondersError,
     NoServersError,
+    SlowConsumerError,
 )
 from nats.errors import Error as NatsError
 from nats.errors import TimeoutError as NatsTimeoutError
@@ -47,6 +48,7 @@ from bzzz.network.base import (
     Unanswered,
     ping_subject,
 )
+from bzzz.network.deliveries import Acks, until_gap
 from bzzz.network.nats_auth import NatsAuth, redact_url
 
 logger = logging.getLogger(__name__)
@@ -104,49 +106,13 @@ def peer_bucket(network: str) -> str:
 # with a server); a node's own heartbeats keep a healthy watch busy.
 PEER_WATCH_IDLE = 30.0
 # The consumer acknowledges after this many messages, or this long after the last batch.
-ACK_EVERY = 1_000
-ACK_AFTER = 0.2
 # The server sends a node at most this many messages it has not acknowledged.
 MAX_ACK_PENDING = 20_000
+# How long the consumer waits for a delivery before it looks for dropped ones.
+DROP_CHECK = 1.0
+PENDING_MSGS_LIMIT = 100_000
 PEER_ENTRY_MAX_AGE = 7 * 86_400.0
 FOLLOW_RETRY = 2.0
-
-
-class _Acks:
-    """Acknowledges a durable consumer's deliveries a few at a time.
-
-    Acks only pace the server (``max_ack_pending``); where a node resumes comes from its store.
-    With ``AckPolicy.ALL`` one ack covers everything before it, so the newest handled message
-    is acknowledged every ``ACK_EVERY`` messages and ``ACK_AFTER`` seconds after it was
-    handled: an ack per batch cost every lone post one more send to the server.
-    """
-
-    def __init__(self) -> None:
-        self._newest: Msg | None = None
-        self._count = 0
-
-    async def handled(self, msg: Msg, count: int) -> None:
-        """Note a handled batch ending at ``msg``; acknowledge now if many are waiting."""
-        self._newest = msg
-        self._count += count
-        if self._count >= ACK_EVERY:
-            await self.flush()
-
-    async def flush(self) -> None:
-        """Acknowledge everything handled so far."""
-        newest, self._newest, self._count = self._newest, None, 0
-        if newest is not None:
-            await newest.ack()
-
-    async def run(self) -> None:
-        """Acknowledge what was handled, every ACK_AFTER seconds, until cancelled."""
-        while True:
-            await asyncio.sleep(ACK_AFTER)
-            try:
-                await self.flush()
-            except (ConnectionClosedError, NatsError) as exc:
-                # A lost ack costs nothing: a later one covers the same messages.
-                logger.info("could not acknowledge the log's deliveries: %r", exc)
 
 
 class JetStreamBus:
@@ -178,6 +144,12 @@ class JetStreamBus:
         self._closing = False
         self._refused = asyncio.Event()
         self.stream = stream_name(network)
+        # The client's buffer of undelivered deliveries; past it, nats-py drops them.
+        self.pending_msgs_limit = PENDING_MSGS_LIMIT
+        # How often a gap of dropped deliveries made the consumer start again.
+        self.dropped_deliveries = 0
+        # Subscriptions the client dropped deliveries of (nats-py's slow consumer error).
+        self._dropped_sids: set[int] = set()
 
     @property
     def connected(self) -> bool:
@@ -321,14 +293,57 @@ class JetStreamBus:
 
         ``filters`` become the consumer's filter subjects (nats-server 2.10+): the server
         delivers only the projects this node serves, and skips the rest of the log.
+
+        A delivery the client dropped (a slow consumer past its pending limits) leaves a gap
+        in the consumer's own sequence, and an ack of a later message (AckPolicy.ALL) would
+        cover it for good: at a gap the consumer starts again just after the last message
+        handled, so every envelope reaches the handler.
         """
         wanted = list(filters) if filters else [f"bzzz.{self._network}.>"]
+        acks = Acks()
+        sub = await self._subscribe(durable, wanted, start_seq)
+        try:
+            async with asyncio.TaskGroup() as group:
+                group.create_task(acks.run(), name="bzzz-bus-acks")
+                expected = 1  # the consumer's sequence of its next delivery
+                while True:
+                    try:
+                        batch = [await sub.next_msg(timeout=DROP_CHECK), *self._drain(sub)]
+                    except NatsTimeoutError:
+                        batch = []  # nothing came: a drop at the tail of a burst shows now
+                    handled, gap = until_gap(batch, expected)
+                    if handled:
+                        await handler([self._to_bus(msg) for msg in handled])
+                        await acks.handled(handled[-1], len(handled))
+                        expected = int(handled[-1].metadata.sequence.consumer) + 1
+                        start_seq = int(handled[-1].metadata.sequence.stream) + 1
+                    dropped = sub._sub._id in self._dropped_sids and sub._pending_queue.empty()
+                    if gap or dropped:
+                        self.dropped_deliveries += 1
+                        logger.warning(
+                            "the client dropped deliveries of the log before %s handled them "
+                            "(a slow consumer); consuming again from sequence %d",
+                            durable,
+                            start_seq,
+                        )
+                        await acks.flush()
+                        with contextlib.suppress(ConnectionClosedError, NatsTimeoutError):
+                            await sub.unsubscribe()
+                        self._dropped_sids.discard(sub._sub._id)
+                        sub = await self._subscribe(durable, wanted, start_seq)
+                        expected = 1
+        finally:
+            with contextlib.suppress(ConnectionClosedError, NatsTimeoutError):
+                await sub.unsubscribe()
+
+    async def _subscribe(self, durable: str, wanted: list[str], start_seq: int) -> Any:
+        """The node's durable consumer, made afresh to deliver from ``start_seq``."""
         js = self._jetstream()
         # A consumer left by an earlier run may hold deliveries it will only resend after
         # ack_wait; the store knows exactly what was applied, so start afresh from there.
         with contextlib.suppress(NotFoundError):
             await js.delete_consumer(self.stream, durable)
-        sub = await js.subscribe(
+        return await js.subscribe(
             wanted[0],
             durable=durable,
             stream=self.stream,
@@ -342,20 +357,8 @@ class JetStreamBus:
                 max_ack_pending=MAX_ACK_PENDING,
                 ack_wait=60.0,
             ),
-            pending_msgs_limit=100_000,
+            pending_msgs_limit=self.pending_msgs_limit,
         )
-        acks = _Acks()
-        try:
-            async with asyncio.TaskGroup() as group:
-                group.create_task(acks.run(), name="bzzz-bus-acks")
-                while True:
-                    first = await sub.next_msg(timeout=None)
-                    batch = [first, *self._drain(sub)]
-                    await handler([self._to_bus(msg) for msg in batch])
-                    await acks.handled(batch[-1], len(batch))
-        finally:
-            with contextlib.suppress(ConnectionClosedError, NatsTimeoutError):
-                await sub.unsubscribe()
 
     def _drain(self, sub: Any) -> list[Msg]:
         # Take what is already buffered so catch-up applies many envelopes per transaction.
@@ -654,6 +657,8 @@ class JetStreamBus:
                 await sub.unsubscribe()
 
     async def _on_error(self, exc: Exception) -> None:
+        if isinstance(exc, SlowConsumerError):
+            self._dropped_sids.add(exc.sid)  # the consumer's loop starts it again
         if self._nc is None and "authorization violation" in str(exc).lower():
             self._refused.set()  # refused before ever connecting: start() gives up
             return
