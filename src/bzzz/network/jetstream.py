@@ -5,8 +5,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any, TypeVar
 
 from nats.aio.client import Client as NatsClient
 from nats.aio.msg import Msg
@@ -55,6 +55,8 @@ logger = logging.getLogger(__name__)
 
 # Forwarded calls a node runs at once (each waits for the store and the log).
 REQUESTS_IN_FLIGHT = 256
+
+T = TypeVar("T")
 
 _RETRYABLE = (
     asyncio.TimeoutError,
@@ -392,7 +394,19 @@ class JetStreamBus:
         self, kind: str, key: str | None = None, *, before_seq: int | None = None
     ) -> list[BusMessage]:
         """Every stored envelope of subjects ``bzzz.<network>.<kind>.<key or >>``, in log order,
-        below ``before_seq`` when given (the CLI derives the admitted nodes from these alone)."""
+        below ``before_seq`` when given (the CLI derives the admitted nodes from these alone).
+
+        A read consumer of a just-made replicated stream may answer "service unavailable" until
+        its leader is elected: the read is made again until publish_timeout.
+        """
+        return await self._retried(
+            f"the network did not return its {kind} envelopes",
+            lambda: self._read_kind_once(kind, key, before_seq),
+        )
+
+    async def _read_kind_once(
+        self, kind: str, key: str | None, before_seq: int | None
+    ) -> list[BusMessage]:
         js = self._jetstream()
         filters = self._filters(kind, key)
         sub = await js.pull_subscribe(
@@ -475,22 +489,28 @@ class JetStreamBus:
     async def put_peer(self, node_id: str, data: bytes) -> None:
         """Replace this node's heartbeat on the board, retrying until publish_timeout (a bucket
         just created on a cluster answers "no stream response" until its leader is elected)."""
+
+        async def put() -> None:
+            await (await self._peers()).put(node_id, data)
+
+        await self._retried("the peer board did not take the heartbeat", put)
+
+    async def _retried(self, failure: str, call: Callable[[], Awaitable[T]]) -> T:
+        """``call``, made again on a retryable error (a leader not yet elected, a reconnect)
+        until publish_timeout; NetworkError (``failure``, then why) when it does not succeed."""
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self._publish_timeout
         delay = 0.05
         while True:
             try:
-                await (await self._peers()).put(node_id, data)
-                return
+                return await call()
             except _RETRYABLE as exc:
                 if loop.time() + delay >= deadline:
-                    raise NetworkError(
-                        f"the peer board did not take the heartbeat ({exc!r})"
-                    ) from exc
+                    raise NetworkError(f"{failure} ({exc!r})") from exc
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, 1.0)
             except NatsError as exc:
-                raise NetworkError(f"the peer board did not take the heartbeat ({exc!r})") from exc
+                raise NetworkError(f"{failure} ({exc!r})") from exc
 
     async def peer_entries(self) -> dict[str, bytes]:
         """The board as it is now: node id -> newest heartbeat."""
