@@ -192,6 +192,25 @@ async def postgres_url(
     return await postgres_database(template)
 
 
+@pytest.fixture(params=["sqlite", "postgresql"])
+def new_store(request: pytest.FixtureRequest, tmp_path: Path) -> Callable[[str], Awaitable[str]]:
+    """Makes a fresh store by name: a SQLite file, or a PostgreSQL database (dropped after);
+    both at the newest migration. Tests taking it run once on each."""
+    if request.param == "sqlite":
+
+        async def sqlite_file(name: str) -> str:
+            return f"sqlite+aiosqlite:///{tmp_path / name / 'bzzz.db'}"
+
+        return sqlite_file
+    make: Callable[[str | None], Awaitable[str]] = request.getfixturevalue("postgres_database")
+    template: str | None = request.getfixturevalue("migrated_postgres")
+
+    async def database(name: str) -> str:
+        return await make(template)
+
+    return database
+
+
 @pytest.fixture
 async def empty_postgres_url(postgres_database: Callable[[str | None], Awaitable[str]]) -> str:
     """An empty PostgreSQL database of one test (a spawned node migrates it)."""

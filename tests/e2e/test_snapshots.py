@@ -11,7 +11,6 @@ altered, are refused: the node says why on /healthz and replays the whole log in
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +25,7 @@ from bzzz.store.database import Database
 from bzzz.store.snapshot import read_consistent
 
 from .cluster import NatsCluster
+from .conftest import NodeFactory
 from .support import (
     TEST_KEYRING,
     HttpNode,
@@ -33,57 +33,31 @@ from .support import (
     call,
     eventually,
     http_session,
-    kill_orphans,
-    node_env,
 )
 
 pytestmark = pytest.mark.integration
 
 OBJECT = "snapshot.p1"
-NodeFactory = Callable[..., HttpNode]
+
+
+# p1 nodes on the cluster (R3); nothing on the log but what the test does: no peer is judged
+# lost meanwhile.
+P1 = {
+    "BZZZ_BZZZ__STREAM_REPLICAS": "3",
+    "BZZZ_PROJECTS": "p1",
+    "BZZZ_SNAPSHOTS_EVERY": "0",
+    "BZZZ_HEARTBEAT_INTERVAL": "60",
+}
 
 
 @pytest.fixture
-async def cluster(tmp_path: Path) -> AsyncIterator[NatsCluster]:
-    """Three routed JetStream servers on loopback."""
-    running = NatsCluster(tmp_path / "cluster")
-    try:
-        await running.start()
-        yield running
-    finally:
-        await running.close()
+def nats_url(cluster: NatsCluster) -> str:
+    """The nodes of these tests (``make_node``) on the 3-server cluster: every server's URL."""
+    return ",".join(cluster.urls)
 
 
-@pytest.fixture
-async def make_node(
-    tmp_path: Path, clean_env: dict[str, str], cluster: NatsCluster
-) -> AsyncIterator[NodeFactory]:
-    """p1 nodes on the cluster (R3), each in its own data directory; all killed at the end."""
-    made: list[HttpNode] = []
-
-    def make(name: str, **extra: str) -> HttpNode:
-        data_dir = tmp_path / name
-        env = node_env(
-            clean_env,
-            data_dir,
-            BZZZ_NATS_URL=",".join(cluster.urls),
-            BZZZ_BZZZ__STREAM_REPLICAS="3",
-            BZZZ_PROJECTS="p1",
-            BZZZ_SNAPSHOTS_EVERY="0",
-            # Nothing on the log but what the test does: no peer is judged lost meanwhile.
-            BZZZ_HEARTBEAT_INTERVAL="60",
-            **extra,
-        )
-        node = HttpNode(data_dir=data_dir, env=env, log_dir=tmp_path / "logs")
-        made.append(node)
-        return node
-
-    try:
-        yield make
-    finally:
-        for node in made:
-            await node.kill()
-            kill_orphans(node.data_dir)
+def _p1(make_node: NodeFactory, name: str, **extra: str) -> HttpNode:
+    return make_node(name, **(P1 | extra))
 
 
 async def _play(node: HttpNode, tag: str, posts: int) -> None:
@@ -171,7 +145,7 @@ async def _replace(urls: list[str], data: bytes) -> None:
 async def test_a_new_node_starts_from_a_snapshot_and_ends_as_one_that_replayed(
     cluster: NatsCluster, make_node: NodeFactory
 ) -> None:
-    a = make_node("a")
+    a = _p1(make_node, "a")
     await a.start(within=40)
     await _play(a, "before", 30)
     written = json.loads(await bzzz_cli(a.env, "snapshot", "--project", "p1", "--json"))
@@ -183,7 +157,7 @@ async def test_a_new_node_starts_from_a_snapshot_and_ends_as_one_that_replayed(
     await _caught_up(cluster.urls, a)
     await a.kill()
 
-    b, c = make_node("b"), make_node("c", BZZZ_SNAPSHOTS__LOAD="false")
+    b, c = _p1(make_node, "b"), _p1(make_node, "c", BZZZ_SNAPSHOTS__LOAD="false")
     await b.start(within=40)
     await c.start(within=40)
     from_snapshot = (await _snapshots(b))["projects"]["p1"]
@@ -204,7 +178,7 @@ async def test_a_new_node_starts_from_a_snapshot_and_ends_as_one_that_replayed(
 async def test_a_forged_or_unadmitted_snapshot_is_refused(
     cluster: NatsCluster, make_node: NodeFactory
 ) -> None:
-    a = make_node("a")
+    a = _p1(make_node, "a")
     await a.start(within=40)
     await _play(a, "x", 5)
     await bzzz_cli(a.env, "snapshot", "--json")
@@ -217,7 +191,7 @@ async def test_a_forged_or_unadmitted_snapshot_is_refused(
         cluster.urls,
         seal_snapshot(stranger, "main", "p1", header["sequence"], b"", 0, TEST_KEYRING),
     )
-    d = make_node("d")
+    d = _p1(make_node, "d")
     await d.start(within=40)
     shown = await _snapshots(d)
     assert shown["refused"] == {"not_admitted": 1}
@@ -226,7 +200,7 @@ async def test_a_forged_or_unadmitted_snapshot_is_refused(
     # The admitted writer's snapshot with its signed header altered.
     altered = json.dumps({"header": header | {"sequence": 1}, "sig": sig}).encode()
     await _replace(cluster.urls, altered + b"\n" + body)
-    e = make_node("e")
+    e = _p1(make_node, "e")
     await e.start(within=40)
     shown = await _snapshots(e)
     assert shown["refused"] == {"bad_signature": 1}

@@ -110,24 +110,6 @@ async def _consumer_filters(nats_url: str, durable: str) -> list[str]:
         await nc.close()
 
 
-@pytest.fixture(params=["sqlite", "postgresql"])
-def new_store(request: pytest.FixtureRequest, tmp_path: Path) -> StoreFactory:
-    """A fresh store by name: a SQLite file, or a PostgreSQL database at the newest migration."""
-    if request.param == "sqlite":
-
-        async def sqlite_file(name: str) -> str:
-            return f"sqlite+aiosqlite:///{tmp_path / name / 'bzzz.db'}"
-
-        return sqlite_file
-    make: Callable[[str | None], Awaitable[str]] = request.getfixturevalue("postgres_database")
-    template: str | None = request.getfixturevalue("migrated_postgres")
-
-    async def database(name: str) -> str:
-        return await make(template)
-
-    return database
-
-
 async def test_a_node_stores_only_its_projects(
     tmp_path: Path, nats_url: str, new_store: StoreFactory
 ) -> None:

@@ -47,6 +47,21 @@ async def pair(tmp_path: Path) -> AsyncIterator[tuple[Node, Node]]:
         yield a, b
 
 
+@pytest.fixture
+async def slow_pair(tmp_path: Path) -> AsyncIterator[tuple[Node, Node]]:
+    """Two nodes whose heartbeats are slow enough that a loaded machine's pauses never make a
+    real loss: the only loss in a test is the one it publishes (with 0.05 s beats, CI-like load
+    made others)."""
+    slow = {"heartbeat_interval": 0.5, "heartbeat_misses": 20}
+    bus = InMemoryBus()
+    async with (
+        Node(_settings(tmp_path, "a", **slow), bus=bus, address="http://a:1/mcp") as a,
+        Node(_settings(tmp_path, "b", **slow), bus=bus, address="http://b:1/mcp") as b,
+    ):
+        await admit(a, b)
+        yield a, b
+
+
 async def _announce(node: Node, agent_id: str, session: str = "s1") -> None:
     params = AnnounceInput(agent_id=agent_id, role="reviewer", capabilities=["python"])
     await node.agents.announce(Caller(session), params)
@@ -179,18 +194,10 @@ async def test_after_its_goodbye_a_node_beats_no_more_and_declares_no_one_lost(
 
 
 async def test_a_node_taken_for_lost_while_alive_announces_its_agents_again(
-    tmp_path: Path,
+    slow_pair: tuple[Node, Node],
 ) -> None:
-    # Heartbeats slow enough that a loaded machine's pauses never make a real loss: the story
-    # below is the one loss the test publishes (with 0.05 s beats, CI-like load made others).
-    slow = {"heartbeat_interval": 0.5, "heartbeat_misses": 20}
-    bus = InMemoryBus()
-    async with (
-        Node(_settings(tmp_path, "a", **slow), bus=bus, address="http://a:1/mcp") as a,
-        Node(_settings(tmp_path, "b", **slow), bus=bus, address="http://b:1/mcp") as b,
-    ):
-        await admit(a, b)
-        await _lost_while_alive(a, b)
+    a, b = slow_pair
+    await _lost_while_alive(a, b)
 
 
 def _false_loss(node: Node) -> dict[str, str | int]:
@@ -230,86 +237,72 @@ async def _lost_while_alive(a: Node, b: Node) -> None:
 
 
 async def test_a_post_made_while_the_node_is_taken_for_lost_waits_for_its_agents_to_return(
-    tmp_path: Path,
+    slow_pair: tuple[Node, Node],
 ) -> None:
-    slow = {"heartbeat_interval": 0.5, "heartbeat_misses": 20}
-    bus = InMemoryBus()
-    async with (
-        Node(_settings(tmp_path, "a", **slow), bus=bus, address="http://a:1/mcp") as a,
-        Node(_settings(tmp_path, "b", **slow), bus=bus, address="http://b:1/mcp") as b,
-    ):
-        await admit(a, b)
-        await _announce(a, "arch-1", session="sa")
-        await _announce(b, "rev-1")
-        # B's re-announcement of rev-1 is held until the post below is waiting for it.
-        gate, reannouncing, waiting = asyncio.Event(), asyncio.Event(), asyncio.Event()
-        announce_again, settle = b.agents.announce_again, b.agents.settle_reclaim
-        assert settle is not None
+    a, b = slow_pair
+    await _announce(a, "arch-1", session="sa")
+    await _announce(b, "rev-1")
+    # B's re-announcement of rev-1 is held until the post below is waiting for it.
+    gate, reannouncing, waiting = asyncio.Event(), asyncio.Event(), asyncio.Event()
+    announce_again, settle = b.agents.announce_again, b.agents.settle_reclaim
+    assert settle is not None
 
-        async def held(agent: domain.Agent) -> None:
-            reannouncing.set()
-            await gate.wait()
-            await announce_again(agent)
+    async def held(agent: domain.Agent) -> None:
+        reannouncing.set()
+        await gate.wait()
+        await announce_again(agent)
 
-        async def watched() -> bool:
-            waiting.set()
-            return await settle()
+    async def watched() -> bool:
+        waiting.set()
+        return await settle()
 
-        b.agents.announce_again = held  # type: ignore[method-assign]
-        b.agents.settle_reclaim = watched
-        await a.log.emit("node.lost", "node", b.node_id, _false_loss(b))
-        async with asyncio.timeout(10):
-            await reannouncing.wait()  # B applied the loss: rev-1 is offline there
-            assert not b.projector.directory.get("rev-1").online  # type: ignore[union-attr]
-            post = asyncio.create_task(
-                b.conversations.post(
-                    Caller("s1"),
-                    PostInput(
-                        target_address="bzzz://arch-1", message_type="text", content={"n": 1}
-                    ),
-                )
+    b.agents.announce_again = held  # type: ignore[method-assign]
+    b.agents.settle_reclaim = watched
+    await a.log.emit("node.lost", "node", b.node_id, _false_loss(b))
+    async with asyncio.timeout(10):
+        await reannouncing.wait()  # B applied the loss: rev-1 is offline there
+        assert not b.projector.directory.get("rev-1").online  # type: ignore[union-attr]
+        post = asyncio.create_task(
+            b.conversations.post(
+                Caller("s1"),
+                PostInput(target_address="bzzz://arch-1", message_type="text", content={"n": 1}),
             )
-            await waiting.wait()
-            assert not post.done()
-            gate.set()
-            sent = await post
+        )
+        await waiting.wait()
+        assert not post.done()
+        gate.set()
+        sent = await post
     assert sent["success"] is True
     assert sent["delivery_results"]["recipients"] == ["arch-1"]
 
 
 async def test_a_node_taken_for_lost_announces_every_agent_again_when_one_announcement_fails(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    slow_pair: tuple[Node, Node], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # Seen in bench/scale.py on a loaded machine: the first re-announcement's acknowledgement
     # came late and the node gave up on the 3,889 others, which stayed offline network-wide.
     monkeypatch.setattr(reclaim, "RECLAIM_RETRY_AFTER", 0.01)
-    slow = {"heartbeat_interval": 0.5, "heartbeat_misses": 20}
-    bus = InMemoryBus()
-    async with (
-        Node(_settings(tmp_path, "a", **slow), bus=bus, address="http://a:1/mcp") as a,
-        Node(_settings(tmp_path, "b", **slow), bus=bus, address="http://b:1/mcp") as b,
-    ):
-        await admit(a, b)
-        for n in range(3):
-            await _announce(b, f"rev-{n}")
-        await a.peers.wait_for(lambda peers: b.node_id in peers, 5)
-        announce_again = b.agents.announce_again
-        failures = Counter[str]()
+    a, b = slow_pair
+    for n in range(3):
+        await _announce(b, f"rev-{n}")
+    await a.peers.wait_for(lambda peers: b.node_id in peers, 5)
+    announce_again = b.agents.announce_again
+    failures = Counter[str]()
 
-        async def slow_first(agent: Any) -> None:
-            if agent.id == "rev-0" and not failures[agent.id]:
-                failures[agent.id] += 1
-                raise NetworkError("the network did not store the message in time")
-            await announce_again(agent)
+    async def slow_first(agent: Any) -> None:
+        if agent.id == "rev-0" and not failures[agent.id]:
+            failures[agent.id] += 1
+            raise NetworkError("the network did not store the message in time")
+        await announce_again(agent)
 
-        monkeypatch.setattr(b.agents, "announce_again", slow_first)
-        await a.log.emit("node.lost", "node", b.node_id, _false_loss(b))
-        for node in (a, b):
-            directory = node.projector.directory
+    monkeypatch.setattr(b.agents, "announce_again", slow_first)
+    await a.log.emit("node.lost", "node", b.node_id, _false_loss(b))
+    for node in (a, b):
+        directory = node.projector.directory
 
-            def all_online(d: Any = directory) -> bool:
-                agents = [d.get(f"rev-{n}") for n in range(3)]
-                return all(agent is not None and agent.online for agent in agents)
+        def all_online(d: Any = directory) -> bool:
+            agents = [d.get(f"rev-{n}") for n in range(3)]
+            return all(agent is not None and agent.online for agent in agents)
 
-            await node.projector.wait_until(all_online, 10)
-        assert failures["rev-0"] == 1
+        await node.projector.wait_until(all_online, 10)
+    assert failures["rev-0"] == 1

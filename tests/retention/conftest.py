@@ -5,30 +5,9 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
-import pytest
-
 from bzzz.config import Settings, load_settings
 
 StoreFactory = Callable[[str], Awaitable[str]]
-
-
-@pytest.fixture(params=["sqlite", "postgresql"])
-def new_store(request: pytest.FixtureRequest, tmp_path: Path) -> StoreFactory:
-    """Makes a fresh store by name: a SQLite file, or a PostgreSQL database (dropped after);
-    both at the newest migration, as tests/conftest.py makes them."""
-    if request.param == "sqlite":
-
-        async def sqlite_file(name: str) -> str:
-            return f"sqlite+aiosqlite:///{tmp_path / name / 'bzzz.db'}"
-
-        return sqlite_file
-    make: Callable[[str | None], Awaitable[str]] = request.getfixturevalue("postgres_database")
-    template: str | None = request.getfixturevalue("migrated_postgres")
-
-    async def database(name: str) -> str:
-        return await make(template)
-
-    return database
 
 
 def node_settings(

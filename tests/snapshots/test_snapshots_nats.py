@@ -41,24 +41,6 @@ def _settings(tmp_path: Path, name: str, nats_url: str, url: str, **snapshots: A
     )
 
 
-@pytest.fixture(params=["sqlite", "postgresql"])
-def new_store(request: pytest.FixtureRequest, tmp_path: Path) -> StoreFactory:
-    """A fresh store by name: a SQLite file, or a PostgreSQL database at the newest migration."""
-    if request.param == "sqlite":
-
-        async def sqlite_file(name: str) -> str:
-            return f"sqlite+aiosqlite:///{tmp_path / name / 'bzzz.db'}"
-
-        return sqlite_file
-    make: Callable[[str | None], Awaitable[str]] = request.getfixturevalue("postgres_database")
-    template: str | None = request.getfixturevalue("migrated_postgres")
-
-    async def database(name: str) -> str:
-        return await make(template)
-
-    return database
-
-
 async def _object(nats_url: str, name: str) -> bytes:
     nc = await nats.connect(nats_url)
     try:
