@@ -86,14 +86,23 @@ async def wait_until(check: Callable[[], bool]) -> None:
 async def eventually(
     probe: Callable[[], Awaitable[T]], accept: Callable[[T], bool], within: float = 10.0
 ) -> T:
-    """Call probe until accept(result) holds, within a bound; the last result on failure."""
-    last: T | None = None
+    """Call probe until accept(result) holds, within a bound; the last result on failure.
+
+    A probe that cannot reach a node (a transport error: a node busy on a loaded machine once
+    left a connection unanswered for 5 s in CI) has not seen the condition yet; it tries again.
+    """
+    last: T | httpx.TransportError | None = None
     try:
         async with asyncio.timeout(within):
             while True:
-                last = await probe()
-                if accept(last):
-                    return last
+                try:
+                    got = await probe()
+                except httpx.TransportError as exc:
+                    last = exc
+                else:
+                    if accept(got):
+                        return got
+                    last = got
                 await asyncio.sleep(POLL)
     except TimeoutError:
         pytest.fail(f"condition not reached within {within} s; last result: {last!r}")
