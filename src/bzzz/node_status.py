@@ -29,6 +29,9 @@ def node_status(node: Any) -> dict[str, Any]:
         # The id of the key new content is sealed with (an id names a key, never shows it).
         "encryption": _encryption(node),
         "projector": node.projector.stats() if hasattr(node, "projector") else None,
+        # Why the node's consumer of the log was made again (dropped deliveries, lost with its
+        # server), how often; None on a bus without one (in memory).
+        "consumer_restarts": getattr(getattr(node, "bus", None), "consumer_restarts", None),
         "hosted_agents": node.hosted.status() if hasattr(node, "hosted") else None,
         "whoosh": node.whoosh.status() if node.whoosh is not None else None,
         "forwarding": node.front.status() if hasattr(node, "front") else None,

@@ -12,6 +12,7 @@ from pathlib import Path
 import nats
 import pytest
 from mcp import ClientSession
+from nats.js.api import ConsumerInfo
 
 from bzzz.network.jetstream import stream_name
 from bzzz.retention.strip import opened_fields
@@ -148,14 +149,56 @@ async def test_without_a_quorum_a_post_fails_with_network_error_then_recovers(
         assert posted["delivery_results"]["recipients"] == ["sink"]
 
 
-async def _post_when_ready(session: ClientSession) -> dict[str, object]:
+async def _post_when_ready(session: ClientSession, n: int = 2) -> dict[str, object]:
     async def attempt() -> dict[str, object] | None:
         result = await session.call_tool(
             "bzzz_post",
-            {"target_address": "bzzz://sink", "message_type": "data", "content": {"n": 2}},
+            {"target_address": "bzzz://sink", "message_type": "data", "content": {"n": n}},
         )
         return None if result.is_error else dict(result.structured_content or {})
 
     got = await eventually(attempt, lambda body: body is not None, within=40)
     assert got is not None
     return got
+
+
+async def _node_consumer(urls: list[str]) -> ConsumerInfo:
+    """The one consumer a node keeps on the network's stream (read-only, with nats-py)."""
+    nc = await nats.connect(urls, connect_timeout=2)
+    try:
+        js = nc.jetstream(timeout=5)
+        consumers = [
+            c for c in await js.consumers_info(stream_name("main")) if c.config.durable_name
+        ]
+        assert len(consumers) == 1, [c.name for c in consumers]
+        return consumers[0]
+    finally:
+        await nc.close()
+
+
+async def test_the_nodes_consumer_is_one_replica_in_memory_and_its_servers_death_loses_nothing(
+    cluster: NatsCluster, node: HttpNode
+) -> None:
+    # A replicated consumer per node would cost each server a raft group per node: one server
+    # holds the node's consumer, in memory, and the node makes it again when that server dies.
+    consumer = await _node_consumer(cluster.urls)
+    assert consumer.config.num_replicas == 1 and consumer.config.mem_storage is True
+    assert consumer.cluster is not None and consumer.cluster.replicas in (None, [])
+    holder = next(s for s in cluster.servers if s.name == consumer.cluster.leader)
+    async with http_session(node.mcp_url) as session:
+        await call(session, "bzzz_announce", {"agent_id": "sink", "role": "sink"})
+        await cluster.kill(holder)
+        acked: list[str] = []
+        for n in range(40):
+            body = await _post_when_ready(session, n)
+            acked.append(str(body["message_id"]))
+    inbox = await eventually(
+        lambda: asyncio.to_thread(_inbox, node.data_dir / "bzzz.db"),
+        lambda got: set(acked) <= set(got),
+        within=60,
+    )
+    assert len(inbox) == len(set(inbox))
+    again = await _node_consumer([s.url for s in cluster.servers if s.running])
+    assert again.cluster is not None and again.cluster.leader != holder.name
+    health = await node.health()
+    assert health["healthy"] is True and health["consumer_restarts"]["lost"] >= 1

@@ -1,22 +1,44 @@
-"""The node's side of its durable consumer: acknowledging deliveries, finding dropped ones.
+"""The node's side of its consumer of the log: delivering, acknowledging, starting again.
 
-``Acks`` paces the server with few acknowledgements (AckPolicy.ALL); ``until_gap`` finds where
-the consumer's own sequence jumps, the mark of deliveries the client dropped.
+``NodeConsumer`` runs the node's consumer: one R1 consumer in the memory of one server (the
+engine handles them by the thousand; a replicated consumer per node costs every server of a
+cluster a raft group per node). It is made afresh from the store's next sequence whenever it
+can no longer be trusted to deliver everything: deliveries the client dropped, or the consumer
+lost with its server. ``Acks`` paces the server with few acknowledgements (AckPolicy.ALL);
+``until_gap`` finds where the consumer's own sequence jumps, the mark of dropped deliveries.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
+from collections.abc import Callable
+from typing import Any
 
 from nats.aio.msg import Msg
 from nats.errors import ConnectionClosedError
 from nats.errors import Error as NatsError
+from nats.errors import TimeoutError as NatsTimeoutError
+from nats.js import JetStreamContext
+from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
+from nats.js.errors import NotFoundError
+
+from bzzz.network.base import BatchHandler, BusMessage
 
 logger = logging.getLogger(__name__)
 
 ACK_EVERY = 1_000
 ACK_AFTER = 0.2
+# The server sends a node at most this many messages it has not acknowledged.
+MAX_ACK_PENDING = 20_000
+# How long the consumer waits for a delivery before it looks for dropped ones.
+DROP_CHECK = 1.0
+# After this long without a delivery the node asks the server whether its consumer still
+# exists: a consumer in one server's memory is lost with that server, and then nothing comes.
+CONSUMER_CHECK = 5.0
+# Between attempts to make the consumer again while the cluster cannot (an election).
+RESUBSCRIBE_RETRY = 1.0
 
 
 class Acks:
@@ -65,3 +87,159 @@ def until_gap(batch: list[Msg], expected: int) -> tuple[list[Msg], bool]:
             return batch[:index], True
         expected = max(expected, delivered + 1)
     return batch, False
+
+
+class NodeConsumer:
+    """The node's push consumer on ``stream``: batches to a handler, in log order, each once.
+
+    ``dropped_sids`` is where the client's error callback notes subscriptions whose deliveries
+    it dropped (nats-py's slow consumer error). ``restarts`` counts why the consumer was made
+    again: ``dropped`` deliveries or a ``lost`` consumer.
+    """
+
+    def __init__(
+        self,
+        js: Callable[[], JetStreamContext],
+        stream: str,
+        durable: str,
+        filters: list[str],
+        *,
+        batch_size: int,
+        pending_msgs_limit: int,
+        dropped_sids: set[int],
+    ) -> None:
+        self._js = js
+        self._stream = stream
+        self._durable = durable
+        self._filters = filters
+        self._batch_size = batch_size
+        self._pending_msgs_limit = pending_msgs_limit
+        self._dropped_sids = dropped_sids
+        self.restarts = {"dropped": 0, "lost": 0}
+
+    async def run(self, handler: BatchHandler, start_seq: int) -> None:
+        """Deliver from ``start_seq`` until cancelled; ack after the handler.
+
+        A delivery the client dropped leaves a gap in the consumer's own sequence, and an ack
+        of a later message (AckPolicy.ALL) would cover it for good: at a gap, or when the
+        consumer is gone, it starts again just after the last message handled.
+        """
+        loop = asyncio.get_running_loop()
+        acks = Acks()
+        sub = await self._subscribe(start_seq)
+        try:
+            async with asyncio.TaskGroup() as group:
+                group.create_task(acks.run(), name="bzzz-bus-acks")
+                expected = 1  # the consumer's sequence of its next delivery
+                heard = loop.time()
+                while True:
+                    try:
+                        batch = [await sub.next_msg(timeout=DROP_CHECK), *self._drain(sub)]
+                        heard = loop.time()
+                    except NatsTimeoutError:
+                        batch = []  # nothing came: a drop at the tail of a burst shows now
+                    handled, gap = until_gap(batch, expected)
+                    if handled:
+                        await handler([to_bus(msg) for msg in handled])
+                        await acks.handled(handled[-1], len(handled))
+                        expected = int(handled[-1].metadata.sequence.consumer) + 1
+                        start_seq = int(handled[-1].metadata.sequence.stream) + 1
+                    why = "dropped" if gap or self._dropped(sub) else None
+                    if why is None and loop.time() - heard >= CONSUMER_CHECK:
+                        heard = loop.time()
+                        why = None if await self._exists(sub) else "lost"
+                    if why is not None:
+                        self.restarts[why] += 1
+                        logger.warning(
+                            "%s; consuming again from sequence %d",
+                            "the client dropped deliveries of the log before they were handled "
+                            "(a slow consumer)"
+                            if why == "dropped"
+                            else "the node's consumer of the log is gone (lost with its server)",
+                            start_seq,
+                        )
+                        with contextlib.suppress(ConnectionClosedError, NatsError):
+                            await acks.flush()
+                        await _unsubscribe(sub)
+                        self._dropped_sids.discard(sub._sub._id)
+                        sub = await self._resubscribe(start_seq)
+                        expected = 1
+        finally:
+            await _unsubscribe(sub)
+
+    def _dropped(self, sub: Any) -> bool:
+        # Dropped at the tail of a burst: known once what was buffered has been handled.
+        return bool(sub._sub._id in self._dropped_sids and sub._pending_queue.empty())
+
+    async def _exists(self, sub: Any) -> bool:
+        """Whether the server still has this consumer (no answer counts as no)."""
+        try:
+            await sub.consumer_info()
+        except NotFoundError:
+            return False
+        except (TimeoutError, NatsError) as exc:
+            logger.info("no answer about the node's consumer of the log (%r)", exc)
+            return False
+        return True
+
+    async def _resubscribe(self, start_seq: int) -> Any:
+        """The consumer made again, as many times as it takes (the node lives on it)."""
+        while True:
+            try:
+                return await self._subscribe(start_seq)
+            except (TimeoutError, NatsError) as exc:
+                logger.warning("could not make the node's consumer of the log again (%r)", exc)
+                await asyncio.sleep(RESUBSCRIBE_RETRY)
+
+    async def _subscribe(self, start_seq: int) -> Any:
+        """The node's consumer, made afresh to deliver from ``start_seq``."""
+        js = self._js()
+        # A consumer left by an earlier run may hold deliveries it will only resend after
+        # ack_wait; the store knows exactly what was applied, so start afresh from there.
+        with contextlib.suppress(NotFoundError):
+            await js.delete_consumer(self._stream, self._durable)
+        wanted = self._filters
+        return await js.subscribe(
+            wanted[0],
+            durable=self._durable,
+            stream=self._stream,
+            manual_ack=True,
+            config=ConsumerConfig(
+                filter_subjects=wanted if len(wanted) > 1 else None,
+                # Acking a batch's last message acks the whole batch: one ack per batch.
+                ack_policy=AckPolicy.ALL,
+                deliver_policy=DeliverPolicy.BY_START_SEQUENCE,
+                opt_start_seq=max(1, start_seq),
+                max_ack_pending=MAX_ACK_PENDING,
+                ack_wait=60.0,
+                # One server holds it, in memory: where it resumes comes from the store, so a
+                # replicated, persisted consumer would keep nothing the node needs.
+                num_replicas=1,
+                mem_storage=True,
+            ),
+            pending_msgs_limit=self._pending_msgs_limit,
+        )
+
+    def _drain(self, sub: Any) -> list[Msg]:
+        return drain(sub, self._batch_size - 1)
+
+
+def drain(sub: Any, most: int) -> list[Msg]:
+    """Up to ``most`` deliveries already buffered, so catch-up applies many per transaction."""
+    extra: list[Msg] = []
+    queue = sub._pending_queue  # nats-py keeps delivered messages here
+    while len(extra) < most and not queue.empty():
+        extra.append(queue.get_nowait())
+        queue.task_done()
+    sub._pending_size -= sum(len(m.data) for m in extra)
+    return extra
+
+
+def to_bus(msg: Msg) -> BusMessage:
+    """A delivery as the Bus hands it on."""
+    return BusMessage(subject=msg.subject, data=msg.data, seq=int(msg.metadata.sequence.stream))
+
+
+async def _unsubscribe(sub: Any) -> None:
+    with contextlib.suppress(ConnectionClosedError, NatsTimeoutError):
+        await sub.unsubscribe()

@@ -1,4 +1,4 @@
-"""The Bus on NATS JetStream: one stream per network, one durable consumer per node."""
+"""The Bus on NATS JetStream: one stream per network, one consumer per node."""
 
 from __future__ import annotations
 
@@ -48,7 +48,7 @@ from bzzz.network.base import (
     Unanswered,
     ping_subject,
 )
-from bzzz.network.deliveries import Acks, until_gap
+from bzzz.network.deliveries import NodeConsumer, drain, to_bus
 from bzzz.network.nats_auth import NatsAuth, redact_url
 
 logger = logging.getLogger(__name__)
@@ -107,11 +107,6 @@ def peer_bucket(network: str) -> str:
 # A watch that hears nothing this long is rebuilt (its ephemeral consumer may have been lost
 # with a server); a node's own heartbeats keep a healthy watch busy.
 PEER_WATCH_IDLE = 30.0
-# The consumer acknowledges after this many messages, or this long after the last batch.
-# The server sends a node at most this many messages it has not acknowledged.
-MAX_ACK_PENDING = 20_000
-# How long the consumer waits for a delivery before it looks for dropped ones.
-DROP_CHECK = 1.0
 PENDING_MSGS_LIMIT = 100_000
 PEER_ENTRY_MAX_AGE = 7 * 86_400.0
 FOLLOW_RETRY = 2.0
@@ -148,8 +143,9 @@ class JetStreamBus:
         self.stream = stream_name(network)
         # The client's buffer of undelivered deliveries; past it, nats-py drops them.
         self.pending_msgs_limit = PENDING_MSGS_LIMIT
-        # How often a gap of dropped deliveries made the consumer start again.
-        self.dropped_deliveries = 0
+        # Why the node's consumer was made again, how often: deliveries the client dropped, or
+        # the consumer lost with its server (the latest consume's counts).
+        self.consumer_restarts: dict[str, int] = {"dropped": 0, "lost": 0}
         # Subscriptions the client dropped deliveries of (nats-py's slow consumer error).
         self._dropped_sids: set[int] = set()
 
@@ -291,90 +287,23 @@ class JetStreamBus:
         start_seq: int = 1,
         filters: Sequence[str] | None = None,
     ) -> None:
-        """Deliver batches from the node's durable push consumer; ack after the handler.
+        """Deliver batches from the node's push consumer (:class:`NodeConsumer`); ack after
+        the handler.
 
         ``filters`` become the consumer's filter subjects (nats-server 2.10+): the server
         delivers only the projects this node serves, and skips the rest of the log.
-
-        A delivery the client dropped (a slow consumer past its pending limits) leaves a gap
-        in the consumer's own sequence, and an ack of a later message (AckPolicy.ALL) would
-        cover it for good: at a gap the consumer starts again just after the last message
-        handled, so every envelope reaches the handler.
         """
-        wanted = list(filters) if filters else [f"bzzz.{self._network}.>"]
-        acks = Acks()
-        sub = await self._subscribe(durable, wanted, start_seq)
-        try:
-            async with asyncio.TaskGroup() as group:
-                group.create_task(acks.run(), name="bzzz-bus-acks")
-                expected = 1  # the consumer's sequence of its next delivery
-                while True:
-                    try:
-                        batch = [await sub.next_msg(timeout=DROP_CHECK), *self._drain(sub)]
-                    except NatsTimeoutError:
-                        batch = []  # nothing came: a drop at the tail of a burst shows now
-                    handled, gap = until_gap(batch, expected)
-                    if handled:
-                        await handler([self._to_bus(msg) for msg in handled])
-                        await acks.handled(handled[-1], len(handled))
-                        expected = int(handled[-1].metadata.sequence.consumer) + 1
-                        start_seq = int(handled[-1].metadata.sequence.stream) + 1
-                    dropped = sub._sub._id in self._dropped_sids and sub._pending_queue.empty()
-                    if gap or dropped:
-                        self.dropped_deliveries += 1
-                        logger.warning(
-                            "the client dropped deliveries of the log before %s handled them "
-                            "(a slow consumer); consuming again from sequence %d",
-                            durable,
-                            start_seq,
-                        )
-                        await acks.flush()
-                        with contextlib.suppress(ConnectionClosedError, NatsTimeoutError):
-                            await sub.unsubscribe()
-                        self._dropped_sids.discard(sub._sub._id)
-                        sub = await self._subscribe(durable, wanted, start_seq)
-                        expected = 1
-        finally:
-            with contextlib.suppress(ConnectionClosedError, NatsTimeoutError):
-                await sub.unsubscribe()
-
-    async def _subscribe(self, durable: str, wanted: list[str], start_seq: int) -> Any:
-        """The node's durable consumer, made afresh to deliver from ``start_seq``."""
-        js = self._jetstream()
-        # A consumer left by an earlier run may hold deliveries it will only resend after
-        # ack_wait; the store knows exactly what was applied, so start afresh from there.
-        with contextlib.suppress(NotFoundError):
-            await js.delete_consumer(self.stream, durable)
-        return await js.subscribe(
-            wanted[0],
-            durable=durable,
-            stream=self.stream,
-            manual_ack=True,
-            config=ConsumerConfig(
-                filter_subjects=wanted if len(wanted) > 1 else None,
-                # Acking a batch's last message acks the whole batch: one ack per batch.
-                ack_policy=AckPolicy.ALL,
-                deliver_policy=DeliverPolicy.BY_START_SEQUENCE,
-                opt_start_seq=max(1, start_seq),
-                max_ack_pending=MAX_ACK_PENDING,
-                ack_wait=60.0,
-            ),
+        consumer = NodeConsumer(
+            self._jetstream,
+            self.stream,
+            durable,
+            list(filters) if filters else [f"bzzz.{self._network}.>"],
+            batch_size=self._batch_size,
             pending_msgs_limit=self.pending_msgs_limit,
+            dropped_sids=self._dropped_sids,
         )
-
-    def _drain(self, sub: Any) -> list[Msg]:
-        # Take what is already buffered so catch-up applies many envelopes per transaction.
-        extra: list[Msg] = []
-        queue = sub._pending_queue  # nats-py keeps delivered messages here
-        while len(extra) < self._batch_size - 1 and not queue.empty():
-            extra.append(queue.get_nowait())
-            queue.task_done()
-        sub._pending_size -= sum(len(m.data) for m in extra)
-        return extra
-
-    @staticmethod
-    def _to_bus(msg: Msg) -> BusMessage:
-        return BusMessage(subject=msg.subject, data=msg.data, seq=int(msg.metadata.sequence.stream))
+        self.consumer_restarts = consumer.restarts
+        await consumer.run(handler, start_seq)
 
     async def last_sequence(self, subject: str | None = None) -> int:
         """The stream's last sequence; with ``subject``, the newest on a subject it matches."""
@@ -425,7 +354,7 @@ class JetStreamBus:
             while len(found) < pending:
                 batch = min(256, pending - len(found))
                 msgs = await sub.fetch(batch, timeout=self._publish_timeout)
-                found.extend(self._to_bus(msg) for msg in msgs)
+                found.extend(to_bus(msg) for msg in msgs)
                 if before_seq is not None and found and found[-1].seq >= before_seq:
                     break
             if before_seq is not None:
@@ -670,8 +599,8 @@ class JetStreamBus:
         try:
             while True:
                 first = await sub.next_msg(timeout=None)
-                batch = [first, *self._drain(sub)]
-                await handler([self._to_bus(msg) for msg in batch])
+                batch = [first, *drain(sub, self._batch_size - 1)]
+                await handler([to_bus(msg) for msg in batch])
         finally:
             with contextlib.suppress(ConnectionClosedError, NatsTimeoutError):
                 await sub.unsubscribe()
