@@ -13,11 +13,13 @@ import nats
 import pytest
 from mcp import ClientSession
 from nats.js.api import ConsumerInfo
+from nats.js.errors import NotFoundError
 
 from bzzz.network.jetstream import stream_name
 from bzzz.retention.strip import opened_fields
 
 from .cluster import NatsCluster
+from .conftest import NodeFactory
 from .support import (
     TEST_KEYRING,
     HttpNode,
@@ -27,13 +29,22 @@ from .support import (
     http_session,
     kill_orphans,
     node_env,
+    start_network,
 )
 
 pytestmark = pytest.mark.integration
 
+R3 = {"BZZZ_BZZZ__STREAM_REPLICAS": "3", "BZZZ_BZZZ__PUBLISH_TIMEOUT": "4"}
+
 # Posts before the leader dies, while the cluster elects a new one (~6 s) and after it.
 TOTAL = 600
 KILL_AFTER = 200
+
+
+@pytest.fixture
+def nats_url(cluster: NatsCluster) -> str:
+    """The nodes of ``make_node`` on the 3-server cluster: every server's URL."""
+    return ",".join(cluster.urls)
 
 
 @pytest.fixture
@@ -46,8 +57,7 @@ async def node(
         clean_env,
         data_dir,
         BZZZ_NATS_URL=",".join(cluster.urls),
-        BZZZ_BZZZ__STREAM_REPLICAS="3",
-        BZZZ_BZZZ__PUBLISH_TIMEOUT="4",
+        **R3,
     )
     running = HttpNode(data_dir=data_dir, env=env, log_dir=tmp_path / "logs")
     try:
@@ -162,43 +172,55 @@ async def _post_when_ready(session: ClientSession, n: int = 2) -> dict[str, obje
     return got
 
 
-async def _node_consumer(urls: list[str]) -> ConsumerInfo:
-    """The one consumer a node keeps on the network's stream (read-only, with nats-py)."""
-    nc = await nats.connect(urls, connect_timeout=2)
+async def _consumer_of(urls: list[str], node: HttpNode) -> ConsumerInfo | None:
+    """The consumer ``node`` keeps on the network's stream, None while there is none (nats-py)."""
+    durable = "node_" + str((await node.health())["node_id"]).replace("-", "_")
+    nc = await nats.connect(urls, connect_timeout=2, error_cb=_quiet)
     try:
-        js = nc.jetstream(timeout=5)
-        consumers = [
-            c for c in await js.consumers_info(stream_name("main")) if c.config.durable_name
-        ]
-        assert len(consumers) == 1, [c.name for c in consumers]
-        return consumers[0]
+        return await nc.jetstream(timeout=5).consumer_info(stream_name("main"), durable)
+    except NotFoundError:
+        return None
     finally:
         await nc.close()
 
 
-async def test_the_nodes_consumer_is_one_replica_in_memory_and_its_servers_death_loses_nothing(
-    cluster: NatsCluster, node: HttpNode
+async def _quiet(exc: Exception) -> None:
+    """nats-py's default error callback prints a traceback for each server it cannot reach."""
+
+
+async def test_a_nodes_consumer_is_one_replica_in_memory_and_its_servers_death_loses_nothing(
+    cluster: NatsCluster, make_node: NodeFactory
 ) -> None:
     # A replicated consumer per node would cost each server a raft group per node: one server
-    # holds the node's consumer, in memory, and the node makes it again when that server dies.
-    consumer = await _node_consumer(cluster.urls)
+    # holds a node's consumer, in memory, and the node makes it again when that server dies.
+    receiver, sender = make_node("receiver", **R3), make_node("sender", **R3)
+    await start_network(receiver, sender)
+    consumer = await _consumer_of(cluster.urls, receiver)
+    assert consumer is not None and consumer.cluster is not None
     assert consumer.config.num_replicas == 1 and consumer.config.mem_storage is True
-    assert consumer.cluster is not None and consumer.cluster.replicas in (None, [])
+    assert not consumer.cluster.replicas  # no other server holds a copy
     holder = next(s for s in cluster.servers if s.name == consumer.cluster.leader)
-    async with http_session(node.mcp_url) as session:
-        await call(session, "bzzz_announce", {"agent_id": "sink", "role": "sink"})
+    async with http_session(receiver.mcp_url) as sr:
+        await call(sr, "bzzz_announce", {"agent_id": "sink", "role": "sink"})
+    async with http_session(sender.mcp_url) as ss:
+        await call(ss, "bzzz_announce", {"agent_id": "source", "role": "source"})
+        await eventually(lambda: _lookup(ss, "bzzz://sink"), lambda count: count == 1)
         await cluster.kill(holder)
-        acked: list[str] = []
-        for n in range(40):
-            body = await _post_when_ready(session, n)
-            acked.append(str(body["message_id"]))
+        # The sender's posts reach the receiver through its consumer alone.
+        acked = [str((await _post_when_ready(ss, n))["message_id"]) for n in range(40)]
     inbox = await eventually(
-        lambda: asyncio.to_thread(_inbox, node.data_dir / "bzzz.db"),
+        lambda: asyncio.to_thread(_inbox, receiver.data_dir / "bzzz.db"),
         lambda got: set(acked) <= set(got),
         within=60,
     )
     assert len(inbox) == len(set(inbox))
-    again = await _node_consumer([s.url for s in cluster.servers if s.running])
-    assert again.cluster is not None and again.cluster.leader != holder.name
-    health = await node.health()
+    again = await _consumer_of([s.url for s in cluster.servers if s.running], receiver)
+    assert again is not None and again.cluster is not None
+    assert again.cluster.leader != holder.name
+    health = await receiver.health()
     assert health["healthy"] is True and health["consumer_restarts"]["lost"] >= 1
+
+
+async def _lookup(session: ClientSession, address: str) -> int:
+    found = await call(session, "bzzz_lookup", {"semantic_address": address})
+    return int(found["count"])
