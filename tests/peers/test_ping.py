@@ -94,3 +94,26 @@ async def test_only_the_pinged_peers_pong_with_the_pings_nonce_counts(bus: InMem
             await asyncio.gather(serving, return_exceptions=True)
     assert (pa.round_trips[b.node_id].count, pa.round_trips[b.node_id].timeouts) == (0, 2)
     assert pa.summary() == {}
+
+
+async def test_a_round_pings_a_few_peers_at_a_time_and_in_turn_reaches_each(
+    bus: InMemoryBus,
+) -> None:
+    # Pinging every peer each interval costs a network N·(N-1) pings: a round takes the few
+    # peers measured least, so 20 peers are each measured once in three rounds of 8.
+    me = NodeIdentity.generate()
+    peers = [NodeIdentity.generate() for _ in range(20)]
+    pingers = {p.node_id: _pinger(bus, p) for p in peers}
+    serving = [await _serving(bus, node_id, pinger) for node_id, pinger in pingers.items()]
+    mine = _pinger(bus, me)
+    try:
+        await mine.round(pingers)
+        assert len(mine.round_trips) == 8
+        await mine.round(pingers)
+        await mine.round(pingers)
+    finally:
+        for task in serving:
+            task.cancel()
+    assert set(mine.round_trips) == set(pingers)
+    assert sorted(t.count for t in mine.round_trips.values()) == [1] * 16 + [2] * 4
+    assert all(t.timeouts == 0 for t in mine.round_trips.values())
