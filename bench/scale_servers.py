@@ -20,6 +20,7 @@ from bzzz.network.directory import directory_bucket
 from bzzz.network.envelope import Envelope, sealed_key_id, unseal
 from bzzz.network.jetstream import stream_name
 from bzzz.network.sealing import Keyring
+from bzzz.peers.latency import PINGS_PER_ROUND
 
 NETWORK = "main"
 IDLE_WINDOW = 10.0  # seconds the servers' message counts are read over, with nothing driven
@@ -165,24 +166,26 @@ def extrapolate(
     projects: int = 50,
 ) -> dict[str, Any]:
     """Issue 22's network (``nodes`` nodes, ``agents`` agents, ``projects`` projects) from
-    this run's per-unit figures: linear in what grows linearly (entries, agents held, nodes),
-    quadratic in what every node does with every other (heartbeats heard, pings)."""
+    this run's per-unit figures: linear in what grows linearly (entries, agents held, nodes,
+    pings: each node pings PINGS_PER_ROUND peers an interval), quadratic in what every node
+    hears of every other (heartbeats)."""
     servers = results["servers"]
     kv = servers["streams"].get(f"KV_{directory_bucket(NETWORK)}", {})
     per_entry = kv.get("bytes", 0) / max(1, kv.get("messages", 1))
     log = servers["streams"].get(stream_name(NETWORK), {})
-    durables = sum(n for kind, n in log.get("consumers", {}).items() if kind.startswith("durable"))
+    # Replicated consumers are each a Raft group on every server; a node's consumer (R1, in
+    # memory) is none, so the groups stay those of the streams and the meta group.
+    replicated = sum(n for kind, n in log.get("consumers", {}).items() if kind.endswith("R3"))
     raft_now = max(s["raft_groups"] or 0 for s in servers["per_server"])
     per_project = agents / projects
     figures: dict[str, Any] = {
         "nodes": nodes,
         "agents": agents,
         "projects": projects,
-        "durable_consumers": nodes,
-        # Each durable R3 consumer is a Raft group on every server (streams and meta besides).
-        "raft_groups_per_server": raft_now - durables + nodes,
+        "node_consumers": nodes,
+        "raft_groups_per_server": raft_now - replicated,
         "heartbeats_delivered_per_s": round(nodes * nodes / args.heartbeat),
-        "pings_per_s": round(nodes * (nodes - 1) / args.heartbeat),
+        "pings_per_s": round(nodes * min(PINGS_PER_ROUND, nodes - 1) / args.heartbeat),
         "directory_bytes_per_entry": round(per_entry, 1),
         "directory_mb_per_server": round(agents * per_entry / 2**20, 1),
         "directory_renewals_per_s": {
