@@ -35,8 +35,9 @@ its own project (store) and for X (directory), and whether the two sources answe
 (5) RSS and store size per node against its projects; (6) streams, consumers (kind, replicas),
 Raft groups, memory and idle message rate of the servers, and what clients send at idle by
 subject; (7) bootstrap of ``boot`` (one project with
-``--history`` envelopes of history in its project): full replay now, the snapshot variant beside
-it once snapshots exist; (8) ``--minutes M``: a soak posting across projects from every node,
+``--history`` envelopes of history in its project), side by side: a full replay, then, from the
+snapshot the replayed node writes, a fresh start that loads it and replays what follows;
+(8) ``--minutes M``: a soak posting across projects from every node,
 then a check that each acknowledged post is stored once on every node serving its project, on
 no other, and once on the log; (9) the nodes' status changes on the log (``node.lost``: a node
 whose heartbeats came late was taken for lost and its agents offline). ``extrapolated`` scales
@@ -89,10 +90,6 @@ from scale_worker import agent_id
 
 BENCH = Path(__file__).resolve().parent
 logger = logging.getLogger("bench.scale")
-# Bootstrap variants, side by side. SNAPSHOT: once issue 22's snapshots land, add "snapshot":
-# write one for the project (`bzzz snapshot --project P`) before `boot` starts on an empty data
-# directory, and read where it started from (`/healthz`: snapshot at sequence N, or replay).
-BOOTSTRAP_MODES = ("replay",)
 
 
 class Harness:
@@ -384,11 +381,23 @@ class Harness:
         project = self.layout.node("boot").projects[0]
         filled = await self._fill_history(project, self.args.history)
         await self._each_worker("settle", within=3600)
-        modes: dict[str, Any] = {}
-        for mode in BOOTSTRAP_MODES:
-            modes[mode] = await self._bootstrap_replay()
-        modes.setdefault("snapshot", "not built yet (see BOOTSTRAP_MODES)")
-        self.results["bootstrap"] = {"project": project, "history_envelopes": filled, **modes}
+        # Side by side: a full replay (snapshots not loaded); then the replayed node writes the
+        # project's snapshot (`bzzz snapshot`), is dropped with its data directory, and starts
+        # again empty, loading the snapshot and replaying what came after it.
+        replay = await self._bootstrap(load_snapshot=False)
+        written = await self.workers["w-boot"].call("snapshot", node="boot")
+        await self.workers["w-boot"].call("drop", names=["boot"])
+        snapshot = await self._bootstrap(load_snapshot=True)
+        snapshot["written"] = written
+        self.results["bootstrap"] = {
+            "project": project,
+            "history_envelopes": filled,
+            "replay": replay,
+            "snapshot": snapshot,
+            "snapshot_over_replay": round(
+                snapshot["node_start_and_catch_up_s"] / replay["node_start_and_catch_up_s"], 3
+            ),
+        }
 
     async def _fill_history(self, project: str, count: int) -> int:
         """``count`` signed posts of ``project`` straight onto the log (an admitted writer)."""
@@ -441,19 +450,23 @@ class Harness:
         assert keyring is not None
         return keyring
 
-    async def _bootstrap_replay(self) -> dict[str, Any]:
-        """Full replay: the process starts, the node starts and applies its project's log."""
+    async def _bootstrap(self, *, load_snapshot: bool) -> dict[str, Any]:
+        """``boot`` starts on an empty data directory and catches up with its project's log:
+        by a full replay, or from the project's snapshot."""
         worker = self.workers["w-boot"]
         started = time.monotonic()
-        await worker.spawn()
+        if not self._boot_started:
+            await worker.spawn()
         # The interpreter with bzzz imported and no node: what every node process starts from.
         baseline = (await worker.call("stats"))["rss_kb"] / 1024
-        answer = await worker.call("start", names=["boot"])
+        answer = await worker.call("start", names=["boot"], load_snapshot=load_snapshot)
         total = time.monotonic() - started
         self._boot_started = True
         stats = await worker.call("stats")
         node = stats["nodes"]["boot"]
         return {
+            "started_from": answer["began"]["boot"],
+            "loaded": answer["loaded"]["boot"],
             "node_start_and_catch_up_s": answer["start_s"]["boot"],
             "process_spawn_to_serving_s": round(total, 3),
             "envelopes_applied": answer["applied"]["boot"],

@@ -22,6 +22,7 @@ import contextlib
 import json
 import logging
 import random
+import shutil
 import sys
 import time
 from collections.abc import Awaitable, Callable
@@ -36,7 +37,7 @@ from bzzz.network import subjects
 from bzzz.network.envelope import seal
 from bzzz.network.jetstream import JetStreamBus
 from bzzz.node import Node
-from bzzz.principal import Principal, Scope
+from bzzz.principal import LOCAL, Principal, Scope
 from bzzz.schemas import AnnounceInput, FilterCriteria, LookupInput, PostInput
 from bzzz.store.models import AgentRow, MessageRow
 
@@ -125,9 +126,11 @@ class Worker:
             "soak": self.op_soak,
             "count": self.op_count,
             "stats": self.op_stats,
+            "snapshot": self.op_snapshot,
+            "drop": self.op_drop,
         }
 
-    def _settings(self, node: dict[str, Any]) -> Any:
+    def _settings(self, node: dict[str, Any], load_snapshot: bool = True) -> Any:
         spec = self.spec
         return load_settings(
             environ={},
@@ -146,6 +149,7 @@ class Worker:
                 "agents": {"lease_seconds": spec["lease"], "max_agents": spec["max_agents"]},
                 # One network key for the fleet: content is sealed on the log, as by default.
                 "encryption": {"key": spec["network_key"]},
+                "snapshots": {"load": load_snapshot},
             },
         )
 
@@ -159,14 +163,30 @@ class Worker:
         async def start(node: dict[str, Any]) -> None:
             async with gate:
                 started = time.monotonic()
-                built = Node(self._settings(node), catch_up_timeout=3600)
+                settings = self._settings(node, cmd.get("load_snapshot", True))
+                built = Node(settings, catch_up_timeout=3600)
                 await built.start()
                 took[node["name"]] = round(time.monotonic() - started, 3)
                 self.nodes[node["name"]] = built
 
         await asyncio.gather(*(start(node) for node in wanted))
         applied = {name: self.nodes[name].projector.applied_count for name in took}
-        return {"start_s": took, "applied": applied, **_rss_kb()}
+        # Where each started from (/healthz "snapshots"): a snapshot at sequence N, or replay.
+        began = {name: self.nodes[name].snapshots.started() for name in took}
+        loaded = {name: self.nodes[name].snapshots.loaded for name in took}
+        return {"start_s": took, "applied": applied, "began": began, "loaded": loaded, **_rss_kb()}
+
+    async def op_snapshot(self, cmd: dict[str, Any]) -> dict[str, Any]:
+        """``bzzz snapshot`` on the named node: what it wrote."""
+        return await self.nodes[cmd["node"]].snapshots.write(LOCAL)
+
+    async def op_drop(self, cmd: dict[str, Any]) -> dict[str, Any]:
+        """Stop the named nodes and delete their data directories (the next start is fresh)."""
+        for name in cmd["names"]:
+            node = self.nodes.pop(name)
+            await node.stop()
+            shutil.rmtree(next(n["dir"] for n in self.spec["nodes"] if n["name"] == name))
+        return {"dropped": cmd["names"]}
 
     async def op_populate(self, cmd: dict[str, Any]) -> dict[str, Any]:
         """Publish this worker's share of the bulk announcements, signed by their nodes."""
