@@ -22,7 +22,6 @@ import contextlib
 import json
 import logging
 import random
-import shutil
 import sys
 import time
 from collections.abc import Awaitable, Callable
@@ -35,6 +34,7 @@ from bzzz.config import load_settings
 from bzzz.eventlog import LOCAL_CALLER, Caller
 from bzzz.network import subjects
 from bzzz.network.envelope import seal
+from bzzz.network.identity import KEY_FILE
 from bzzz.network.jetstream import JetStreamBus
 from bzzz.node import Node
 from bzzz.principal import LOCAL, Principal, Scope
@@ -99,6 +99,15 @@ def _rss_kb() -> dict[str, int]:
         if line.startswith(("VmRSS:", "VmHWM:")):
             found[line.split(":")[0]] = int(line.split()[1])
     return {"rss_kb": found.get("VmRSS", 0), "peak_rss_kb": found.get("VmHWM", 0)}
+
+
+def _empty_but_identity(root: Path) -> None:
+    for path in sorted(root.rglob("*"), reverse=True):
+        if path.is_dir():
+            with contextlib.suppress(OSError):  # one that holds the key stays
+                path.rmdir()
+        elif path.name != KEY_FILE:
+            path.unlink()
 
 
 def _size(path: Path) -> int:
@@ -181,11 +190,13 @@ class Worker:
         return await self.nodes[cmd["node"]].snapshots.write(LOCAL)
 
     async def op_drop(self, cmd: dict[str, Any]) -> dict[str, Any]:
-        """Stop the named nodes and delete their data directories (the next start is fresh)."""
+        """Stop the named nodes and empty their data directories but for their identity (the
+        fleet's trusted key): the next start is a new node's on an empty store."""
         for name in cmd["names"]:
             node = self.nodes.pop(name)
             await node.stop()
-            shutil.rmtree(next(n["dir"] for n in self.spec["nodes"] if n["name"] == name))
+            root = Path(next(n["dir"] for n in self.spec["nodes"] if n["name"] == name))
+            await asyncio.to_thread(_empty_but_identity, root)
         return {"dropped": cmd["names"]}
 
     async def op_populate(self, cmd: dict[str, Any]) -> dict[str, Any]:

@@ -17,7 +17,7 @@ from collections.abc import Callable
 from typing import Any
 
 from nats.aio.msg import Msg
-from nats.errors import ConnectionClosedError
+from nats.errors import BadSubscriptionError, ConnectionClosedError
 from nats.errors import Error as NatsError
 from nats.errors import TimeoutError as NatsTimeoutError
 from nats.js import JetStreamContext
@@ -241,5 +241,6 @@ def to_bus(msg: Msg) -> BusMessage:
 
 
 async def _unsubscribe(sub: Any) -> None:
-    with contextlib.suppress(ConnectionClosedError, NatsTimeoutError):
+    # Once more for one already ended (a stop while the consumer was being made again).
+    with contextlib.suppress(ConnectionClosedError, NatsTimeoutError, BadSubscriptionError):
         await sub.unsubscribe()
