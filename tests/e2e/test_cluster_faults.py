@@ -12,6 +12,7 @@ from pathlib import Path
 import nats
 import pytest
 from mcp import ClientSession
+from nats.errors import Error as NatsError
 from nats.js.api import ConsumerInfo
 from nats.js.errors import NotFoundError
 
@@ -87,6 +88,21 @@ async def _stored_message_ids(urls: list[str]) -> Counter[str]:
                 return seen
     finally:
         await nc.close()
+
+
+async def _stored_when_ready(urls: list[str]) -> Counter[str]:
+    """``_stored_message_ids`` once the cluster places a reader again: just after a server
+    died, making the reading consumer can time out while the servers notice."""
+
+    async def attempt() -> Counter[str] | None:
+        try:
+            return await _stored_message_ids(urls)
+        except NatsError:
+            return None
+
+    stored = await eventually(attempt, lambda got: got is not None, within=60)
+    assert stored is not None
+    return stored
 
 
 def _inbox(db_path: Path) -> list[str]:
@@ -202,19 +218,28 @@ async def test_a_nodes_consumer_is_one_replica_in_memory_and_its_servers_death_l
     holder = next(s for s in cluster.servers if s.name == consumer.cluster.leader)
     async with http_session(receiver.mcp_url) as sr:
         await call(sr, "bzzz_announce", {"agent_id": "sink", "role": "sink"})
+    acked: list[str] = []
     async with http_session(sender.mcp_url) as ss:
         await call(ss, "bzzz_announce", {"agent_id": "source", "role": "source"})
         await eventually(lambda: _lookup(ss, "bzzz://sink"), lambda count: count == 1)
-        await cluster.kill(holder)
-        # The sender's posts reach the receiver through its consumer alone.
-        acked = [str((await _post_when_ready(ss, n))["message_id"]) for n in range(40)]
-    inbox = await eventually(
+        # Posts before, across and after the kill; they reach the receiver through its
+        # consumer alone (the sender's node is another).
+        for n in range(60):
+            if n == 20:
+                await cluster.kill(holder)
+            acked.append(str((await _post_when_ready(ss, n))["message_id"]))
+    running = [s.url for s in cluster.servers if s.running]
+    stored = await _stored_when_ready(running)
+    assert all(count == 1 for count in stored.values()), "a message was stored twice"
+    assert set(acked) <= set(stored)
+    # Every message the log holds for the sink reached the receiver's inbox (a post refused
+    # while the cluster elected may still have been stored: it must arrive too).
+    await eventually(
         lambda: asyncio.to_thread(_inbox, receiver.data_dir / "bzzz.db"),
-        lambda got: set(acked) <= set(got),
+        lambda got: set(got) == set(stored),
         within=60,
     )
-    assert len(inbox) == len(set(inbox))
-    again = await _consumer_of([s.url for s in cluster.servers if s.running], receiver)
+    again = await _consumer_of(running, receiver)
     assert again is not None and again.cluster is not None
     assert again.cluster.leader != holder.name
     health = await receiver.health()

@@ -22,7 +22,7 @@ from nats.errors import Error as NatsError
 from nats.errors import TimeoutError as NatsTimeoutError
 from nats.js import JetStreamContext
 from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
-from nats.js.errors import NotFoundError
+from nats.js.errors import APIError, NotFoundError
 
 from bzzz.network.base import BatchHandler, BusMessage
 
@@ -122,7 +122,9 @@ class NodeConsumer:
 
         A delivery the client dropped leaves a gap in the consumer's own sequence, and an ack
         of a later message (AckPolicy.ALL) would cover it for good: at a gap, or when the
-        consumer is gone, it starts again just after the last message handled.
+        consumer is gone, it starts again just after the last message handled. A consumer its
+        server rebuilt empty (a quick restart) delivers again from where it was first made:
+        a first delivery below ``start_seq`` makes it again too.
         """
         loop = asyncio.get_running_loop()
         acks = Acks()
@@ -132,38 +134,36 @@ class NodeConsumer:
                 group.create_task(acks.run(), name="bzzz-bus-acks")
                 expected = 1  # the consumer's sequence of its next delivery
                 heard = loop.time()
+                unanswered = 0  # checks in a row the server did not answer
                 while True:
                     try:
                         batch = [await sub.next_msg(timeout=DROP_CHECK), *self._drain(sub)]
                         heard = loop.time()
                     except NatsTimeoutError:
                         batch = []  # nothing came: a drop at the tail of a burst shows now
-                    handled, gap = until_gap(batch, expected)
+                    rewound = bool(batch) and _rewound(batch[0], start_seq)
+                    handled, gap = ([], False) if rewound else until_gap(batch, expected)
                     if handled:
                         await handler([to_bus(msg) for msg in handled])
                         await acks.handled(handled[-1], len(handled))
                         expected = int(handled[-1].metadata.sequence.consumer) + 1
-                        start_seq = int(handled[-1].metadata.sequence.stream) + 1
-                    why = "dropped" if gap or self._dropped(sub) else None
+                        start_seq = max(start_seq, int(handled[-1].metadata.sequence.stream) + 1)
+                    why = "lost" if rewound else "dropped" if gap or self._dropped(sub) else None
                     if why is None and loop.time() - heard >= CONSUMER_CHECK:
+                        exists = await self._exists(sub)
                         heard = loop.time()
-                        why = None if await self._exists(sub) else "lost"
+                        unanswered = unanswered + 1 if exists is None else 0
+                        # Gone, or twice no answer (one can be a busy server): made again.
+                        why = "lost" if exists is False or unanswered >= 2 else None
                     if why is not None:
                         self.restarts[why] += 1
-                        logger.warning(
-                            "%s; consuming again from sequence %d",
-                            "the client dropped deliveries of the log before they were handled "
-                            "(a slow consumer)"
-                            if why == "dropped"
-                            else "the node's consumer of the log is gone (lost with its server)",
-                            start_seq,
-                        )
+                        logger.warning("%s; consuming again from sequence %d", _WHY[why], start_seq)
                         with contextlib.suppress(ConnectionClosedError, NatsError):
                             await acks.flush()
                         await _unsubscribe(sub)
                         self._dropped_sids.discard(sub._sub._id)
                         sub = await self._resubscribe(start_seq)
-                        expected = 1
+                        expected, unanswered, heard = 1, 0, loop.time()
         finally:
             await _unsubscribe(sub)
 
@@ -171,25 +171,35 @@ class NodeConsumer:
         # Dropped at the tail of a burst: known once what was buffered has been handled.
         return bool(sub._sub._id in self._dropped_sids and sub._pending_queue.empty())
 
-    async def _exists(self, sub: Any) -> bool:
-        """Whether the server still has this consumer (no answer counts as no)."""
+    async def _exists(self, sub: Any) -> bool | None:
+        """Whether the server still has this consumer; None when it did not answer."""
         try:
             await sub.consumer_info()
-        except NotFoundError:
-            return False
+        except APIError as exc:
+            if exc.code != 503:  # not found, or offline with its server: JetStream's answer
+                logger.info("the server has no live consumer of this node's (%r)", exc)
+                return False
+            logger.info("JetStream did not answer about the node's consumer (%r)", exc)
+            return None
         except (TimeoutError, NatsError) as exc:
             logger.info("no answer about the node's consumer of the log (%r)", exc)
-            return False
+            return None
         return True
 
     async def _resubscribe(self, start_seq: int) -> Any:
-        """The consumer made again, as many times as it takes (the node lives on it)."""
+        """The consumer made again, as many times as it takes while the cluster cannot (an
+        election, a server away: no answer or a 5xx); a refusal for good (4xx) ends the
+        consumer, and the node shows itself unhealthy."""
         while True:
             try:
                 return await self._subscribe(start_seq)
+            except APIError as exc:
+                if exc.code is not None and exc.code < 500:
+                    raise  # refused for good (no such stream, a bad or forbidden request)
+                logger.warning("could not make the node's consumer of the log again (%r)", exc)
             except (TimeoutError, NatsError) as exc:
                 logger.warning("could not make the node's consumer of the log again (%r)", exc)
-                await asyncio.sleep(RESUBSCRIBE_RETRY)
+            await asyncio.sleep(RESUBSCRIBE_RETRY)
 
     async def _subscribe(self, start_seq: int) -> Any:
         """The node's consumer, made afresh to deliver from ``start_seq``."""
@@ -222,6 +232,18 @@ class NodeConsumer:
 
     def _drain(self, sub: Any) -> list[Msg]:
         return drain(sub, self._batch_size - 1)
+
+
+_WHY = {
+    "dropped": "the client dropped deliveries of the log before they were handled "
+    "(a slow consumer)",
+    "lost": "the node's consumer of the log is gone (lost with its server, or rebuilt empty)",
+}
+
+
+def _rewound(msg: Msg, start_seq: int) -> bool:
+    """A first delivery of what the node handled already: the consumer started over."""
+    return bool(msg.metadata.num_delivered == 1 and msg.metadata.sequence.stream < start_seq)
 
 
 def drain(sub: Any, most: int) -> list[Msg]:

@@ -162,9 +162,13 @@ class Pinger:
     async def round(self, peer_ids: Iterable[str], most: int = PINGS_PER_ROUND) -> None:
         """Ping at once the ``most`` peers of ``peer_ids`` tried least so far (a new peer first)."""
 
-        def tried(peer_id: str) -> tuple[int, str]:
+        me = self._identity.node_id
+
+        def tried(peer_id: str) -> tuple[int, int]:
+            # Ties broken differently on each node: nodes that started together do not all
+            # ping the same few peers each round.
             trips = self.round_trips.get(peer_id)
-            return (trips.count + trips.timeouts if trips is not None else 0), peer_id
+            return (trips.count + trips.timeouts if trips is not None else 0), hash((me, peer_id))
 
         chosen = sorted(peer_ids, key=tried)[:most]
         await asyncio.gather(*(self.ping(peer_id) for peer_id in chosen))
