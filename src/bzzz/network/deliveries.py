@@ -137,7 +137,10 @@ class NodeConsumer:
                 unanswered = 0  # checks in a row the server did not answer
                 while True:
                     try:
-                        batch = [await sub.next_msg(timeout=DROP_CHECK), *self._drain(sub)]
+                        batch = [
+                            await sub.next_msg(timeout=DROP_CHECK),
+                            *drain(sub, self._batch_size - 1),
+                        ]
                         heard = loop.time()
                     except NatsTimeoutError:
                         batch = []  # nothing came: a drop at the tail of a burst shows now
@@ -193,11 +196,9 @@ class NodeConsumer:
         while True:
             try:
                 return await self._subscribe(start_seq)
-            except APIError as exc:
-                if exc.code is not None and exc.code < 500:
-                    raise  # refused for good (no such stream, a bad or forbidden request)
-                logger.warning("could not make the node's consumer of the log again (%r)", exc)
             except (TimeoutError, NatsError) as exc:
+                if isinstance(exc, APIError) and exc.code is not None and exc.code < 500:
+                    raise  # refused for good (no such stream, a bad or forbidden request)
                 logger.warning("could not make the node's consumer of the log again (%r)", exc)
             await asyncio.sleep(RESUBSCRIBE_RETRY)
 
@@ -229,9 +230,6 @@ class NodeConsumer:
             ),
             pending_msgs_limit=self._pending_msgs_limit,
         )
-
-    def _drain(self, sub: Any) -> list[Msg]:
-        return drain(sub, self._batch_size - 1)
 
 
 _WHY = {
