@@ -220,6 +220,8 @@ async def tool_refused(served: Served, key: str, scope: str) -> bool:
 HTTP_CALLS: dict[str, dict[str, Any]] = {
     "POST /agents/{agent_id}/tasks": {"json": {"type": "documentation", "description": "d"}},
     "POST /agents/{agent_id}/collaborate": {"json": {"topic": "t"}},
+    "POST /api/v1/agents/{agent_id}/tasks": {"json": {"type": "documentation", "description": "d"}},
+    "POST /api/v1/agents/{agent_id}/collaborate": {"json": {"topic": "t"}},
     "POST /api/v1/agents": {"json": {"role": "developer"}},
     "POST /api/v1/escalations/{escalation_id}/resolve": {"json": {"reason": "r"}},
     "POST /api/v1/webhooks/redrive": {"json": {"delivery_ids": [1]}},

@@ -122,6 +122,22 @@ async def test_every_answer_of_a_run_matches_the_document(run: Run, node: Node) 
         agent_id="dev-1",
         json={"thread_id": thread_id, "message": "join us"},
     )
+    await run.call(
+        "POST",
+        f"{api}/agents/{{agent_id}}/tasks",
+        201,
+        headers=B,
+        agent_id="dev-1",
+        json={"type": "documentation", "description": "Write it"},
+    )
+    await run.call(
+        "POST",
+        f"{api}/agents/{{agent_id}}/collaborate",
+        201,
+        headers=B,
+        agent_id="dev-1",
+        json={"thread_id": thread_id},
+    )
     await run.call("GET", f"{api}/threads", 200)
     await run.call("GET", f"{api}/threads/{{thread_id}}", 200, thread_id=thread_id)
     await run.call("GET", f"{api}/threads/{{thread_id}}", 404, thread_id="thread-nope")

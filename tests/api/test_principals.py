@@ -140,3 +140,44 @@ async def test_a_team_token_assigns_to_its_agents_and_another_project_sees_and_a
     assert (f"token:{record.id}", "http:POST /agents/dev/tasks", "ok") in [
         (r.principal, r.action, r.outcome) for r in records
     ]
+
+
+async def test_an_orchestrator_assigns_through_api_v1_and_follows_only_what_it_gave(
+    net: Net,  # noqa: F811 - the imported fixture
+) -> None:
+    team = await net.token("shop-team", "shop")
+    ci, ci_secret = await net.node.access.create_token(
+        LOCAL, "shop-ci", ["shop"], ["*"], Scope.WRITE, None
+    )
+    orchestrator = {"Authorization": f"Bearer {ci_secret}"}
+    lead = await net.token("shop-lead", "shop", scope=Scope.ADMIN)
+    for agent_id, role in (("dev", "developer"), ("qa", "tester")):
+        await net.ok("POST", "/api/v1/agents", team, json={"agent_id": agent_id, "role": role})
+    # The team's own agent opens a thread: the lead (an admin of shop) did not create it.
+    opened = await net.ok(
+        "POST", "/api/v1/agents/qa/collaborate", team, json={"topic": "release", "agent_id": "dev"}
+    )
+    thread_id = opened["thread"]["id"]
+    given = await net.ok("POST", "/agents/qa/tasks", team, json=TASK | {"agent_id": "dev"})
+
+    sent = await net.ok("POST", "/api/v1/agents/dev/tasks", orchestrator, json=TASK)
+    mine = (await net.ok("GET", "/api/v1/tasks", orchestrator))["tasks"]
+    unseen = await net.http.post(
+        "/api/v1/agents/qa/collaborate", json={"thread_id": thread_id}, headers=orchestrator
+    )
+    lead_threads = (await net.ok("GET", "/api/v1/threads", lead))["threads"]
+    lead_tasks = (await net.ok("GET", "/api/v1/tasks", lead))["tasks"]
+
+    # It follows the task it gave, and only that one (not the team's task between its agents).
+    assert [(t["id"], t["agent_id"], t["assigner"], t["project"]) for t in mine] == [
+        (sent["tasks"]["dev"], "dev", f"token:{ci.id}", "shop")
+    ]
+    assert (await net.ok("GET", "/api/v1/threads", orchestrator))["threads"] == []
+    # A principal of the project may join the thread, so it is told the thread exists.
+    refused(unseen, 403, "PERMISSION_DENIED")
+    assert [t["id"] for t in lead_threads] == [thread_id]
+    assert {t["id"] for t in lead_tasks} == {sent["tasks"]["dev"], given["tasks"]["qa"]}
+    records = await chain_of(net.node)
+    assert (f"token:{ci.id}", "http:POST /api/v1/agents/dev/tasks", "ok") in [
+        (r.principal, r.action, r.outcome) for r in records
+    ]

@@ -199,17 +199,32 @@ async def test_no_box_leaves_the_page_and_no_id_wraps(
     assert header is not None and header["width"] <= width
 
 
+# Each tab of the dashboard and what shows it has drawn its rows.
+TABS = (
+    ("agents", f'[data-agent="{PLANNER}"]'),
+    ("threads", "#threads [data-thread]"),
+    ("tasks", "#tasks [data-task]"),
+    ("reservations", "#tab-reservations:not([hidden]) #reservations > *"),
+    ("costs", "#tab-costs:not([hidden]) #costs > *"),
+    ("peers", "#tab-peers:not([hidden]) #peers > *"),
+    ("webhooks", "#webhook-subscriptions .badge.s-dead"),
+)
+
+
 async def test_the_layout_holds_from_360_to_1920_px(open_served: Served, browser: Browser) -> None:
     await _populate(open_served)
     async with open_tab(browser, f"{open_served.url}/ui", 360) as board:
         page = board.page
         await page.locator(f'[data-agent="{PLANNER}"]').wait_for()
-        await page.click("[data-tab=tasks]")
-        await page.locator("#tasks [data-task]").first.wait_for()
         problems: list[str] = []
-        for width in (360, 420, 600, 800, 1024, 1280, 1920):
-            await page.set_viewport_size({"width": width, "height": 900})
-            problems += await _layout_problems(page, "", f"tasks-{width}")
+        for tab, ready in TABS:
+            await page.click(f"[data-tab={tab}]")
+            await page.locator(ready).first.wait_for()
+            for width in (360, 420, 600, 800, 1024, 1280, 1920):
+                await page.set_viewport_size({"width": width, "height": 900})
+                problems += await _layout_problems(page, "", f"{tab}-{width}")
+            await page.set_viewport_size({"width": 360, "height": 900})
+        assert board.problems.messages == []
 
     assert problems == []
 

@@ -63,7 +63,8 @@ class Overview:
         return self._agents.may_read_thread(caller, thread)
 
     async def tasks(self, caller: Caller, limit: int) -> list[dict[str, Any]]:
-        """Tasks of the agents whose work the caller reads (owner, project admin), newest first."""
+        """Tasks of the agents whose work the caller reads (owner, project admin), and those
+        the caller assigned as itself (an orchestrator follows what it gave), newest first."""
         everyone = self._agents.directory.matching(
             agent_id=None, role=None, project=None, task=None, online_only=False
         )
@@ -77,16 +78,20 @@ class Overview:
             key=lambda agent: agent.last_activity,
             reverse=True,
         )[:SCANNED_AGENTS]
-        found: list[tuple[domain.Task, domain.Agent]] = []
+        found: dict[str, tuple[domain.Task, str | None]] = {}
         async with self._db.session() as session:
             repo = Repository(session)
             for agent in readable:
                 tasks = await repo.tasks(agent.id, active_only=False, limit=TASKS_PER_AGENT)
-                found.extend((task, agent) for task in tasks)
-        found.sort(key=lambda pair: pair[0].start_time, reverse=True)
+                found.update((task.id, (task, agent.project)) for task in tasks)
+            for task in await repo.tasks_assigned_by(caller.principal.actor, limit=limit):
+                assignee = self._agents.directory.get(task.agent_id)
+                project = assignee.project if assignee is not None else None
+                found.setdefault(task.id, (task, project))
+        ordered = sorted(found.values(), key=lambda pair: pair[0].start_time, reverse=True)
         return [
-            task_info(task) | {"agent_id": agent.id, "project": agent.project}
-            for task, agent in found[:limit]
+            task_info(task) | {"agent_id": task.agent_id, "project": project}
+            for task, project in ordered[:limit]
         ]
 
 

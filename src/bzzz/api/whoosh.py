@@ -1,5 +1,8 @@
 """The design's WHOOSH endpoints (§4.2): an agent's status, task assignment, collaboration.
 
+Assignment and collaboration are also served under /api/v1 (``/api/v1/agents/{id}/tasks``,
+``/api/v1/agents/{id}/collaborate``), the same handlers, for REST clients that are not WHOOSH.
+
 WHOOSH calls them at the paths its ``AgentEndpoints`` name. Assigning a task or inviting an
 agent is sending a message: as one of the caller's agents when it acts as one (a credential's
 agents, ``agent_id`` to pick one, the one its ``agent_handle`` names), else as the principal
@@ -30,6 +33,8 @@ from bzzz.errors import InvalidParameters
 from bzzz.llm.types import TASK_TYPES
 from bzzz.node import Node
 from bzzz.schemas import GetInput, Identifier, PostInput, Priority, ThreadInput, validate_input
+
+API = "/api/v1"
 
 TaskType = Literal["chat_completion", "code_review", "documentation", "architecture_analysis"]
 assert set(get_args(TaskType)) == set(TASK_TYPES)  # one list of task types
@@ -156,6 +161,13 @@ def operations(node: Node) -> list[Operation]:
         )
         return {"success": True, "mode": "invited", "thread_id": body.thread_id, "post": sent}
 
+    # The same two actions under /api/v1, for clients of the REST API that are not WHOOSH.
+    async def api_assign_task(request: Request) -> dict[str, Any]:
+        return await assign_task(request)
+
+    async def api_collaborate(request: Request) -> dict[str, Any]:
+        return await collaborate(request)
+
     return [
         Operation(
             "GET",
@@ -183,6 +195,29 @@ def operations(node: Node) -> list[Operation]:
             "Open a thread with an agent, or invite it into one (WHOOSH collaborate)",
             collaborate,
             "whoosh",
+            answer=a.CollaborateAnswer,
+            body=CollaborateBody,
+            status=201,
+            errors=(400, 403, 404, 429, 503),
+        ),
+        Operation(
+            "POST",
+            f"{API}/agents/{{agent_id}}/tasks",
+            "Assign a task to an agent (as POST /agents/{agent_id}/tasks)",
+            api_assign_task,
+            "agents",
+            answer=a.PostOutput,
+            body=TaskBody,
+            status=201,
+            errors=(400, 403, 404, 429, 503),
+        ),
+        Operation(
+            "POST",
+            f"{API}/agents/{{agent_id}}/collaborate",
+            "Open a thread with an agent, or invite it into one (as POST "
+            "/agents/{agent_id}/collaborate)",
+            api_collaborate,
+            "agents",
             answer=a.CollaborateAnswer,
             body=CollaborateBody,
             status=201,

@@ -176,7 +176,7 @@ class TaskRow(Base):
     __tablename__ = "tasks"
     id: Mapped[str] = mapped_column(String(64), primary_key=True)
     agent_id: Mapped[str] = mapped_column(String(128), index=True)
-    assigner: Mapped[str] = mapped_column(String(128))
+    assigner: Mapped[str] = mapped_column(String(128), index=True)
     type: Mapped[str] = mapped_column(String(64))
     description: Mapped[str] = mapped_column(SealedText("tasks.description"), default="")
     status: Mapped[str] = mapped_column(String(16))

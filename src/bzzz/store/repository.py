@@ -93,6 +93,12 @@ class Repository:
         rows = await self.session.scalars(query.order_by(TaskRow.start_time.desc()).limit(limit))
         return [task_from_row(r) for r in rows]
 
+    async def tasks_assigned_by(self, assigner: str, *, limit: int) -> list[domain.Task]:
+        """Tasks that ``assigner`` gave (to any agent), newest first."""
+        query = select(TaskRow).where(TaskRow.assigner == assigner)
+        rows = await self.session.scalars(query.order_by(TaskRow.start_time.desc()).limit(limit))
+        return [task_from_row(r) for r in rows]
+
     async def task(self, task_id: str) -> domain.Task | None:
         """One task."""
         row = await self.session.get(TaskRow, task_id)

@@ -130,7 +130,9 @@ export function renderPeers(peers, metrics, nodeId) {
         ? `${(latency.mean_seconds * 1000).toFixed(1)} ms` : "—",
         latency ? `${latency.samples} samples` : null)),
     table([
-      { label: "Node", cell: (p) => el("span", { class: "mono id" }, p.id, p.self ? " (this node)" : "") },
+      // The id alone is the unbreakable box; "this node" may go to the next line.
+      { label: "Node", cell: (p) => [el("span", { class: "mono id" }, p.id),
+        p.self ? el("span", { class: "muted" }, " (this node)") : null] },
       { label: "Address", cell: (p) => p.address || "—" },
       { label: "Status", cell: (p) => badge(p.status) },
       { label: "Latency", class: "num", cell: (p) => latencyOf(p, metrics) },
