@@ -240,3 +240,30 @@ async def test_a_review_chooses_reviewers_of_its_project_and_reviews_only_its_pr
         )
     )
     assert foreign == "INVALID_PARAMETERS"
+
+
+async def test_a_thread_is_created_only_with_agents_of_its_project(node: Node) -> None:
+    both = principal("token:both", "token", ["alpha", "beta"], [ALL], Scope.WRITE, "both teams")
+    await announce(node, both, "alpha-lead", "developer", project="alpha")
+    await announce(node, both, "beta-dev", "developer", project="beta")
+    await announce(node, both, "alpha-dev", "developer", project="alpha")
+
+    with pytest.raises(BzzzError) as caught:
+        await node.conversations.thread(
+            as_(both),
+            ThreadInput(action="create", topic="mixed", participants=["alpha-dev", "beta-dev"],
+                        agent_id="alpha-lead"),
+        )  # fmt: skip
+    listed = await node.conversations.thread(
+        as_(both), ThreadInput(action="list", agent_id="alpha-lead")
+    )
+    created = await node.conversations.thread(
+        as_(both),
+        ThreadInput(action="create", topic="alpha only", participants=["alpha-dev"],
+                    agent_id="alpha-lead"),
+    )  # fmt: skip
+
+    assert caught.value.code == "INVALID_PARAMETERS"
+    assert caught.value.details["others"] == ["beta-dev"]
+    assert listed["result"] == []  # the refusal made no thread
+    assert sorted(created["result"]["participants"]) == ["alpha-dev", "alpha-lead"]

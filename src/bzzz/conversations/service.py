@@ -501,8 +501,17 @@ class ConversationService:
             raise AgentNotFound(
                 f"unknown participants: {', '.join(unknown)}", details={"unknown": unknown}
             )
-        # The thread is its creator's project's (the first participant's for a principal).
+        # The thread is its creator's project's (the first participant's for a principal),
+        # and its participants are of that project: a participant of another one could not
+        # read the thread, nor be served by the nodes of its project.
         project = next(a.project for a in visible if a is not None)
+        others = [a.id for a in visible if a is not None and a.project != project]
+        if others:
+            raise InvalidParameters(
+                f"participants of a thread are agents of its project ({project or 'none'}): "
+                f"{', '.join(others)} {'is' if len(others) == 1 else 'are'} not",
+                details={"field": "participants", "project": project, "others": others},
+            )
         self._log.require_served(project)
         await self._check_thread_room(caller)
         thread_id = f"thread-{ULID()}"
