@@ -263,7 +263,17 @@ async def test_a_thread_is_created_only_with_agents_of_its_project(node: Node) -
                     agent_id="alpha-lead"),
     )  # fmt: skip
 
+    thread_id = created["result"]["id"]
+    joining = await code_of(
+        node.conversations.thread(
+            as_(both), ThreadInput(action="join", thread_id=thread_id, agent_id="beta-dev")
+        )
+    )
+    view = await thread_view(node, thread_id)
+
     assert caught.value.code == "INVALID_PARAMETERS"
     assert caught.value.details["others"] == ["beta-dev"]
     assert listed["result"] == []  # the refusal made no thread
     assert sorted(created["result"]["participants"]) == ["alpha-dev", "alpha-lead"]
+    assert joining == "INVALID_PARAMETERS"
+    assert sorted(view["participants"]) == ["alpha-dev", "alpha-lead"]

@@ -4,11 +4,18 @@ A post into a thread is its thread's project's (``agents.service.thread_project_
 other post is its address's project's when the address names one, else its recipients' when
 they are all of one project, else its sender's: a post to agents of several projects lives in
 the sender's project (nodes serving only the others' projects do not see it).
+
+A thread's participants are of its project: one of another project could not read the thread,
+nor be served by the nodes of its project.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 from bzzz.address import Address
+from bzzz.domain import Agent
+from bzzz.errors import InvalidParameters
 from bzzz.projects import NO_PROJECT
 from bzzz.store.directory import AgentDirectory
 
@@ -28,3 +35,14 @@ def message_project(
         return found.pop()
     agent = directory.get(sender)
     return (agent.project if agent is not None else None) or NO_PROJECT
+
+
+def require_of_project(project: str | None, agents: Iterable[Agent]) -> None:
+    """Refuse agents that are not of ``project`` as participants of one of its threads."""
+    others = [a.id for a in agents if a.project != project]
+    if others:
+        raise InvalidParameters(
+            f"participants of a thread are agents of its project ({project or 'none'}): "
+            f"{', '.join(others)} {'is' if len(others) == 1 else 'are'} not",
+            details={"field": "participants", "project": project, "others": others},
+        )

@@ -25,7 +25,7 @@ from bzzz.clock import Clock, SystemClock
 from bzzz.conversations.answers import post_result, target_of
 from bzzz.conversations.hooks import NoStanceModel, StanceClassifier, ThreadObserver
 from bzzz.conversations.lifecycle import ThreadLifecycle
-from bzzz.conversations.placement import message_project
+from bzzz.conversations.placement import message_project, require_of_project
 from bzzz.conversations.review import ReviewDesk
 from bzzz.conversations.summary import content_text, message_text, summarize_thread
 from bzzz.domain import TASK_UPDATE_TYPES, THREAD_MESSAGE_TYPES, iso
@@ -505,13 +505,7 @@ class ConversationService:
         # and its participants are of that project: a participant of another one could not
         # read the thread, nor be served by the nodes of its project.
         project = next(a.project for a in visible if a is not None)
-        others = [a.id for a in visible if a is not None and a.project != project]
-        if others:
-            raise InvalidParameters(
-                f"participants of a thread are agents of its project ({project or 'none'}): "
-                f"{', '.join(others)} {'is' if len(others) == 1 else 'are'} not",
-                details={"field": "participants", "project": project, "others": others},
-            )
+        require_of_project(project, (a for a in visible if a is not None))
         self._log.require_served(project)
         await self._check_thread_room(caller)
         thread_id = f"thread-{ULID()}"
@@ -583,6 +577,8 @@ class ConversationService:
             raise no_thread(params.thread_id)
         if kind == "thread.joined" and thread["status"] == "completed":
             raise InvalidParameters(f"thread '{params.thread_id}' is completed")
+        if kind == "thread.joined":
+            require_of_project(project, [agent])
         if kind == "thread.left" and agent.id not in thread["participants"]:
             raise InvalidParameters(f"agent '{agent.id}' is not in thread '{params.thread_id}'")
         outcome = await self._log.emit(
