@@ -2,18 +2,24 @@
 
 A loopback node with no credential is open (its callers are the machine's users); the first
 network token, made by `bzzz token create` while the node runs, reaches it over the log and
-from then on a caller without a credential is refused with 401 and the RFC 9728 challenge.
+from then on a caller without a credential is refused with 401 and the RFC 9728 challenge. An
+OAuth issuer is a credential too: a node configured with one alone is never open. stdio and
+the CLI are not HTTP callers: they stay the machine's user, credentials or not.
 """
 
 from __future__ import annotations
 
+import asyncio
+import json
 from pathlib import Path
 
 import httpx
 import pytest
-from e2e.support import TEST_NETWORK_KEY_B64, HttpNode, eventually, node_env
+from e2e.support import TEST_NETWORK_KEY_B64, HttpNode, call, eventually, node_env, stdio_session
 
-from .support import cli_env, create_token
+from access.issuer import AUDIENCE, JwtIssuer
+
+from .support import bzzz_cli, cli_env, create_token
 
 pytestmark = pytest.mark.integration
 
@@ -121,3 +127,87 @@ async def test_metrics_need_a_credential_when_metrics_public_is_off(
         await node.kill()
     assert without.status_code == 401
     assert with_admin.status_code == 200
+
+
+def challenged(answer: httpx.Response) -> bool:
+    """A 401 with the RFC 9728 challenge naming this node's resource metadata."""
+    challenge = answer.headers.get("www-authenticate", "")
+    return answer.status_code == 401 and challenge.startswith(
+        'Bearer resource_metadata="http://127.0.0.1:'
+    )
+
+
+async def test_stdio_and_the_cli_stay_the_local_user_once_a_token_exists(
+    data_dir: Path, tmp_path: Path, clean_env: dict[str, str]
+) -> None:
+    node = await spawn(data_dir, tmp_path / "logs", clean_env)
+    env = cli_env(clean_env, data_dir) | {"BZZZ_NETWORK_KEY": TEST_NETWORK_KEY_B64}
+    try:
+        async with httpx.AsyncClient(base_url=node.base_url, timeout=10) as http:
+            made = await asyncio.to_thread(create_token, env, "team", "--project", "p1")
+            token = made["token"]
+            await eventually(lambda: http.get("/api/v1/agents"), challenged, within=10)
+
+            # A second process of the data directory, over stdio, with no credential at all.
+            with (tmp_path / "stdio.err").open("w") as errlog:
+                async with stdio_session(node.env, errlog) as stdio:
+                    announced = await call(
+                        stdio,
+                        "bzzz_announce",
+                        {"agent_id": "p1-dev", "role": "dev", "project": "p1"},
+                    )
+                    posted = await call(
+                        stdio,
+                        "bzzz_post",
+                        {
+                            "target_address": "bzzz://p1-dev",
+                            "message_type": "text",
+                            "content": {"text": "over stdio"},
+                        },
+                    )
+            listed = await asyncio.to_thread(bzzz_cli, env, "token", "list", "--json")
+
+            without = {
+                m: await ask(http, m, path)
+                for m, path in [("GET", "/api/v1/agents"), ("POST", "/mcp")]
+            }
+            # The same network: the token's holder sees the agent stdio announced.
+            bearer = {"Authorization": f"Bearer {token}"}
+            await eventually(
+                lambda: http.get("/api/v1/agents/p1-dev", headers=bearer),
+                lambda answer: answer.status_code == 200,
+                within=10,
+            )
+    finally:
+        await node.kill()
+    assert announced["agent"]["id"] == "p1-dev"
+    assert posted["delivery_results"]["recipients"] == ["p1-dev"]
+    assert listed.returncode == 0, listed.stderr
+    assert [t["name"] for t in json.loads(listed.stdout)["tokens"]] == ["team"]
+    for method, answer in without.items():
+        assert challenged(answer), (method, answer.status_code, answer.headers)
+
+
+async def test_a_node_whose_only_credential_is_an_issuer_refuses_a_caller_without_one(
+    data_dir: Path, tmp_path: Path, clean_env: dict[str, str], jwt_issuer: JwtIssuer
+) -> None:
+    # Loopback, no admin token, no network token: the issuer alone makes callers prove who they are.
+    node = await spawn(
+        data_dir,
+        tmp_path / "logs",
+        clean_env,
+        BZZZ_AUTH_ISSUER=jwt_issuer.url,
+        BZZZ_AUTH_AUDIENCE=AUDIENCE,
+    )
+    writer = jwt_issuer.mint("alice", scopes=["bzzz:write", "bzzz:project:p1"])
+    try:
+        async with httpx.AsyncClient(base_url=node.base_url, timeout=10) as http:
+            without = {path: await ask(http, m, path) for m, path in GUARDED}
+            with_jwt = await http.get(
+                "/api/v1/agents", headers={"Authorization": f"Bearer {writer}"}
+            )
+    finally:
+        await node.kill()
+    for path, answer in without.items():
+        assert challenged(answer), (path, answer.status_code, answer.headers)
+    assert with_jwt.status_code == 200

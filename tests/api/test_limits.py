@@ -154,6 +154,40 @@ async def test_1500_idle_sockets_of_one_process_leave_the_node_to_others(
     assert (health, tools) == (200, True)
 
 
+def nofile_limits(pid: int) -> tuple[int, int]:
+    """The soft and hard "Max open files" of a process (in /proc/<pid>/limits)."""
+    for line in Path(f"/proc/{pid}/limits").read_text().splitlines():
+        if line.startswith("Max open files"):
+            soft, hard = line.split()[3:5]
+            return int(soft), int(hard)
+    raise AssertionError(f"no open-file limit for {pid}")
+
+
+def command_of(pid: int) -> tuple[Path, list[str]]:
+    """The executable a process runs and its arguments (from /proc/<pid>)."""
+    argv = Path(f"/proc/{pid}/cmdline").read_bytes().decode().split("\0")
+    return Path(f"/proc/{pid}/exe").resolve(), argv
+
+
+async def test_the_node_raises_its_open_file_soft_limit_to_the_hard_one_at_start(
+    data_dir: Path, tmp_path: Path, clean_env: dict[str, str]
+) -> None:
+    hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
+    if hard == resource.RLIM_INFINITY or hard <= 1024:
+        pytest.skip(f"the hard open-file limit ({hard}) leaves nothing to raise from 1,024")
+    node = await spawn(data_dir, tmp_path / "logs", clean_env, preexec=open_files_limit(1024))
+    assert node.proc is not None
+    try:
+        # The pid is the node's Python process itself (the console script exec'd, no wrapper).
+        executable, argv = command_of(node.proc.pid)
+        limits = nofile_limits(node.proc.pid)
+    finally:
+        await node.kill()
+    assert executable.name.startswith("python"), executable
+    assert "serve" in argv, argv
+    assert limits == (hard, hard)
+
+
 async def test_near_the_open_file_limit_the_oldest_idle_sockets_close_first(
     data_dir: Path, tmp_path: Path, clean_env: dict[str, str]
 ) -> None:

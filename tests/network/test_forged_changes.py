@@ -5,6 +5,8 @@ data key too, and signs with a key it just made. Whatever ``bzzz.admission`` say
 ``token.*``, ``node.*``, ``keys.*``, retention and erasure envelopes are dropped, counted
 (``bzzz_envelopes_rejected_total{reason="not_admitted"}``), audited (``log:dropped``), and
 change nothing: the token it minted is refused (401) and missing from `bzzz token list`.
+Admission is on by default, so even its ordinary envelopes (an agent announced) are dropped
+unless ``bzzz.admission`` is turned off.
 """
 
 from __future__ import annotations
@@ -30,11 +32,13 @@ from bzzz.audit import reading
 from bzzz.config import load_settings
 from bzzz.eventlog import Caller
 from bzzz.mcp.server import build_server
+from bzzz.network import subjects
 from bzzz.network.envelope import Envelope, seal
 from bzzz.network.identity import NodeIdentity
 from bzzz.network.sealing import NetworkKey, key_payload, new_secret
 from bzzz.node import Node
 from bzzz.principal import LOCAL, Scope
+from bzzz.projects import NO_PROJECT
 from bzzz.schemas import AnnounceInput, PostInput
 from bzzz.store.models import AppliedEnvelope, Base
 
@@ -222,3 +226,41 @@ async def test_forged_changes_from_an_unadmitted_key_are_dropped_counted_audited
     # admitted by its key) and drops the forgeries as well.
     listed = await asyncio.to_thread(_token_list, node)
     assert [(t["id"], t["status"]) for t in listed] == [(real.id, "active")]
+
+
+@pytest.mark.parametrize(
+    ("environ", "applied"),
+    [({}, False), ({"BZZZ_BZZZ__ADMISSION": "false"}, True)],
+    ids=["default", "admission off"],
+)
+async def test_by_default_an_ordinary_envelope_from_an_unadmitted_key_is_dropped_too(
+    environ: dict[str, str], applied: bool, tmp_path: Path
+) -> None:
+    # No admission setting at all in "default": what a node does out of the box.
+    settings = load_settings(environ=environ, overrides={"node": {"data_dir": str(tmp_path)}})
+    async with Node(settings) as node:
+        forger = NodeIdentity.generate()
+        payload = AnnounceInput(agent_id="mallory", role="dev").model_dump() | {
+            "session_id": "s-mallory",
+            "metadata": {},
+        }
+        subject = subjects.subject(node.network, "agent", "mallory", NO_PROJECT)
+        announced = seal(
+            forger, node.network, "agent.announced", subject, payload, keyring=node.keyring
+        )
+        await _publish(node, [announced])
+
+        async with node.db.session() as session:
+            stored = await session.scalars(
+                select(AppliedEnvelope.id).where(AppliedEnvelope.origin == forger.node_id)
+            )
+            applied_ids = list(stored)
+        mallory = node.projector.directory.get("mallory")
+        rejected = node.projector.rejected["not_admitted"]
+
+    if applied:
+        assert (applied_ids, rejected) == ([announced.id], 0)
+        assert mallory is not None and mallory.online
+    else:
+        assert (applied_ids, rejected) == ([], 1)
+        assert mallory is None
