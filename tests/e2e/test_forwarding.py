@@ -219,10 +219,21 @@ async def test_calls_about_p2_through_the_p1_node_are_answered_as_the_p2_node_an
             status_b, body_b = await _rest(b, owner, path)
             assert (status_a, _read(body_a)) == (status_b, _read(body_b)) == (200, _read(body_b))
 
+        # An agent of p2 whose session ended: offline in B's store, and listed so in the
+        # directory (the stores keep offline agents, so lookups of either kind list it).
+        async with _mcp(b, owner) as leaving:
+            await _announce(leaving, "gone-2", "p2")
+        gone = {"semantic_address": "bzzz://gone-2@p2"}
+        seen = await eventually(
+            lambda: call(on_a, "bzzz_lookup", gone),
+            lambda found: [m["status"] for m in found["matches"]] == ["offline"],
+        )
+        assert [m["status"] for m in seen["matches"]] == ["offline"]
+
         # Lookups of p2 on A come from the directory: the same matches, order and scores as B's
         # store gives (an agent's last activity there is as of its lease's last write, not its
         # last post); and A's own store holds none of p2's agents, messages, threads or tasks.
-        for address in ("bzzz://*:*@p2", "bzzz://w-2@p2", "bzzz://*:dev@p2"):
+        for address in ("bzzz://*:*@p2", "bzzz://w-2@p2", "bzzz://*:dev@p2", "bzzz://gone-2@p2"):
             asked = {"semantic_address": address}
             assert _lookup(await call(on_a, "bzzz_lookup", asked)) == _lookup(
                 await call(on_b, "bzzz_lookup", asked)

@@ -54,13 +54,13 @@ class Watch:
                     return entry
         return None
 
-    async def until_revision(self, key: str, *, above: int) -> None:
-        """Until ``key`` is written again (a revision past ``above``)."""
+    async def until_revision(self, key: str, *, above: int) -> Any:
+        """The entry that writes ``key`` again (a revision past ``above``)."""
         async with asyncio.timeout(BOUND):
             while True:
                 entry = await anext(self._watcher)
                 if entry is not None and entry.key == key and entry.revision > above:
-                    return
+                    return entry
 
     async def until_count(self, prefix: str, count: int) -> None:
         """Until ``count`` entries under ``prefix`` are live."""
@@ -90,7 +90,7 @@ async def watch(nats_url: str) -> AsyncIterator[Watch]:
         await nc.close()
 
 
-async def test_an_announced_agent_is_listed_and_leaves_the_directory_when_it_goes_offline(
+async def test_an_announced_agent_is_listed_and_stays_listed_offline_without_ttl(
     tmp_path: Path, nats_url: str, watch: Watch
 ) -> None:
     async with Node(_settings(tmp_path, nats_url, "a")) as node:
@@ -108,9 +108,18 @@ async def test_an_announced_agent_is_listed_and_leaves_the_directory_when_it_goe
         assert await node.listing.directory.project_of("dev.1") == "p2"
 
         await node.agents.session_ended(Caller("s1"))
-        gone = await watch.until("p2.dev%2E1", present=False)
-        assert gone.operation == "PURGE"
-        assert await node.listing.directory.project_of("dev.1") is None
+        offline = await watch.until_revision("p2.dev%2E1", above=entry.revision)
+        assert decode(offline.value).status == "offline"
+        assert await node.listing.directory.project_of("dev.1") == "p2"
+    # Kept, as the stores keep the row: no TTL on the entry as the server stores it.
+    nc = await nats.connect(nats_url)
+    try:
+        bucket = directory_bucket(NETWORK)
+        stored = await nc.jetstream().get_last_msg(f"KV_{bucket}", f"$KV.{bucket}.p2.dev%2E1")
+    finally:
+        await nc.close()
+    assert decode(stored.data).status == "offline"
+    assert "Nats-TTL" not in (stored.headers or {})
 
 
 async def test_an_entry_expires_when_its_node_stops_renewing_it(

@@ -2,9 +2,10 @@
 
 ``DirectoryWriter``: the node that serves an agent (its ``node_id``) writes its directory entry
 when the agent comes online or changes what lookups show, renews it well within the lease
-(the entry's TTL), and removes it when the agent goes offline. Offline agents of another node
-(a lost node) are removed by the node whose envelope took them offline, so each
-entry has one writer at a time and nothing flaps.
+(the entry's TTL), and writes it once more without TTL when the agent goes offline (the stores
+keep offline agents: a lookup from the directory lists them as a serving node's does).
+Offline agents of another node (a lost node) are written by the node whose envelope took them
+offline, so each entry has one writer at a time and nothing flaps.
 
 ``RemoteAgents``: what a lookup searches on a node that does not serve every project. A
 project it does not serve is read from the directory into an ``AgentDirectory`` (the store's
@@ -107,17 +108,17 @@ class DirectoryWriter:
 
     async def _write(self, agent: domain.Agent) -> None:
         was = self._written.get(agent.id)
+        if was is not None and was[0] != agent.project:
+            await self.directory.remove(was[0], agent.id)
         if not agent.online:
             self._written.pop(agent.id, None)
-            await self.directory.remove(agent.project, agent.id)
+            await self.directory.put(agent, None)
             return
         if agent.node_id != self._node_id:
             return  # another node's agent that came back: its node lists it
         shown = _shown(agent)
         if was is not None and was[1] == shown:
             return
-        if was is not None and was[0] != agent.project:
-            await self.directory.remove(was[0], agent.id)
         await self.directory.put(agent, self.ttl)
         self._written[agent.id] = (agent.project, shown)
 
@@ -129,11 +130,6 @@ class DirectoryWriter:
     async def _renewal(self, agent: domain.Agent) -> None:
         await self.directory.put(agent, self.ttl)
         self._written[agent.id] = (agent.project, _shown(agent))
-
-    async def remove_all(self) -> None:
-        """Drop this node's entries (it stops: its agents go offline with it)."""
-        listed, self._written = self._written, {}
-        await _in_chunks(self.directory.remove(project, i) for i, (project, _) in listed.items())
 
 
 async def _in_chunks(writes: Iterable[Awaitable[None]]) -> None:

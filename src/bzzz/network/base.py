@@ -171,19 +171,21 @@ class Bus(Protocol):
 
 
 class Directory(Protocol):
-    """The network's agent directory: one compact entry per live agent, across every project.
+    """The network's agent directory: one compact entry per agent, across every project.
 
     Only an agent's serving node writes its entry (``put`` again within ``ttl`` keeps it);
-    an entry not renewed in time expires by itself. Implementations: ``JetStreamDirectory``
-    (a KV bucket) and ``InMemoryDirectory`` (unit tests), in ``bzzz.network.directory``.
+    an entry not renewed in time expires by itself. An offline agent's entry has no TTL: the
+    stores keep offline agents, so lookups from the directory list them as the stores do.
+    Implementations: ``JetStreamDirectory`` (a KV bucket) and ``InMemoryDirectory`` (unit
+    tests), in ``bzzz.network.directory``.
     """
 
-    async def put(self, agent: domain.Agent, ttl: float) -> None:
-        """Write (or renew) ``agent``'s entry, to expire ``ttl`` seconds from now."""
+    async def put(self, agent: domain.Agent, ttl: float | None) -> None:
+        """Write (or renew) ``agent``'s entry, to expire ``ttl`` seconds from now (None: kept)."""
         ...
 
     async def remove(self, project: str | None, agent_id: str) -> None:
-        """Take an agent's entry out (it went offline); watchers see it go."""
+        """Take an agent's entry out (it moved to another project); watchers see it go."""
         ...
 
     async def project_of(self, agent_id: str) -> str | None:

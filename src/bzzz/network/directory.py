@@ -1,11 +1,12 @@
-"""The network's agent directory: a JetStream KV bucket with one compact entry per live agent.
+"""The network's agent directory: a JetStream KV bucket with one compact entry per agent.
 
 Bucket ``bzzz_dir_<network>`` (history 1, file storage, ``bzzz.stream_replicas`` replicas),
 key ``<project token>.<agent token>`` (``subject_token`` of each; ``_`` for no project). An
 entry is compact JSON of what a lookup shows and scores. Its serving node writes it with the
 agent's lease as a per-message TTL (``Nats-TTL``) and writes it again before that runs out;
 an entry not renewed expires, and the server leaves a delete marker
-(``subject_delete_marker_ttl``) so watchers see an expiry as they see a removal.
+(``subject_delete_marker_ttl``) so watchers see an expiry as they see a removal. An agent that
+went offline keeps an entry without TTL (status ``offline``), as the stores keep its row.
 
 Reads: an agent's project by one batched direct get (``multi_last`` of ``*.<agent>``); a
 project's agents from a view kept by a KV watch of ``<project>.*`` (bounded: at most
@@ -117,6 +118,11 @@ def _ttl_seconds(ttl: float) -> int:
     return max(1, math.ceil(ttl))
 
 
+def _ttl_header(ttl: float | None) -> int | None:
+    """The Nats-TTL of an entry: None (no header) keeps it until it is written again."""
+    return None if ttl is None else _ttl_seconds(ttl)
+
+
 class InMemoryDirectory:
     """The directory in a dict, with TTLs on this process's clock (unit tests)."""
 
@@ -124,9 +130,10 @@ class InMemoryDirectory:
         self._entries: dict[str, tuple[domain.Agent, float]] = {}
         self._version = 0
 
-    async def put(self, agent: domain.Agent, ttl: float) -> None:
-        """Write or renew an entry."""
-        self._entries[entry_key(agent.project, agent.id)] = (agent, time.monotonic() + ttl)
+    async def put(self, agent: domain.Agent, ttl: float | None) -> None:
+        """Write or renew an entry (``ttl`` None: kept until written again)."""
+        until = math.inf if ttl is None else time.monotonic() + ttl
+        self._entries[entry_key(agent.project, agent.id)] = (agent, until)
         self._version += 1
 
     async def remove(self, project: str | None, agent_id: str) -> None:
@@ -226,11 +233,11 @@ class JetStreamDirectory:
     def _subject(self, key: str) -> str:
         return f"$KV.{self.bucket}.{key}"
 
-    async def put(self, agent: domain.Agent, ttl: float) -> None:
-        """Write or renew an agent's entry, expiring ``ttl`` seconds from now."""
+    async def put(self, agent: domain.Agent, ttl: float | None) -> None:
+        """Write or renew an agent's entry, expiring ``ttl`` seconds from now (None: kept)."""
         key = entry_key(agent.project, agent.id)
         try:
-            await self._js.publish(self._subject(key), encode(agent), msg_ttl=_ttl_seconds(ttl))
+            await self._js.publish(self._subject(key), encode(agent), msg_ttl=_ttl_header(ttl))
         except Exception as exc:  # nats-py raises many kinds; all mean "not written"
             raise NetworkError(f"the directory did not take {agent.id!r} ({exc!r})") from exc
 
