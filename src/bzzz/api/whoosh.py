@@ -28,7 +28,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from starlette.requests import Request
 
 from bzzz.api import answers as a
-from bzzz.api.handlers import Operation, body_of, caller_of
+from bzzz.api.handlers import Handler, Operation, body_of, caller_of
 from bzzz.errors import InvalidParameters
 from bzzz.llm.types import TASK_TYPES
 from bzzz.node import Node
@@ -161,12 +161,32 @@ def operations(node: Node) -> list[Operation]:
         )
         return {"success": True, "mode": "invited", "thread_id": body.thread_id, "post": sent}
 
-    # The same two actions under /api/v1, for clients of the REST API that are not WHOOSH.
-    async def api_assign_task(request: Request) -> dict[str, Any]:
-        return await assign_task(request)
-
-    async def api_collaborate(request: Request) -> dict[str, Any]:
-        return await collaborate(request)
+    def acting(prefix: str, tag: str, how: str) -> list[Operation]:
+        """Assigning a task and collaborating, at WHOOSH's paths or under /api/v1."""
+        return [
+            Operation(
+                "POST",
+                f"{prefix}/agents/{{agent_id}}/tasks",
+                f"Assign a task to an agent ({how} task_assign; a task_assignment post)",
+                _named(assign_task, f"{tag}_assign_task"),
+                tag,
+                answer=a.PostOutput,
+                body=TaskBody,
+                status=201,
+                errors=(400, 403, 404, 429, 503),
+            ),
+            Operation(
+                "POST",
+                f"{prefix}/agents/{{agent_id}}/collaborate",
+                f"Open a thread with an agent, or invite it into one ({how} collaborate)",
+                _named(collaborate, f"{tag}_collaborate"),
+                tag,
+                answer=a.CollaborateAnswer,
+                body=CollaborateBody,
+                status=201,
+                errors=(400, 403, 404, 429, 503),
+            ),
+        ]
 
     return [
         Operation(
@@ -178,49 +198,17 @@ def operations(node: Node) -> list[Operation]:
             answer=a.AgentStatusAnswer,
             errors=(400, 403, 404),
         ),
-        Operation(
-            "POST",
-            "/agents/{agent_id}/tasks",
-            "Assign a task to an agent (WHOOSH task_assign; a task_assignment post)",
-            assign_task,
-            "whoosh",
-            answer=a.PostOutput,
-            body=TaskBody,
-            status=201,
-            errors=(400, 403, 404, 429, 503),
-        ),
-        Operation(
-            "POST",
-            "/agents/{agent_id}/collaborate",
-            "Open a thread with an agent, or invite it into one (WHOOSH collaborate)",
-            collaborate,
-            "whoosh",
-            answer=a.CollaborateAnswer,
-            body=CollaborateBody,
-            status=201,
-            errors=(400, 403, 404, 429, 503),
-        ),
-        Operation(
-            "POST",
-            f"{API}/agents/{{agent_id}}/tasks",
-            "Assign a task to an agent (as POST /agents/{agent_id}/tasks)",
-            api_assign_task,
-            "agents",
-            answer=a.PostOutput,
-            body=TaskBody,
-            status=201,
-            errors=(400, 403, 404, 429, 503),
-        ),
-        Operation(
-            "POST",
-            f"{API}/agents/{{agent_id}}/collaborate",
-            "Open a thread with an agent, or invite it into one (as POST "
-            "/agents/{agent_id}/collaborate)",
-            api_collaborate,
-            "agents",
-            answer=a.CollaborateAnswer,
-            body=CollaborateBody,
-            status=201,
-            errors=(400, 403, 404, 429, 503),
-        ),
+        *acting("", "whoosh", "WHOOSH"),
+        # The same two for clients of the REST API that are not WHOOSH.
+        *acting(API, "agents", "as WHOOSH's"),
     ]
+
+
+def _named(handler: Handler, name: str) -> Handler:
+    """``handler`` under ``name`` (a route's name and its OpenAPI operationId)."""
+
+    async def named(request: Request) -> Any:
+        return await handler(request)
+
+    named.__name__ = name
+    return named
