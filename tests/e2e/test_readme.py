@@ -4,18 +4,24 @@ Every fenced block of README.md is one of: a tool call (```json <tool> [second]`
 by two MCP clients, with both the stateless default client and the legacy handshake), an MCP
 client configuration (```json```: connected to over stdio or HTTP), a settings file (```toml```:
 the tour's node runs with it), `bzzz` commands (```console```: run against the tour's data
-directory), shell lines (```bash```: their settings load and their commands parse), or a picture
-or commands for machines this test cannot reach (```text```: docker and systemd, whose files
-tests/test_deploy.py checks). A block of any other kind fails the test, so nothing in the
-README goes unchecked.
+directory), shell lines (```bash```: their settings load and their commands parse; the
+many-nodes lines run), or a picture or commands for machines this test cannot reach (```text```:
+docker and systemd, whose files tests/test_deploy.py checks). Two ```text``` blocks run too: the
+secured cluster's server configuration (three nats-servers on loopback run with it, the
+many-nodes lines against them) and the compose network's admission lines (`docker compose exec`
+standing for local nodes). A block of any other kind fails the test, so nothing in the README
+goes unchecked.
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 import re
+import secrets
 import shlex
+import shutil
 import subprocess
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
@@ -31,7 +37,8 @@ from mcp.client.streamable_http import streamable_http_client
 from bzzz.cli import _parser
 from bzzz.config import load_settings, unknown_variables
 
-from .cluster import NatsCluster
+from .cluster import ClusterServer, NatsCluster
+from .conftest import NodeFactory
 from .support import (
     CALL_TIMEOUT,
     START_TIMEOUT,
@@ -41,6 +48,7 @@ from .support import (
     call,
     eventually,
     http_session,
+    kill_orphans,
     node_env,
 )
 
@@ -178,15 +186,36 @@ def _learn(tool: str, result: dict[str, Any], known: dict[str, str]) -> None:
         known["oldest"] = result["content"]["page"]["oldest"]
 
 
-async def _tour(first: Call, second: Call) -> dict[str, str]:
+@dataclass(frozen=True, slots=True)
+class Tour:
+    """What the tour's answers gave: the ids later blocks name, the subscriptions it made."""
+
+    known: dict[str, str]
+    subscriptions: list[str]
+
+
+async def _tour(first: Call, second: Call) -> Tour:
     known: dict[str, str] = {}
+    subscriptions: list[str] = []
     for block in tool_calls():
         tool = block.info[1]
         arguments = _fill(block.body, known, block)
         result = await (second if block.info[2:] == ["second"] else first)(tool, arguments)
         assert result.get("success") is True, f"README line {block.line}: {tool} -> {result}"
         _learn(tool, result, known)
-    return known
+        if tool == "bzzz_subscribe" and arguments.get("action", "subscribe") == "subscribe":
+            subscriptions.append(result["subscription_id"])
+    return Tour(known, subscriptions)
+
+
+async def _left_on(node: HttpNode, tour: Tour) -> list[tuple[str, str | None]]:
+    """The tour's subscriptions the node still has: (subscriber, webhook) of each."""
+    shown = await _run_console("bzzz subscriptions list --json", node)
+    return [
+        (s["subscriber_id"], s["callback_webhook"])
+        for s in shown["subscriptions"]
+        if s["subscription_id"] in tour.subscriptions
+    ]
 
 
 def _caller(call_tool: Callable[..., Awaitable[Any]]) -> Call:
@@ -234,28 +263,38 @@ async def tour_node(
         yield node
     finally:
         await node.kill()
-        from .support import kill_orphans
-
         kill_orphans(data_dir)
 
 
-async def test_the_tour_runs_with_the_stateless_default_client(tour_node: HttpNode) -> None:
+async def test_the_tour_runs_with_the_stateless_default_client_and_unsubscribes_its_webhook(
+    tour_node: HttpNode,
+) -> None:
     async with (
         _stateless(tour_node.mcp_url, "tour-first") as first,
         _stateless(tour_node.mcp_url, "tour-second") as second,
     ):
-        known = await _tour(_caller(first.call_tool), _caller(second.call_tool))
-    assert set(known) == {"task_id", "thread_id", "message_id", "oldest", "subscription_id"}
+        tour = await _tour(_caller(first.call_tool), _caller(second.call_tool))
+    assert set(tour.known) == {"task_id", "thread_id", "message_id", "oldest", "subscription_id"}
+    # It subscribed twice and leaves no webhook behind: the second client unsubscribed it. A
+    # client without a session leaves its plain subscription to its agent's lease.
+    assert len(tour.subscriptions) == 2
+    await eventually(
+        lambda: _left_on(tour_node, tour), lambda left: left == [("reviewer-001", None)]
+    )
 
 
 async def test_the_tour_commands_and_client_configs_run_with_the_legacy_handshake(
     tour_node: HttpNode, tmp_path: Path
 ) -> None:
     async with http_session(tour_node.mcp_url) as first, http_session(tour_node.mcp_url) as second:
-        known = await _tour(_caller(first.call_tool), _caller(second.call_tool))
+        tour = await _tour(_caller(first.call_tool), _caller(second.call_tool))
         # The tour's escalation was resolved: the rule of the README's settings file fired.
         escalations = await _run_console("bzzz escalations --json", tour_node)
-    assert set(known) == {"task_id", "thread_id", "message_id", "oldest", "subscription_id"}
+    assert set(tour.known) == {"task_id", "thread_id", "message_id", "oldest", "subscription_id"}
+    # The tour leaves no subscription behind: its sessions' ended with them, and the second
+    # client unsubscribed its webhook, which would outlive its session.
+    assert len(tour.subscriptions) == 2
+    await eventually(lambda: _left_on(tour_node, tour), lambda left: left == [])
     [escalation] = escalations["escalations"]
     assert escalation["rule"] == "Any Disagreement" and escalation["resolved"] is True
 
@@ -288,8 +327,6 @@ async def test_the_tour_commands_and_client_configs_run_with_the_legacy_handshak
 
 
 async def _run_console(command: str, node: HttpNode) -> Any:
-    import asyncio
-
     argv = shlex.split(command)
     assert argv[0] == "bzzz"
     done = await asyncio.to_thread(
@@ -390,17 +427,16 @@ def _on_loopback(line: str, cluster: NatsCluster, home: Path, public_key: str | 
     """The line with the machines' addresses, secrets and home of this test."""
     for i, server in enumerate(cluster.servers):
         line = line.replace(f"10.0.0.{i + 1}:4222", f"127.0.0.1:{server.port}")
-    line = line.replace("PASSWORD", cluster.password).replace("~/", f"{home}/")
-    line = line.replace("NETWORK_KEY", TEST_NETWORK_KEY_B64)
-    if "PUBLIC_KEY" in line.split("#")[0]:
+    line = re.sub(r"\bPASSWORD\b", cluster.password, line).replace("~/", f"{home}/")
+    # The placeholder, not the name of BZZZ_NETWORK_KEY it is the value of.
+    line = re.sub(r"\bNETWORK_KEY\b", TEST_NETWORK_KEY_B64, line)
+    if re.search(r"\bPUBLIC_KEY\b", line.split("#")[0]):
         assert public_key is not None, "bzzz node admit PUBLIC_KEY before bzzz identity"
-        line = line.replace("PUBLIC_KEY", public_key)
+        line = re.sub(r"\bPUBLIC_KEY\b", public_key, line)
     return line
 
 
 async def _run_bzzz(args: list[str], env: dict[str, str]) -> str:
-    import asyncio
-
     done = await asyncio.to_thread(
         subprocess.run,
         [bzzz_executable(), *args],
@@ -414,18 +450,88 @@ async def _run_bzzz(args: list[str], env: dict[str, str]) -> str:
     return done.stdout
 
 
+def _cluster_config_block() -> Block:
+    [block] = [b for b in of_kind("text") if b.body.startswith("server_name: n1\n")]
+    return block
+
+
+class ReadmeCluster(NatsCluster):
+    """Three servers, each run with the README's configuration of ``n1``, on loopback.
+
+    Server k's is n1's with machines 1 and k swapped (its name, and its routes to the other
+    two), as the README says of ``n2`` and ``n3``. Loopback has one address, so each machine's
+    client port 4222 and route port 6222 become ports of its own; its store is a directory of
+    the test's; PASSWORD, ADMIN_PASSWORD and ROUTE_PASSWORD secrets of its own.
+    """
+
+    def __init__(self, directory: Path) -> None:
+        super().__init__(directory, secured=True)
+        for number, server in enumerate(self.servers, start=1):
+            server.name = f"n{number}"
+            server.directory = directory / server.name
+        self.admin_password = secrets.token_urlsafe(24)
+
+    def _config(self, server: ClusterServer) -> str:
+        k = self.servers.index(server) + 1
+
+        def route_port(machine: re.Match[str]) -> str:
+            j = int(machine.group(1))
+            other = self.servers[(k if j == 1 else 1 if j == k else j) - 1]
+            return f"127.0.0.1:{other.cluster_port}"
+
+        passwords = {
+            "PASSWORD": self.password,
+            "ADMIN_PASSWORD": self.admin_password,
+            "ROUTE_PASSWORD": self.route_password,
+        }
+        text = _cluster_config_block().body
+        text = text.replace("server_name: n1", f"server_name: {server.name}")
+        text = text.replace("0.0.0.0:4222", f"127.0.0.1:{server.port}")
+        text = text.replace("0.0.0.0:6222", f"127.0.0.1:{server.cluster_port}")
+        text = re.sub(r"10\.0\.0\.(\d):6222", route_port, text)
+        text = text.replace('"/var/lib/nats"', f'"{server.directory / "store"}"')
+        text = re.sub(r"\b(?:ADMIN_|ROUTE_)?PASSWORD\b", lambda m: passwords[m.group(0)], text)
+        unplaced = re.findall(r"10\.0\.0\.\S*|0\.0\.0\.0\S*|/var/\S*|PASSWORD", text)
+        assert not unplaced, f"README line {_cluster_config_block().line}: {unplaced}"
+        return text
+
+
 @pytest.fixture
 async def secured_cluster(tmp_path: Path) -> AsyncIterator[NatsCluster]:
-    """The README's secured 3-server cluster, on loopback."""
-    running = NatsCluster(tmp_path / "cluster", secured=True)
+    """The README's secured 3-server cluster, its servers run with its configuration block."""
+    running = ReadmeCluster(tmp_path / "cluster")
     try:
+        # Ready once a client logged in and made an R3 stream: the routes logged in too.
         await running.start()
         yield running
     finally:
         await running.close()
 
 
-async def test_the_many_nodes_lines_run_as_written_on_a_secured_cluster(
+async def _post_from_b_reaches_a(a: HttpNode, b: HttpNode) -> None:
+    """What admitting B lets through: B's agent posts to A's agent, and A delivers it."""
+    async with http_session(a.mcp_url) as on_a, http_session(b.mcp_url) as on_b:
+        await call(on_a, "bzzz_announce", {"agent_id": "arch-a", "role": "architect"})
+        await call(on_b, "bzzz_announce", {"agent_id": "rev-b", "role": "reviewer"})
+        await eventually(
+            lambda: call(on_b, "bzzz_lookup", {"semantic_address": "bzzz://*:architect@*"}),
+            lambda found: [m["id"] for m in found["matches"]] == ["arch-a"],
+        )
+        await call(
+            on_b,
+            "bzzz_post",
+            {"target_address": "bzzz://arch-a", "message_type": "question",
+             "content": {"text": "admitted?"}},
+        )  # fmt: skip
+        inbox = await eventually(
+            lambda: call(on_a, "bzzz_get", {"address": "bzzz://arch-a/inbox"}),
+            lambda got: len(got["content"]["messages"]) == 1,
+        )
+    [message] = inbox["content"]["messages"]
+    assert message["sender"] == "rev-b" and message["content"] == {"text": "admitted?"}
+
+
+async def test_the_many_nodes_lines_run_as_written_on_the_readme_cluster(
     secured_cluster: NatsCluster, tmp_path: Path, clean_env: dict[str, str]
 ) -> None:
     home = tmp_path / "home"
@@ -447,6 +553,14 @@ async def test_the_many_nodes_lines_run_as_written_on_a_secured_cluster(
                 await node.start()
                 nodes.append(node)
                 continue
+            if words[1:3] == ["node", "admit"]:
+                # Admission is on by default: until this line, the network admits A alone.
+                await eventually(
+                    nodes[0].health,
+                    lambda health: (
+                        health["projector"]["admission"] == {"enforced": True, "admitted": 1}
+                    ),
+                )
             printed = await _run_bzzz(words[1:], env)
             if words[1] == "identity":
                 [public_key] = re.findall(r"^public_key\s+(\S+)$", printed, re.MULTILINE)
@@ -455,19 +569,79 @@ async def test_the_many_nodes_lines_run_as_written_on_a_secured_cluster(
         assert len(listed["nodes"]) == 2 and public_key in {
             n["public_key"] for n in listed["nodes"]
         }
-        # Admitted, B's agents are everyone's: announced on B, found on A.
-        async with http_session(b.mcp_url) as on_b:
-            announced = await call(on_b, "bzzz_announce", {"agent_id": "rev-b", "role": "reviewer"})
-            assert announced["success"] is True, announced
-        async with http_session(a.mcp_url) as on_a:
-            found = await eventually(
-                lambda: call(on_a, "bzzz_lookup", {"semantic_address": "bzzz://*:reviewer@*"}),
-                lambda result: [m["id"] for m in result.get("matches", [])] == ["rev-b"],
-            )
-        assert found["success"] is True
+        await _post_from_b_reaches_a(a, b)
     finally:
         for node in nodes:
             await node.kill()
-            from .support import kill_orphans
-
             kill_orphans(node.data_dir)
+
+
+# --- the compose network's admission: its lines, with `docker compose exec` on local nodes --------
+
+
+def _compose_admission_lines() -> list[str]:
+    [block] = [b for b in of_kind("text") if "docker compose" in b.body and "node admit" in b.body]
+    lines = [line for line in block.body.splitlines() if re.search(r"bzzz (identity|node)", line)]
+    assert len(lines) == 2, f"README line {block.line}: {lines}"
+    return lines
+
+
+def _compose_exec(services: dict[str, dict[str, str]], shell_env: dict[str, str]) -> str:
+    """A shell function ``docker``: ``compose -f FILE exec [-T] SERVICE CMD…`` runs CMD here.
+
+    CMD runs with the environment of SERVICE's node (what differs from the shell's).
+    """
+    arms = []
+    for name, env in services.items():
+        own = [shlex.quote(f"{k}={v}") for k, v in env.items() if shell_env.get(k) != v]
+        arms.append(f'    {name}) {" ".join(own)} "$@" ;;')
+    return "\n".join(
+        [
+            "docker() {",
+            '  [ "$1 $2" = "compose -f" ] && [ -f "$3" ] && [ "$4" = exec ] || return 64',
+            "  shift 4",
+            '  if [ "$1" = -T ]; then shift; fi',
+            '  local service="$1"',
+            "  shift",
+            '  case "$service" in',
+            *arms,
+            '    *) echo "no service $service" >&2; return 64 ;;',
+            "  esac",
+            "}",
+        ]
+    )
+
+
+async def test_the_compose_admission_lines_admit_the_second_node_as_written(
+    make_node: NodeFactory,
+) -> None:
+    assert shutil.which("jq"), "the README's compose lines pipe `bzzz identity --json` into jq"
+    a, b = make_node("bzzz-a"), make_node("bzzz-b")
+    await a.start()  # the first node: it admits itself
+    await b.start()
+    # `bzzz` in the lines is the one the tests run (in the image, on the containers' PATH).
+    on_path = {"PATH": f"{Path(bzzz_executable()).parent}:{a.env['PATH']}"}
+    services = {"bzzz-a": a.env | on_path, "bzzz-b": b.env | on_path}
+    shell_env = services["bzzz-a"]
+    script = "\n".join(
+        [
+            "set -euo pipefail",
+            _compose_exec(services, shell_env),
+            *_compose_admission_lines(),
+        ]
+    )
+    done = await asyncio.to_thread(
+        subprocess.run,
+        ["bash", "-c", script],
+        cwd=README.parent,
+        env=shell_env,
+        capture_output=True,
+        text=True,
+        timeout=START_TIMEOUT,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    shown = json.loads(await _run_bzzz(["identity", "--json"], b.env))
+    listed = json.loads(await _run_bzzz(["node", "list", "--json"], a.env))
+    assert shown["public_key"] in {n["public_key"] for n in listed["nodes"]}
+    await _post_from_b_reaches_a(a, b)
