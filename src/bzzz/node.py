@@ -597,7 +597,7 @@ class Node:
             async with asyncio.timeout(5):
                 await self.subscriptions.end_all("node stopped")
                 await self.agents.release_stale("node stopped")
-                await self.listing.writer.flush()  # its agents leave the directory with it
+                await self.listing.writer.flush()  # its agents stay listed, offline
                 await self.log.emit("node.status", "node", self.node_id, {"status": "offline"})
                 await self.peers.goodbye()
         except (BzzzError, TimeoutError):

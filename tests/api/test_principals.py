@@ -181,3 +181,26 @@ async def test_an_orchestrator_assigns_through_api_v1_and_follows_only_what_it_g
     assert (f"token:{ci.id}", "http:POST /api/v1/agents/dev/tasks", "ok") in [
         (r.principal, r.action, r.outcome) for r in records
     ]
+
+
+async def test_a_task_given_to_an_agent_that_moved_out_of_the_callers_projects_is_not_shown(
+    net: Net,  # noqa: F811 - the imported fixture
+) -> None:
+    both = await net.token("two-teams", "shop")
+    _, wide_secret = await net.node.access.create_token(
+        LOCAL, "shop-and-garden", ["shop", "garden"], ["*"], Scope.WRITE, None
+    )
+    wide = {"Authorization": f"Bearer {wide_secret}"}
+    orchestrator = await net.token("shop-ci", "shop")
+    await net.ok("POST", "/api/v1/agents", both, json={"agent_id": "stays", "role": "developer"})
+    mover = {"agent_id": "mover", "role": "developer", "project": "shop"}
+    await net.ok("POST", "/api/v1/agents", wide, json=mover)
+    kept = await net.ok("POST", "/api/v1/agents/stays/tasks", orchestrator, json=TASK)
+    await net.ok("POST", "/api/v1/agents/mover/tasks", orchestrator, json=TASK)
+    before = (await net.ok("GET", "/api/v1/tasks", orchestrator))["tasks"]
+
+    await net.ok("POST", "/api/v1/agents", wide, json=mover | {"project": "garden"})
+    after = (await net.ok("GET", "/api/v1/tasks", orchestrator))["tasks"]
+
+    assert sorted(t["agent_id"] for t in before) == ["mover", "stays"]
+    assert [(t["id"], t["project"]) for t in after] == [(kept["tasks"]["stays"], "shop")]

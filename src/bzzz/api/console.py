@@ -14,8 +14,7 @@ from starlette.requests import Request
 
 from bzzz.agents.overview import Overview
 from bzzz.api import answers as a
-from bzzz.api.handlers import Operation, body_of, caller_of, query_of
-from bzzz.api.rest import API
+from bzzz.api.handlers import API, Operation, body_of, caller_of, query_of
 from bzzz.conversations.humans import HumanDesk
 from bzzz.mcp.sessions import principal_of
 from bzzz.node import Node

@@ -48,6 +48,9 @@ STATUS_OF_CODE = {
 _CONFLICTS = ("Agent ID already exists",)
 
 ModelT = TypeVar("ModelT", bound=BaseModel)
+# Where the HTTP API lives (WHOOSH's routes are at the root).
+API = "/api/v1"
+
 Handler = Callable[[Request], Awaitable[Any]]
 
 
@@ -125,6 +128,13 @@ class Operation:
     errors: tuple[int, ...] = (400, 403)
     stream: bool = False
     headers: tuple[str, ...] = field(default=())
+    # The route's name and OpenAPI operationId (default: the handler's name).
+    name: str | None = None
+
+    @property
+    def operation_id(self) -> str:
+        """The route's name and the OpenAPI document's operationId."""
+        return self.name or self.handler.__name__
 
     def route(self) -> Route:
         """The Starlette route: the handler's answer as JSON, a BzzzError as ErrorResponse."""
@@ -147,7 +157,7 @@ class Operation:
                 return answer
             return JSONResponse(answer, status_code=status)
 
-        return Route(self.path, endpoint, methods=[self.method], name=self.handler.__name__)
+        return Route(self.path, endpoint, methods=[self.method], name=self.operation_id)
 
 
 def routes_of(operations: list[Operation]) -> list[Route]:

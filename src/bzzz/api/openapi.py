@@ -123,7 +123,7 @@ def _operation(op: Operation, schemas: _Schemas) -> dict[str, Any]:
     for status in sorted({*op.errors, 401}):
         responses[str(status)] = _error(status)
     entry: dict[str, Any] = {
-        "operationId": op.handler.__name__,
+        "operationId": op.operation_id,
         "summary": op.summary,
         "tags": [op.tag],
         "parameters": params,

@@ -14,8 +14,7 @@ from pydantic import BaseModel, ConfigDict
 from starlette.requests import Request
 
 from bzzz.api import answers as a
-from bzzz.api.handlers import Operation, caller_of
-from bzzz.api.rest import API
+from bzzz.api.handlers import API, Operation, caller_of
 from bzzz.node import Node
 from bzzz.schemas import GetInput, validate_input
 

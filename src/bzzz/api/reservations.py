@@ -12,12 +12,10 @@ from pydantic import BaseModel, ConfigDict, Field
 from starlette.requests import Request
 
 from bzzz.api.answers import Answer
-from bzzz.api.handlers import Operation, caller_of, query_of
+from bzzz.api.handlers import API, Operation, caller_of, query_of
 from bzzz.node import Node
 from bzzz.reservations.schemas import Pattern, ReserveInput
 from bzzz.schemas import Identifier
-
-API = "/api/v1"
 
 
 class ReservationsQuery(BaseModel):

@@ -16,7 +16,7 @@ from bzzz import domain
 from bzzz.agents.overview import Overview
 from bzzz.agents.service import thread_project
 from bzzz.api import answers as a
-from bzzz.api.handlers import Operation, body_of, caller_of, query_of
+from bzzz.api.handlers import API, Operation, body_of, caller_of, query_of
 from bzzz.api.whoosh import agent_address
 from bzzz.conversations.humans import HumanDesk
 from bzzz.domain import iso
@@ -35,8 +35,6 @@ from bzzz.schemas import (
     validate_input,
 )
 from bzzz.store.repository import Repository
-
-API = "/api/v1"
 
 
 class _Model(BaseModel):

@@ -38,8 +38,7 @@ from starlette.requests import Request
 from starlette.responses import StreamingResponse
 
 from bzzz import domain
-from bzzz.api.handlers import Operation, caller_of, query_of
-from bzzz.api.rest import API
+from bzzz.api.handlers import API, Operation, caller_of, query_of
 from bzzz.errors import BzzzError, InvalidParameters
 from bzzz.eventlog import Caller
 from bzzz.node import Node

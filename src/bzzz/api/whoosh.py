@@ -28,13 +28,12 @@ from pydantic import BaseModel, ConfigDict, Field
 from starlette.requests import Request
 
 from bzzz.api import answers as a
-from bzzz.api.handlers import Handler, Operation, body_of, caller_of
+from bzzz.api.handlers import API, Operation, body_of, caller_of
+from bzzz.conversations.placement import require_of_project
 from bzzz.errors import InvalidParameters
 from bzzz.llm.types import TASK_TYPES
 from bzzz.node import Node
 from bzzz.schemas import GetInput, Identifier, PostInput, Priority, ThreadInput, validate_input
-
-API = "/api/v1"
 
 TaskType = Literal["chat_completion", "code_review", "documentation", "architecture_analysis"]
 assert set(get_args(TaskType)) == set(TASK_TYPES)  # one list of task types
@@ -77,7 +76,7 @@ def agent_address(agent_id: str) -> str:
 
 
 def operations(node: Node) -> list[Operation]:
-    """The three WHOOSH routes."""
+    """The three WHOOSH routes, and assignment and collaboration under /api/v1 too."""
 
     async def agent_status(request: Request) -> dict[str, Any]:
         agent_id = request.path_params["agent_id"]
@@ -142,13 +141,9 @@ def operations(node: Node) -> list[Operation]:
         topic = thread["topic"]
         project = (thread.get("metadata") or {}).get("project")
         invited = node.agents.visible_agent(caller.principal, agent_id)
-        if invited is not None and invited.project != project:
-            # A thread's invitations stay in its project, as an escalation's do.
-            raise InvalidParameters(
-                f"agent '{agent_id}' is not of the thread's project; invitations into a "
-                "thread go to agents of its project",
-                details={"agent_id": agent_id, "thread_id": body.thread_id},
-            )
+        if invited is not None:
+            # A thread's invitations stay in its project, as its participants do.
+            require_of_project(project, [invited])
         invitation = {
             "text": body.message or f"Please join thread '{topic}' ({body.thread_id})",
             "invitation": {"thread_id": body.thread_id, "topic": topic, "join": "bzzz_thread"},
@@ -168,23 +163,25 @@ def operations(node: Node) -> list[Operation]:
                 "POST",
                 f"{prefix}/agents/{{agent_id}}/tasks",
                 f"Assign a task to an agent ({how} task_assign; a task_assignment post)",
-                _named(assign_task, f"{tag}_assign_task"),
+                assign_task,
                 tag,
                 answer=a.PostOutput,
                 body=TaskBody,
                 status=201,
                 errors=(400, 403, 404, 429, 503),
+                name=f"{tag}_assign_task",
             ),
             Operation(
                 "POST",
                 f"{prefix}/agents/{{agent_id}}/collaborate",
                 f"Open a thread with an agent, or invite it into one ({how} collaborate)",
-                _named(collaborate, f"{tag}_collaborate"),
+                collaborate,
                 tag,
                 answer=a.CollaborateAnswer,
                 body=CollaborateBody,
                 status=201,
                 errors=(400, 403, 404, 429, 503),
+                name=f"{tag}_collaborate",
             ),
         ]
 
@@ -202,13 +199,3 @@ def operations(node: Node) -> list[Operation]:
         # The same two for clients of the REST API that are not WHOOSH.
         *acting(API, "agents", "as WHOOSH's"),
     ]
-
-
-def _named(handler: Handler, name: str) -> Handler:
-    """``handler`` under ``name`` (a route's name and its OpenAPI operationId)."""
-
-    async def named(request: Request) -> Any:
-        return await handler(request)
-
-    named.__name__ = name
-    return named

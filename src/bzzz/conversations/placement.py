@@ -5,8 +5,8 @@ other post is its address's project's when the address names one, else its recip
 they are all of one project, else its sender's: a post to agents of several projects lives in
 the sender's project (nodes serving only the others' projects do not see it).
 
-A thread's participants are of its project: one of another project could not read the thread,
-nor be served by the nodes of its project.
+A thread's participants are of one project (agents without a project go with any): one of
+another project could not read the thread, nor be served by the nodes of its project.
 """
 
 from __future__ import annotations
@@ -38,11 +38,15 @@ def message_project(
 
 
 def require_of_project(project: str | None, agents: Iterable[Agent]) -> None:
-    """Refuse agents that are not of ``project`` as participants of one of its threads."""
-    others = [a.id for a in agents if a.project != project]
-    if others:
-        raise InvalidParameters(
-            f"participants of a thread are agents of its project ({project or 'none'}): "
-            f"{', '.join(others)} {'is' if len(others) == 1 else 'are'} not",
-            details={"field": "participants", "project": project, "others": others},
-        )
+    """Refuse participants of another project than the thread's: a thread's participants
+    are of one project (agents without one, as they match any project, go with any)."""
+    joining = list(agents)
+    named = {a.project for a in joining if a.project} | ({project} if project else set())
+    if len(named) <= 1:
+        return
+    others = [a.id for a in joining if a.project and a.project != project]
+    raise InvalidParameters(
+        f"participants of a thread are of one project ({project or 'none'}): "
+        f"{', '.join(others)} {'is' if len(others) == 1 else 'are'} of another",
+        details={"field": "participants", "project": project, "others": others},
+    )
