@@ -111,6 +111,8 @@ async def test_an_announced_agent_is_listed_and_stays_listed_offline_without_ttl
         offline = await watch.until_revision("p2.dev%2E1", above=entry.revision)
         assert decode(offline.value).status == "offline"
         assert await node.listing.directory.project_of("dev.1") == "p2"
+        listed = await node.listing.directory.listed_projects(["dev.1", "nobody"])
+        assert listed == {"dev.1": {"p2"}}
     # Kept, as the stores keep the row: no TTL on the entry as the server stores it.
     nc = await nats.connect(nats_url)
     try:

@@ -4,8 +4,11 @@
 when the agent comes online or changes what lookups show, renews it well within the lease
 (the entry's TTL), and writes it once more without TTL when the agent goes offline (the stores
 keep offline agents: a lookup from the directory lists them as a serving node's does).
-Offline agents of another node (a lost node) are written by the node whose envelope took them
-offline, so each entry has one writer at a time and nothing flaps.
+Every node that takes an agent offline in its store (its own, or a lost node's, which only
+the nodes serving its project hold) writes that entry: the same content from each. The first
+time this process writes an online agent, entries of its id in other projects (it moved, or
+its id was free and taken again elsewhere) are dropped, so a lookup and a forwarded call find
+it where the stores have it now.
 
 ``RemoteAgents``: what a lookup searches on a node that does not serve every project. A
 project it does not serve is read from the directory into an ``AgentDirectory`` (the store's
@@ -31,7 +34,7 @@ from bzzz.store.directory import AgentDirectory
 
 logger = logging.getLogger(__name__)
 
-# Envelopes that take agents offline: when this node emitted one, it drops their entries.
+# Envelopes that take agents offline: each node that applies one writes their offline entries.
 # (An erasure, ``retention.forget``, keeps the agent: its entry stays as the agent does.)
 _OFFLINE_KINDS = frozenset({"agent.offline", "node.lost"})
 WRITE_CHUNK = 256
@@ -70,12 +73,12 @@ class DirectoryWriter:
         self._written: dict[str, tuple[str | None, tuple[object, ...]]] = {}
         self._pending: dict[str, domain.Agent] = {}
         self._wake = asyncio.Event()
+        # One flush at a time: a caller's flush returns once what was noted before is written.
+        self._flushing = asyncio.Lock()
 
     def changed(self, agents: Sequence[domain.Agent], envelopes: Sequence[Envelope]) -> None:
         """The projector changed ``agents`` (a listener: it only notes them)."""
-        took_offline = any(
-            env.origin == self._node_id and env.type in _OFFLINE_KINDS for env in envelopes
-        )
+        took_offline = any(env.type in _OFFLINE_KINDS for env in envelopes)
         for agent in agents:
             if agent.node_id == self._node_id or (took_offline and not agent.online):
                 self._pending[agent.id] = agent
@@ -102,9 +105,30 @@ class DirectoryWriter:
 
     async def flush(self) -> None:
         """Write the noted changes."""
+        async with self._flushing:
+            await self._flush()
+
+    async def _flush(self) -> None:
         pending, self._pending = self._pending, {}
+        first = [
+            agent
+            for agent in pending.values()
+            if agent.online and agent.node_id == self._node_id and agent.id not in self._written
+        ]
+        if first:
+            await self._drop_elsewhere(first)
         # Lazily: a cancelled flush leaves no coroutine unawaited.
         await _in_chunks(self._write(agent) for agent in pending.values())
+
+    async def _drop_elsewhere(self, agents: Sequence[domain.Agent]) -> None:
+        """Drop entries of these agents' ids in other projects than theirs."""
+        listed = await self.directory.listed_projects([agent.id for agent in agents])
+        await _in_chunks(
+            self.directory.remove(project, agent.id)
+            for agent in agents
+            for project in listed.get(agent.id, ())
+            if project != agent.project
+        )
 
     async def _write(self, agent: domain.Agent) -> None:
         was = self._written.get(agent.id)
@@ -112,7 +136,9 @@ class DirectoryWriter:
             await self.directory.remove(was[0], agent.id)
         if not agent.online:
             self._written.pop(agent.id, None)
-            await self.directory.put(agent, None)
+            current = self._local.get(agent.id)
+            if current is None or not current.online:  # else it came back since
+                await self.directory.put(agent, None)
             return
         if agent.node_id != self._node_id:
             return  # another node's agent that came back: its node lists it

@@ -192,6 +192,11 @@ class Directory(Protocol):
         """The project of a listed agent (NO_PROJECT for none declared); None if unlisted."""
         ...
 
+    async def listed_projects(self, agent_ids: Sequence[str]) -> dict[str, set[str | None]]:
+        """The projects each of ``agent_ids`` has an entry in (an id reused in another
+        project, or an agent that moved, may have several for a while)."""
+        ...
+
     async def agents(self, project: str | None) -> tuple[int, Mapping[str, domain.Agent]]:
         """(a version that changes with the set, the listed agents of ``project`` by id);
         ``None``: every listed agent; NO_PROJECT: those that declared none."""

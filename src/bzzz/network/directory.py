@@ -24,7 +24,7 @@ import logging
 import math
 import time
 from collections import OrderedDict
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
@@ -45,6 +45,7 @@ VIEW_MAX_AGE = 60.0
 MARKER_TTL = 60.0
 # A direct get answers at most this many messages a request (ADR-31).
 DIRECT_BATCH = 1024
+LISTED_PER_REQUEST = 256
 _GONE = ("DEL", "PURGE")
 _versions = itertools.count(1)
 
@@ -147,6 +148,15 @@ class InMemoryDirectory:
             if agent.id == agent_id:
                 return _project_of(agent)
         return None
+
+    async def listed_projects(self, agent_ids: Sequence[str]) -> dict[str, set[str | None]]:
+        """The projects each of ``agent_ids`` has an entry in."""
+        wanted = set(agent_ids)
+        found: dict[str, set[str | None]] = {}
+        for agent in self._live().values():
+            if agent.id in wanted:
+                found.setdefault(agent.id, set()).add(agent.project)
+        return found
 
     async def agents(self, project: str | None) -> tuple[int, Mapping[str, domain.Agent]]:
         """The live entries of ``project`` (None: all), by key."""
@@ -259,6 +269,20 @@ class JetStreamDirectory:
             if agent.id == agent_id:
                 return _project_of(agent)
         return None
+
+    async def listed_projects(self, agent_ids: Sequence[str]) -> dict[str, set[str | None]]:
+        """The projects each of ``agent_ids`` has an entry in: batched direct gets of the
+        last ``*.<agent>``, LISTED_PER_REQUEST agents a request (their entries stay far under
+        the DIRECT_BATCH a request answers)."""
+        wanted = list(dict.fromkeys(agent_ids))
+        found: dict[str, set[str | None]] = {}
+        for first in range(0, len(wanted), LISTED_PER_REQUEST):
+            part = wanted[first : first + LISTED_PER_REQUEST]
+            for data in await self.last_values([f"*.{subject_token(i)}" for i in part]):
+                agent = decode(data)
+                found.setdefault(agent.id, set()).add(agent.project)
+        asked = set(wanted)
+        return {i: projects for i, projects in found.items() if i in asked}
 
     async def last_values(self, filters: list[str]) -> list[bytes]:
         """The live values of the newest entry of each key matching ``filters`` (direct get,
