@@ -221,3 +221,62 @@ async def test_the_directory_holds_a_bounded_number_of_project_views(
     finally:
         await directory.close()
         await nc.close()
+
+
+class _EarlyWatch:
+    """A watch that says "all in" before the entries it already holds, as nats-py's does when
+    the server delivered them before its consumer info answered (seen under load)."""
+
+    def __init__(self, entries: list[Any]) -> None:
+        self._items: list[Any] = [None, *entries]
+
+    def __aiter__(self) -> _EarlyWatch:
+        return self
+
+    async def __anext__(self) -> Any:
+        if not self._items:
+            await asyncio.Event().wait()  # no more changes: the watch stays open
+        await asyncio.sleep(0)  # each entry comes in its own turn of the loop, as over the wire
+        return self._items.pop(0)
+
+    async def stop(self) -> None:
+        return None
+
+
+class _Entry:
+    def __init__(self, key: str, value: bytes, delta: int) -> None:
+        self.key, self.value, self.delta, self.operation = key, value, delta, None
+
+
+async def test_a_view_is_ready_only_once_the_entries_delivered_before_all_in_are_read(
+    monkeypatch: pytest.MonkeyPatch, nats_url: str, tmp_path: Path
+) -> None:
+    async with Node(_settings(tmp_path, nats_url, "a")) as node:
+        await node.agents.announce(
+            Caller("s1"), AnnounceInput(agent_id="dev-1", role="developer", project="p2")
+        )
+        await node.listing.writer.flush()
+        held = node.listing.directory
+        assert isinstance(held, JetStreamDirectory)
+        [value] = await held.last_values(["p2.*"])
+    entries = [_Entry(f"p2.dev-{n}", value.replace(b'"dev-1"', f'"dev-{n}"'.encode()), 2 - n)
+               for n in range(3)]  # fmt: skip
+
+    class _Kv:
+        async def watch(self, _token: str) -> _EarlyWatch:
+            return _EarlyWatch(entries)
+
+    async def delivered(_watcher: Any) -> int:
+        return 3  # the server had delivered all three when it said "all in"
+
+    monkeypatch.setattr("bzzz.network.directory._delivered", delivered)
+    nc = await nats.connect(nats_url)
+    try:
+        directory = JetStreamDirectory(nc, NETWORK)
+        directory._kv = _Kv()  # type: ignore[assignment]
+        _, agents = await directory.agents("p2")
+        await directory.close()
+    finally:
+        await nc.close()
+
+    assert sorted(agent.id for agent in agents.values()) == ["dev-0", "dev-1", "dev-2"]

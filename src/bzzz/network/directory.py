@@ -335,25 +335,38 @@ class JetStreamDirectory:
         """Keep ``view`` as the bucket's entries under ``token`` change, until cancelled."""
         assert self._kv is not None, "start() first"
         watcher = await self._kv.watch(token)
+        read = 0  # entries taken from the watch
+        owed: int | None = None  # how many the server had delivered when it said "all in"
         try:
             while True:
                 entry = await anext(watcher)
-                if entry is None:  # the current entries are all in
-                    view.ready.set()
-                    continue
-                if entry.operation in _GONE or not entry.value:
-                    view.agents.pop(entry.key, None)
+                if entry is None:  # the server has delivered the current entries
+                    owed = await _delivered(watcher)
                 else:
-                    agent = decode(entry.value)
-                    if _renewal(view.agents, entry.key, agent):
-                        continue  # what lookups rank is unchanged
-                    view.agents[entry.key] = agent
-                view.version = next(_versions)
+                    read += 1
+                    self._take(view, entry)
+                # nats-py may say "all in" before the entries it already received are read
+                # (under load: a lookup then saw a part of the project): ready once they are,
+                # or once an entry the server sent with nothing after it is.
+                if owed is not None and (read >= owed or (entry is not None and entry.delta == 0)):
+                    view.ready.set()
         except (ValueError, KeyError) as exc:
             logger.warning("an entry of %s did not read (%r); listing it afresh", self.bucket, exc)
         finally:
             with contextlib.suppress(Exception):  # the connection may be gone already
                 await watcher.stop()  # type: ignore[no-untyped-call]  # nats-py: untyped
+
+    @staticmethod
+    def _take(view: _View, entry: Any) -> None:
+        """One watched entry into ``view``."""
+        if entry.operation in _GONE or not entry.value:
+            view.agents.pop(entry.key, None)
+        else:
+            agent = decode(entry.value)
+            if _renewal(view.agents, entry.key, agent):
+                return  # what lookups rank is unchanged
+            view.agents[entry.key] = agent
+        view.version = next(_versions)
 
     def cached(self) -> dict[str, int]:
         """The views held: filter -> how many entries (health, tests)."""
@@ -368,6 +381,15 @@ def _renewal(agents: dict[str, domain.Agent], key: str, new: domain.Agent) -> bo
         return False
     old.last_activity = new.last_activity
     return True
+
+
+async def _delivered(watcher: KeyValue.KeyWatcher) -> int:
+    """How many messages the server has delivered to ``watcher``'s consumer."""
+    # nats-py keeps the watch's subscription private; its consumer info is what tells.
+    if watcher._sub is None:
+        return 0
+    info = await watcher._sub.consumer_info()
+    return int(info.delivered.consumer_seq or 0) if info.delivered else 0
 
 
 def _status(msg: Msg) -> str | None:
