@@ -18,6 +18,11 @@ from .test_rest import HANDLE, announce, refused
 TASK = {"type": "documentation", "description": "write the guide", "priority": "high"}
 
 
+async def _audited(node: Node) -> list[tuple[str, str, str]]:
+    """(principal, action, outcome) of each record of the node's audit chain."""
+    return [(r.principal, r.action, r.outcome) for r in await chain_of(node)]
+
+
 async def test_the_anonymous_caller_assigns_invites_and_lists_as_itself(
     http: httpx.AsyncClient, node: Node
 ) -> None:
@@ -53,8 +58,7 @@ async def test_the_anonymous_caller_assigns_invites_and_lists_as_itself(
     assert escalations.status_code == 200 and escalations.json()["escalations"] == []
     senders = {m["message_type"]: m["sender"] for m in inbox.json()["content"]["messages"]}
     assert senders == {"task_assignment": "principal:anonymous"}
-    records = await chain_of(node)
-    done = [(r.principal, r.action, r.outcome) for r in records]
+    done = await _audited(node)
     for path in ("/agents/worker/tasks", "/agents/worker/collaborate", "/agents/third/collaborate"):
         assert ("anonymous", f"http:POST {path}", "ok") in done
 
@@ -136,10 +140,7 @@ async def test_a_team_token_assigns_to_its_agents_and_another_project_sees_and_a
             "PERMISSION_DENIED")  # fmt: skip
     refused(await net.http.get("/api/v1/tasks", params={"agent_id": "dev"}, headers=rival), 404,
             "AGENT_NOT_FOUND")  # fmt: skip
-    records = await chain_of(net.node)
-    assert (f"token:{record.id}", "http:POST /agents/dev/tasks", "ok") in [
-        (r.principal, r.action, r.outcome) for r in records
-    ]
+    assert (f"token:{record.id}", "http:POST /agents/dev/tasks", "ok") in await _audited(net.node)
 
 
 async def test_an_orchestrator_assigns_through_api_v1_and_follows_only_what_it_gave(
@@ -177,10 +178,9 @@ async def test_an_orchestrator_assigns_through_api_v1_and_follows_only_what_it_g
     refused(unseen, 403, "PERMISSION_DENIED")
     assert [t["id"] for t in lead_threads] == [thread_id]
     assert {t["id"] for t in lead_tasks} == {sent["tasks"]["dev"], given["tasks"]["qa"]}
-    records = await chain_of(net.node)
-    assert (f"token:{ci.id}", "http:POST /api/v1/agents/dev/tasks", "ok") in [
-        (r.principal, r.action, r.outcome) for r in records
-    ]
+    assert (f"token:{ci.id}", "http:POST /api/v1/agents/dev/tasks", "ok") in await _audited(
+        net.node
+    )
 
 
 async def test_a_task_given_to_an_agent_that_moved_out_of_the_callers_projects_is_not_shown(
