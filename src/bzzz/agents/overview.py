@@ -86,11 +86,10 @@ class Overview:
                 found.update((task.id, (task, agent.project)) for task in tasks)
             for task in await repo.tasks_assigned_by(caller.principal.actor, limit=limit):
                 assignee = self._agents.directory.get(task.agent_id)
-                project = assignee.project if assignee is not None else None
                 # Only within the caller's projects still (an assignee may move to another,
                 # a JWT's projects may shrink).
-                if assignee is not None and caller.principal.may_see_project(project):
-                    found.setdefault(task.id, (task, project))
+                if assignee is not None and caller.principal.may_see_project(assignee.project):
+                    found.setdefault(task.id, (task, assignee.project))
         ordered = sorted(found.values(), key=lambda pair: pair[0].start_time, reverse=True)
         return [
             task_info(task) | {"agent_id": task.agent_id, "project": project}
