@@ -22,7 +22,6 @@ from bzzz.network.jetstream import stream_name
 from bzzz.network.snapshots import read_header, seal_snapshot, snapshot_bucket
 from bzzz.store import snapshot as rows
 from bzzz.store.database import Database
-from bzzz.store.snapshot import read_consistent
 
 from .cluster import NatsCluster
 from .conftest import NodeFactory
@@ -113,7 +112,7 @@ async def _state(data_dir: Path) -> dict[str, list[dict[str, Any]]]:
     db = Database(f"sqlite+aiosqlite:///{data_dir / 'bzzz.db'}", TEST_KEYRING)
     await db.open()
     try:
-        found = rows.rows_of((await read_consistent(db, rows.dump)).packed)
+        found = rows.rows_of((await rows.dump(db)).packed)
     finally:
         await db.close()
     for row in found["applied_envelopes"]:

@@ -8,7 +8,10 @@ header was altered, and one of another project set are refused, and the node rep
 
 from __future__ import annotations
 
+import contextlib
 import json
+import sqlite3
+import zlib
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +26,6 @@ from bzzz.node import Node
 from bzzz.principal import LOCAL, Principal, Scope
 from bzzz.schemas import AnnounceInput, PostInput, ThreadInput
 from bzzz.store import snapshot as rows
-from bzzz.store.snapshot import read_consistent
 
 WAIT = 10.0
 
@@ -76,7 +78,7 @@ async def _play(node: Node, tag: str) -> None:
 
 async def state(node: Node) -> dict[str, list[dict[str, Any]]]:
     """A node's snapshot rows (what a snapshot would hold), without when each was applied."""
-    dumped = await read_consistent(node.db, rows.dump)
+    dumped = await rows.dump(node.db)
     found = rows.rows_of(dumped.packed)
     for row in found["applied_envelopes"]:
         row.pop("applied_at")
@@ -118,6 +120,21 @@ async def test_a_new_node_starts_from_a_snapshot_and_ends_as_a_replay(tmp_path: 
             assert {"lead-before", "lead-after"} <= {r["id"] for r in held_by_b["agents"]}
             notes = [m["content"] for m in held_by_b["messages"] if m["sender"] == "lead-before"]
             assert {"text": "secret note before"} in notes
+            # The loaded rows are sealed in B's store as its own writes are, not in clear.
+            assert await stored_in_clear(b) == []
+            assert await stored_in_clear(c) == []
+
+
+async def stored_in_clear(node: Node) -> list[str]:
+    """Content values of a node's store that are not sealed boxes (none when all are)."""
+    query = (
+        "SELECT content FROM messages UNION ALL SELECT summary FROM activity"
+        " UNION ALL SELECT topic FROM threads UNION ALL SELECT description FROM tasks"
+    )
+    async with node.db.engine.connect() as connection:
+        found = [row[0] for row in (await connection.exec_driver_sql(query)).all()]
+    assert len(found) > 8
+    return [value for value in found if not str(value).lstrip('"').startswith("bz1.")]
 
 
 async def test_the_snapshot_in_the_object_store_is_sealed(tmp_path: Path) -> None:
@@ -133,8 +150,8 @@ async def test_the_snapshot_in_the_object_store_is_sealed(tmp_path: Path) -> Non
     assert hint.sequence == header["sequence"] and hint.writer == a.node_id
 
 
-async def _refused_with(tmp_path: Path, bus: InMemoryBus, reason: str) -> None:
-    async with Node(_settings(tmp_path, f"new-{reason}"), bus=bus) as fresh:
+async def _refused_with(tmp_path: Path, bus: InMemoryBus, reason: str, tag: str = "") -> None:
+    async with Node(_settings(tmp_path, f"new-{reason}{tag}"), bus=bus) as fresh:
         shown = fresh.status()["snapshots"]
         assert shown["projects"]["*"]["start"] == "replay"
         assert shown["refused"] == {reason: 1}
@@ -173,9 +190,31 @@ async def test_a_forged_or_unadmitted_snapshot_is_refused(tmp_path: Path) -> Non
     junk = seal_snapshot(writer, "main", "*", header["sequence"], b"not a dump", 1, keyring)
     bus.snapshots.objects["snapshot.*"] = (junk, hint)
     await _refused_with(tmp_path, bus, "malformed")
+    for index, schema in enumerate(_foreign_schemas()):
+        packed = _packed_database(tmp_path / "crafted.db", schema)
+        crafted = seal_snapshot(writer, "main", "*", header["sequence"], packed, 1, keyring)
+        bus.snapshots.objects["snapshot.*"] = (crafted, hint)
+        await _refused_with(tmp_path, bus, "malformed", f"-{index}")
     other = seal_snapshot(writer, "main", "p9", header["sequence"], b"", 0, keyring)
     bus.snapshots.objects["snapshot.*"] = (other, hint)
     await _refused_with(tmp_path, bus, "wrong_projects")
+
+
+def _foreign_schemas() -> list[str]:
+    """SQLite databases that are no dump of this store: another table, a view in a table's
+    place (its SQL would run as the load reads it), a table with a column the store lacks."""
+    return [
+        "CREATE TABLE passwords (who TEXT, secret TEXT)",
+        "CREATE TABLE x (id TEXT); CREATE VIEW agents AS SELECT id FROM x",
+        "CREATE TABLE agents (id TEXT PRIMARY KEY, is_admin INTEGER)",
+    ]
+
+
+def _packed_database(path: Path, schema: str) -> bytes:
+    path.unlink(missing_ok=True)
+    with contextlib.closing(sqlite3.connect(path)) as connection:
+        connection.executescript(schema)
+    return zlib.compress(path.read_bytes())
 
 
 async def test_a_node_loads_only_the_snapshot_of_its_own_projects(tmp_path: Path) -> None:

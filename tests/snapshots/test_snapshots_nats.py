@@ -1,9 +1,11 @@
 """Snapshots in a real nats-server's object store, on SQLite and PostgreSQL stores.
 
 In-process nodes serving ``p1`` on one server: A plays, writes its snapshot (``bzzz_snap_main``,
-object ``snapshot.p1``), plays on; B starts from the snapshot on a new store (SQLite, then
-PostgreSQL, where the loaded ids must not collide with the rows it applies after), C replays the
-whole log; B and C end with the same rows, and B's rows after the snapshot keep coming.
+object ``snapshot.p1``), plays on; B starts from the snapshot on a new store of the other kind
+(a SQLite writer's snapshot into PostgreSQL, where the loaded ids must not collide with the rows
+it applies after, and a PostgreSQL writer's into SQLite: each way of dumping and loading), C
+replays the whole log; A, B and C end with the same rows, and B's rows after the snapshot keep
+coming.
 """
 
 from __future__ import annotations
@@ -62,10 +64,19 @@ async def _settled(*nodes: Node) -> None:
 
 
 async def test_a_node_starts_from_the_object_store_and_ends_as_a_replay(
-    tmp_path: Path, nats_url: str, new_store: StoreFactory
+    tmp_path: Path,
+    nats_url: str,
+    new_store: StoreFactory,
+    postgres_database: Callable[[str | None], Awaitable[str]],
+    migrated_postgres: str | None,
 ) -> None:
     sqlite = f"sqlite+aiosqlite:///{tmp_path / '{}' / 'bzzz.db'}"
-    async with Node(_settings(tmp_path, "a", nats_url, sqlite.format("a"))) as a:
+    written_on = await new_store("a")
+    if written_on.startswith("sqlite"):
+        loaded_on = await postgres_database(migrated_postgres)
+    else:
+        loaded_on = sqlite.format("b")
+    async with Node(_settings(tmp_path, "a", nats_url, written_on)) as a:
         await _play(a, "before")
         written = await a.snapshots.write(LOCAL, "p1")
         assert written["covers"] == "p1"
@@ -73,7 +84,7 @@ async def test_a_node_starts_from_the_object_store_and_ends_as_a_replay(
         assert header["sequence"] == written["sequence"] and header["writer"] == a.node_id
         await _play(a, "after")
 
-        loader = _settings(tmp_path, "b", nats_url, await new_store("b"))
+        loader = _settings(tmp_path, "b", nats_url, loaded_on)
         replayer = _settings(tmp_path, "c", nats_url, sqlite.format("c"), load=False)
         async with Node(loader) as b, Node(replayer) as c:
             await admit(a, b, c)
@@ -84,8 +95,9 @@ async def test_a_node_starts_from_the_object_store_and_ends_as_a_replay(
             # B goes on applying (its ids after the loaded rows', on PostgreSQL too).
             await _play(b, "later")
             await _settled(a, b, c)
-            held_by_b, held_by_c = await state(b), await state(c)
+            held_by_a, held_by_b, held_by_c = await state(a), await state(b), await state(c)
             assert held_by_b == held_by_c
+            assert held_by_a == held_by_c
             assert {"lead-before", "lead-after", "lead-later"} <= {
                 r["id"] for r in held_by_b["agents"]
             }

@@ -9,7 +9,7 @@ one line of JSON — the header, signed by the writing node — then the body:
   of), ``writer`` and ``writer_key`` (the node and its Ed25519 key), ``created``, ``rows``,
   ``size`` and ``sha256`` of the body, ``key_id`` (the network key that seals the body, or
   None with encryption off);
-- body: the rows as the store dumps them (``store/snapshot.py``: compressed JSON lines),
+- body: the rows as the store dumps them (``store/snapshot.py``: a compressed SQLite file),
   sealed as one box under the network key (bound to network, covers and sequence), so no
   plaintext of the store's sealed columns reaches the object store.
 
@@ -38,7 +38,8 @@ if TYPE_CHECKING:
     from nats.aio.client import Client as NatsClient
     from nats.js.object_store import ObjectStore
 
-FORMAT = 1
+# 2: the body is a SQLite file of the rows (1 was JSON lines).
+FORMAT = 2
 _CHUNK = 128 * 1024
 
 

@@ -168,7 +168,7 @@ class SnapshotService:
     async def _loaded(self, snapshot: Snapshot) -> int:
         # One transaction: a dump that does not read back leaves the store empty.
         try:
-            return await self._db.write(lambda session: rows.load(session, snapshot.packed))
+            return await rows.load(self._db, snapshot.packed)
         except (ValueError, zlib.error) as exc:
             raise SnapshotRefused("malformed") from exc
         except StoreError as exc:
@@ -269,7 +269,7 @@ class SnapshotService:
         async with self._writing:
             began = time.perf_counter()
             pending = self._pending
-            dumped = await rows.read_consistent(self._db, rows.dump)
+            dumped = await rows.dump(self._db)
             data = await asyncio.to_thread(
                 seal_snapshot,
                 self._identity,

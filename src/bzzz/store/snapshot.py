@@ -1,4 +1,4 @@
-"""A node's projected state as plain rows: dumped for a snapshot, loaded into an empty store.
+"""A node's projected state as a SQLite database: dumped for a snapshot, loaded into an empty store.
 
 What a snapshot holds is every table the log projects into — the projects' content (agents,
 tasks, messages, inboxes, activity, threads and their participants, reactions, escalations,
@@ -10,29 +10,39 @@ messages, a sweep ends reservations), so rows of the two are exact only at the s
 What only this node keeps (its webhook deliveries and SLURP submissions, its own audit
 records and anchor, the events matched to its own subscriptions) is left out.
 
-Values are those the ORM reads (sealed columns opened, times as ISO text): the caller seals the
-whole document (``network/snapshots.py``), and loading writes them through the same column
-types, so they are sealed again under the loading node's key.
+The form is the store's own: a SQLite file with the snapshot tables (no secondary indexes), its
+values as SQLite stores them, sealed columns opened (the caller seals the whole compressed file:
+``network/snapshots.py``). Between two SQLite stores a dump and a load are each one
+``INSERT … SELECT`` a table on an attached file, so the rows never pass through Python: only
+the sealed columns do, through functions that open them under the writer's key and seal them
+again under the loader's (BENCHMARKS.md, "bootstrap from a snapshot"). A PostgreSQL store
+reads and writes the same file through the ORM's column types.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
+import shutil
+import sqlite3
+import tempfile
 import zlib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from datetime import datetime
+from pathlib import Path
 from typing import Any, TypeVar, cast
 
-from sqlalchemy import Connection, DateTime, Table, create_engine, event, func, insert, select
+from sqlalchemy import Connection, Engine, Table, create_engine, func, insert, select
+from sqlalchemy.dialects import sqlite as sqlite_dialect
 from sqlalchemy.exc import SQLAlchemyError
-from sqlalchemy.orm import Session
+from sqlalchemy.schema import CreateTable
 
+from bzzz.network.sealing import Keyring, SealError, is_sealed
 from bzzz.store.batch import execute_many
-from bzzz.store.database import Database, StoreError
-from bzzz.store.models import AppliedEnvelope, Base, UTCDateTime, attach_keyring
+from bzzz.store.database import BUSY_TIMEOUT_MS, Database, StoreError
+from bzzz.store.models import AppliedEnvelope, Base, SealedJSON, SealedText, attach_keyring
 
 T = TypeVar("T")
 
@@ -48,13 +58,21 @@ NODE_LOCAL = frozenset(
         "subscription_events",
     }
 )
-# Rows per insert statement when loading.
-LOAD_CHUNK = 5_000
+# Rows a statement carries where rows pass through the ORM (PostgreSQL).
+CHUNK = 5_000
+# Bytes compressed or decompressed at a time: memory holds the compressed file, not the file.
+_PIECE = 1 << 20
+# zlib's level for the file: 1 packs a store's pages to about a fifth, several times faster
+# than the default 6, which gains a few percent more.
+_LEVEL = 1
+# The functions the SQL copies call on sealed columns (registered on the copying connection).
+_OPEN_TEXT, _OPEN_JSON = "bzzz_open_text", "bzzz_open_json"
+_SEAL_TEXT, _SEAL_JSON = "bzzz_seal_text", "bzzz_seal_json"
 
 
 @dataclass(frozen=True, slots=True)
 class Dumped:
-    """A store's state as one compressed stream, with the sequence it is the state of."""
+    """A store's state as one compressed SQLite file, with the sequence it is the state of."""
 
     sequence: int
     packed: bytes
@@ -66,123 +84,194 @@ def snapshot_tables() -> list[Table]:
     return [table for table in Base.metadata.sorted_tables if table.name not in NODE_LOCAL]
 
 
-def _is_time(column: Any) -> bool:
-    return isinstance(column.type, UTCDateTime | DateTime)
+# --- dumping -----------------------------------------------------------------------------------
 
 
-def _header(table: Table) -> bytes:
-    names = [column.name for column in table.columns]
-    return json.dumps({"table": table.name, "columns": names}, separators=(",", ":")).encode()
+async def dump(db: Database) -> Dumped:
+    """The store's snapshot tables as of one state (see the module docstring), read beside the
+    projector's writes, which it never holds up: SQLite reads in its own WAL read transaction,
+    PostgreSQL in a REPEATABLE READ one."""
+    with _scratch(db) as directory:
+        path = directory / "snapshot.db"
+        try:
+            if db.is_sqlite:
+                sequence, count = await asyncio.to_thread(_dump_sqlite, db, path)
+            else:
+                sequence, count = await _read_consistent(db, lambda c: _dump_rows(c, path))
+        except (SQLAlchemyError, sqlite3.Error, SealError) as exc:
+            logger.exception("could not dump the store")
+            raise StoreError("the node's database could not be read") from exc
+        packed = await asyncio.to_thread(_pack, path)
+    return Dumped(sequence, packed, count)
 
 
-def dump(connection: Connection) -> Dumped:
-    """Every snapshot table's rows with the highest applied sequence, in the caller's
-    transaction: one compressed stream of JSON lines (a table's header, then its rows as
-    arrays of up to LOAD_CHUNK rows, each row an array of its columns' values).
+def _dump_sqlite(db: Database, path: Path) -> tuple[int, int]:
+    """One transaction on a connection of its own: its first read fixes the state every
+    statement after it sees (WAL), its writes go to the attached file alone."""
+    _create_tables(path)
+    connection = _connect(_store_path(db), db.keyring)
+    try:
+        connection.execute("ATTACH DATABASE ? AS snap", (str(path),))
+        connection.execute("PRAGMA snap.journal_mode=OFF")
+        connection.execute("PRAGMA snap.synchronous=OFF")
+        connection.execute("BEGIN")
+        sequence = connection.execute("SELECT max(seq) FROM main.applied_envelopes").fetchone()
+        count = 0
+        for table in snapshot_tables():
+            names = [column.name for column in table.columns]
+            order = ", ".join(_quoted(column.name) for column in table.primary_key.columns)
+            selected, params = _expressions(table, names, opening=True)
+            count += connection.execute(
+                f"INSERT INTO snap.{_quoted(table.name)} ({_listed(names)}) "
+                f"SELECT {selected} FROM main.{_quoted(table.name)} ORDER BY {order}",
+                params,
+            ).rowcount
+        connection.execute("COMMIT")
+        return int(sequence[0] or 0), count
+    finally:
+        connection.close()
 
-    Rows come in primary-key order, so two stores with the same state dump the same rows.
-    Written as they are read: memory holds the compressed stream, not the rows.
-    """
+
+def _dump_rows(connection: Connection, path: Path) -> tuple[int, int]:
+    """Through the ORM: rows read opened (the source's column types), written in clear."""
     applied = cast(Table, AppliedEnvelope.__table__)
     sequence = connection.execute(select(func.max(applied.c.seq))).scalar_one() or 0
-    packer = zlib.compressobj(6)
+    count = 0
+    _create_tables(path)
+    target = _file_engine(path)
+    try:
+        with target.begin() as writing:
+            for table in snapshot_tables():
+                result = connection.execution_options(yield_per=CHUNK).execute(
+                    select(table).order_by(*table.primary_key.columns)
+                )
+                for chunk in result.partitions():
+                    found = [dict(row._mapping) for row in chunk]
+                    execute_many(writing, insert(table), found)
+                    count += len(found)
+    finally:
+        target.dispose()
+    return int(sequence), count
+
+
+def _pack(path: Path) -> bytes:
+    packer = zlib.compressobj(_LEVEL)
     parts: list[bytes] = []
-    count = 0
-    for table in snapshot_tables():
-        times = [index for index, column in enumerate(table.columns) if _is_time(column)]
-        parts.append(packer.compress(_header(table) + b"\n"))
-        result = connection.execution_options(yield_per=LOAD_CHUNK).execute(
-            select(table).order_by(*table.primary_key.columns)
-        )
-        for chunk in result.partitions():
-            found = [list(row) for row in chunk]
-            for values in found:
-                for index in times:
-                    if values[index] is not None:
-                        values[index] = values[index].isoformat()
-            parts.append(packer.compress(json.dumps(found, separators=(",", ":")).encode()))
-            parts.append(packer.compress(b"\n"))
-            count += len(found)
+    with path.open("rb") as file:
+        while piece := file.read(_PIECE):
+            parts.append(packer.compress(piece))
     parts.append(packer.flush())
-    return Dumped(int(sequence), b"".join(parts), count)
+    return b"".join(parts)
 
 
-def entries(packed: bytes) -> Iterator[tuple[Table, list[str], list[Any] | None]]:
-    """A dump read back line by line: (table, its columns as dumped, None) where a table
-    starts, then (table, columns, values) for each of its rows.
+# --- loading -----------------------------------------------------------------------------------
 
-    ValueError (or zlib.error) when ``packed`` is not a dump of this schema's tables.
+
+async def load(db: Database, packed: bytes) -> int:
+    """Insert a dump's rows into an empty store, in one transaction; how many.
+
+    ValueError (or zlib.error) when ``packed`` is not a dump of this schema's tables; the store
+    is then left as it was.
     """
-    known = {table.name: table for table in snapshot_tables()}
-    table: Table | None = None
-    columns: list[str] = []
-    for line in _lines(packed):
-        parsed = json.loads(line)
-        if isinstance(parsed, dict):
-            table = known.get(str(parsed.get("table")))
-            columns = [str(name) for name in parsed.get("columns", [])]
-            if table is None or not set(columns) <= {column.name for column in table.columns}:
-                raise ValueError(f"not a table of this store: {line[:80]!r}")
-            yield table, columns, None
-        elif isinstance(parsed, list) and table is not None:
-            for values in parsed:
-                if not isinstance(values, list) or len(values) != len(columns):
-                    raise ValueError(f"not a row of {table.name}")
-                yield table, columns, values
-        else:
-            raise ValueError("rows before any table")
+    with _scratch(db) as directory:
+        path = directory / "snapshot.db"
+        await asyncio.to_thread(_unpack, packed, path)
+        await asyncio.to_thread(_check_schema, path)
+        try:
+            if db.is_sqlite:
+                return await asyncio.to_thread(_load_sqlite, db, path)
+            return await db.write(lambda session: _load_rows(session.connection(), path))
+        except sqlite3.IntegrityError as exc:
+            raise StoreError("the snapshot's rows do not fit this store") from exc
+        except sqlite3.Error as exc:
+            logger.exception("could not load the snapshot")
+            raise StoreError("the node's database could not be written") from exc
 
 
-def rows_of(packed: bytes) -> dict[str, list[dict[str, Any]]]:
-    """Every table's rows of a dump, by column name (tests compare two stores with it)."""
-    found: dict[str, list[dict[str, Any]]] = {}
-    for table, columns, values in entries(packed):
-        rows = found.setdefault(table.name, [])
-        if values is not None:
-            rows.append(dict(zip(columns, values, strict=True)))
-    return found
-
-
-def _lines(packed: bytes) -> Iterator[bytes]:
+def _unpack(packed: bytes, path: Path) -> None:
     unpacker = zlib.decompressobj()
-    rest = b""
-    for first in range(0, len(packed), 1 << 20):
-        rest += unpacker.decompress(packed[first : first + (1 << 20)])
-        *complete, rest = rest.split(b"\n")
-        yield from (line for line in complete if line)
-    rest += unpacker.flush()
-    yield from (line for line in rest.split(b"\n") if line)
+    with path.open("wb") as file:
+        for first in range(0, len(packed), _PIECE):
+            file.write(unpacker.decompress(packed[first : first + _PIECE]))
+        file.write(unpacker.flush())
+    if not unpacker.eof:
+        raise ValueError("the dump is cut short")
 
 
-def load(session: Session, packed: bytes) -> int:
-    """Insert a dump's rows into an empty store (in the caller's transaction); how many.
+def _check_schema(path: Path) -> None:
+    """ValueError unless the file is a SQLite database of snapshot tables, each with columns
+    of this schema's table (a dump of an older schema may lack newer columns)."""
+    known = {table.name: table for table in snapshot_tables()}
+    try:
+        with contextlib.closing(sqlite3.connect(_read_only(path), uri=True)) as connection:
+            connection.execute("PRAGMA trusted_schema=OFF")
+            found = connection.execute("SELECT type, name FROM sqlite_schema").fetchall()
+            for kind, name in found:
+                if kind == "index" and str(name).startswith("sqlite_autoindex_"):
+                    continue
+                if kind != "table" or name not in known:
+                    raise ValueError(f"not a table of this store: {kind} {name!r}")
+                columns = {row[1] for row in connection.execute(f"PRAGMA table_info({name})")}
+                if not columns <= {column.name for column in known[name].columns}:
+                    raise ValueError(f"not the columns of {name}")
+    except sqlite3.DatabaseError as exc:
+        raise ValueError(f"not a dump: {exc}") from exc
 
-    ValueError (or zlib.error) when ``packed`` is not a dump of this schema's tables.
-    """
-    connection = session.connection()
+
+def _columns_in(connection: sqlite3.Connection, table: Table) -> list[str]:
+    """The table's columns the attached file has (none when it lacks the table)."""
+    found = connection.execute(f"PRAGMA snap.table_info({_quoted(table.name)})").fetchall()
+    have = {row[1] for row in found}
+    return [column.name for column in table.columns if column.name in have]
+
+
+def _load_sqlite(db: Database, path: Path) -> int:
+    connection = _connect(_store_path(db), db.keyring)
+    try:
+        connection.execute("ATTACH DATABASE ? AS snap", (_read_only(path),))
+        connection.execute("BEGIN IMMEDIATE")
+        count = 0
+        try:
+            for table in snapshot_tables():
+                names = _columns_in(connection, table)
+                if not names:
+                    continue
+                selected, params = _expressions(table, names, opening=False)
+                count += connection.execute(
+                    f"INSERT INTO main.{_quoted(table.name)} ({_listed(names)}) "
+                    f"SELECT {selected} FROM snap.{_quoted(table.name)}",
+                    params,
+                ).rowcount
+        except BaseException:
+            connection.execute("ROLLBACK")
+            raise
+        connection.execute("COMMIT")
+        return count
+    finally:
+        connection.close()
+
+
+def _load_rows(connection: Connection, path: Path) -> int:
+    """Through the ORM: rows read in clear from the file, written through the store's types."""
     count = 0
-    chunk: list[dict[str, Any]] = []
-    target: Table | None = None
-    times: list[str] = []
-    for table, columns, values in entries(packed):
-        if values is None or len(chunk) >= LOAD_CHUNK:
-            if chunk and target is not None:
-                execute_many(connection, insert(target), chunk)
-            count, chunk = count + len(chunk), []
-        if values is None:
-            target = table
-            times = [name for name in columns if _is_time(table.columns[name])]
-            continue
-        row = dict(zip(columns, values, strict=True))
-        for name in times:
-            if row[name] is not None:
-                row[name] = datetime.fromisoformat(row[name])
-        chunk.append(row)
-    if chunk and target is not None:
-        execute_many(connection, insert(target), chunk)
-        count += len(chunk)
-    if connection.dialect.name == "postgresql":
-        _advance_serials(connection)
+    source = _file_engine(path)
+    try:
+        with source.connect() as reading:
+            for table in snapshot_tables():
+                have = set(_file_columns(reading, table.name))
+                if not have:
+                    continue
+                columns = [column for column in table.columns if column.name in have]
+                result = reading.execution_options(yield_per=CHUNK).execute(
+                    select(*columns).order_by(*table.primary_key.columns)
+                )
+                for chunk in result.partitions():
+                    found = [dict(row._mapping) for row in chunk]
+                    execute_many(connection, insert(table), found)
+                    count += len(found)
+    finally:
+        source.dispose()
+    _advance_serials(connection)
     return count
 
 
@@ -197,40 +286,157 @@ def _advance_serials(connection: Connection) -> None:
                 )
 
 
-async def read_consistent(db: Database, work: Callable[[Connection], T]) -> T:
-    """Run ``work`` in one read transaction that sees one state of the store, beside the
-    projector's writes (which it never blocks).
+# --- reading a dump (tests compare two stores with it) -----------------------------------------
 
-    SQLite: a connection of its own in a worker thread, in WAL mode a reader never waits for
-    the writer; its explicit BEGIN holds one snapshot of the file for every statement.
-    PostgreSQL: a REPEATABLE READ transaction.
-    """
+
+def rows_of(packed: bytes) -> dict[str, list[dict[str, Any]]]:
+    """Every table's rows of a dump, by column name, in primary-key order, values as the ORM
+    reads them."""
+    with tempfile.TemporaryDirectory(prefix="bzzz-snapshot-") as directory:
+        path = Path(directory) / "snapshot.db"
+        _unpack(packed, path)
+        _check_schema(path)
+        engine = _file_engine(path)
+        try:
+            with engine.connect() as reading:
+                found: dict[str, list[dict[str, Any]]] = {}
+                for table in snapshot_tables():
+                    have = set(_file_columns(reading, table.name))
+                    columns = [column for column in table.columns if column.name in have]
+                    if columns:
+                        ordered = select(*columns).order_by(*table.primary_key.columns)
+                        found[table.name] = [dict(r._mapping) for r in reading.execute(ordered)]
+                return found
+        finally:
+            engine.dispose()
+
+
+# --- the file and the SQL copies ---------------------------------------------------------------
+
+
+@contextlib.contextmanager
+def _scratch(db: Database) -> Iterator[Path]:
+    """A private directory for the file, beside a SQLite store (same disk, not a RAM /tmp)."""
+    parent = _store_path(db).parent if db.is_sqlite else None
+    directory = Path(tempfile.mkdtemp(prefix=".bzzz-snapshot-", dir=parent))
     try:
-        if db.is_sqlite:
-            return await asyncio.to_thread(_read_sqlite, db, work)
-        async with db.engine.connect() as connection:
-            reading = await connection.execution_options(isolation_level="REPEATABLE READ")
-            async with reading.begin():
-                return await reading.run_sync(work)
-    except SQLAlchemyError as exc:
-        logger.exception("database error")
-        raise StoreError("the node's database could not be read") from exc
-
-
-def _read_sqlite(db: Database, work: Callable[[Connection], T]) -> T:
-    engine = create_engine(db.url.replace("+aiosqlite", ""), pool_size=1)
-    attach_keyring(engine.dialect, db.keyring)
-
-    @event.listens_for(engine, "connect")
-    def _manual(dbapi_connection: Any, _record: Any) -> None:
-        dbapi_connection.isolation_level = None  # the BEGIN below is the transaction
-
-    @event.listens_for(engine, "begin")
-    def _begin(connection: Connection) -> None:
-        connection.exec_driver_sql("BEGIN")
-
-    try:
-        with engine.connect() as connection, connection.begin():
-            return work(connection)
+        yield directory
     finally:
-        engine.dispose()
+        shutil.rmtree(directory, ignore_errors=True)
+
+
+def _store_path(db: Database) -> Path:
+    return Path(db.url.split("///", 1)[-1])
+
+
+def _read_only(path: Path) -> str:
+    return path.resolve().as_uri() + "?mode=ro"
+
+
+def _file_engine(path: Path) -> Engine:
+    """The file through the ORM, sealed columns in clear (no keyring on its dialect)."""
+    engine = create_engine(f"sqlite:///{path}")
+    attach_keyring(engine.dialect, None)
+    return engine
+
+
+def _file_columns(connection: Connection, table: str) -> list[str]:
+    found = connection.exec_driver_sql(f"PRAGMA table_info({_quoted(table)})").fetchall()
+    return [str(row[1]) for row in found]
+
+
+def _create_tables(path: Path) -> None:
+    """The snapshot tables, with their primary keys and no other index."""
+    dialect = sqlite_dialect.dialect()
+    with contextlib.closing(sqlite3.connect(path)) as connection:
+        for table in snapshot_tables():
+            connection.execute(str(CreateTable(table).compile(dialect=dialect)))
+        connection.commit()
+
+
+def _connect(store: Path, keyring: Keyring | None) -> sqlite3.Connection:
+    """A connection of its own to a SQLite store, with the sealing functions of its keyring."""
+    connection = sqlite3.connect(store, isolation_level=None, check_same_thread=False)
+    connection.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
+    connection.execute("PRAGMA trusted_schema=OFF")
+    for name, function in _functions(keyring).items():
+        connection.create_function(name, 2, function, deterministic=name.startswith("bzzz_open"))
+    return connection
+
+
+def _functions(keyring: Keyring | None) -> dict[str, Callable[[Any, str], Any]]:
+    """SQL functions of sealed columns: (stored value, the column's binding) -> value.
+
+    The opened form is what the column stores in clear (text; JSON text), so a dump holds the
+    values a store without keys would hold, and sealing it again gives what the store's own
+    column type writes.
+    """
+
+    def open_text(stored: Any, aad: str) -> Any:
+        if not is_sealed(stored):
+            return stored
+        if keyring is None:
+            raise SealError("unknown_key")
+        return keyring.open(stored, aad.encode()).decode()
+
+    def open_json(stored: Any, aad: str) -> Any:
+        if stored is None:
+            return None
+        return SealedJSON(aad).opened_text(stored, keyring)
+
+    def seal_text(clear: Any, aad: str) -> Any:
+        if clear is None or keyring is None:
+            return clear
+        return keyring.seal(str(clear).encode(), aad.encode())
+
+    def seal_json(clear: Any, aad: str) -> Any:
+        if clear is None or keyring is None or clear == "null":
+            return clear  # a JSON null stays clear, as the column type leaves it
+        text = clear if isinstance(clear, str) else json.dumps(clear)
+        return json.dumps(keyring.seal(text.encode(), aad.encode()))
+
+    return {
+        _OPEN_TEXT: open_text,
+        _OPEN_JSON: open_json,
+        _SEAL_TEXT: seal_text,
+        _SEAL_JSON: seal_json,
+    }
+
+
+def _expressions(table: Table, names: list[str], *, opening: bool) -> tuple[str, list[str]]:
+    """The SELECT list copying ``names`` of ``table``, sealed columns through their function,
+    and the functions' parameters (each sealed column's binding)."""
+    selected: list[str] = []
+    params: list[str] = []
+    for name in names:
+        kind = table.columns[name].type
+        if isinstance(kind, SealedText):
+            function = _OPEN_TEXT if opening else _SEAL_TEXT
+        elif isinstance(kind, SealedJSON):
+            function = _OPEN_JSON if opening else _SEAL_JSON
+        else:
+            selected.append(_quoted(name))
+            continue
+        selected.append(f"{function}({_quoted(name)}, ?)")
+        params.append(kind.column)
+    return ", ".join(selected), params
+
+
+def _quoted(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'
+
+
+def _listed(names: list[str]) -> str:
+    return ", ".join(_quoted(name) for name in names)
+
+
+# --- PostgreSQL's consistent read --------------------------------------------------------------
+
+
+async def _read_consistent(db: Database, work: Callable[[Connection], T]) -> T:
+    """Run ``work`` in one REPEATABLE READ transaction: one state of the store, beside the
+    projector's writes (which it never blocks)."""
+    async with db.engine.connect() as connection:
+        reading = await connection.execution_options(isolation_level="REPEATABLE READ")
+        async with reading.begin():
+            return await reading.run_sync(work)
