@@ -70,6 +70,19 @@ def plan(nodes: int, projects: int, workers: int, root: Path) -> Layout:
     return layout
 
 
+def heartbeats_heard(layout: Layout) -> int:
+    """Heartbeats the board delivers a round (``peers/service.py``'s layout): an
+    every-project node beats under one key that every node hears; a named node beats under one
+    key a project, each heard by the every-project nodes and that project's named nodes."""
+    every = [n for n in layout.nodes if "*" in n.projects]
+    named = [n for n in layout.nodes if "*" not in n.projects]
+    serving = {p: sum(p in n.projects for n in named) for p in layout.projects}
+    heard = len(every) * len(layout.nodes)
+    for node in named:
+        heard += sum(len(every) + serving[p] for p in node.projects)
+    return heard
+
+
 class WorkerProcess:
     """A worker process and the JSON-lines conversation with it."""
 

@@ -366,6 +366,7 @@ class Node:
             ),
             address=self.address,
             describe=self._describe,
+            projects=self.projector.projects,
         )
         self._reclaimer = Reclaimer(self.log, self.agents)
         self.projector.add_applied_listener(self._reclaimer.on_applied)

@@ -97,15 +97,19 @@ class FollowedLog:
         """A follower never removes anything."""
         raise RuntimeError("a followed network is read-only")
 
-    async def put_peer(self, node_id: str, data: bytes) -> None:
+    async def put_peer(self, key: str, data: bytes) -> None:
         """Followers do not beat on other networks' boards."""
+        raise RuntimeError("a followed network is read-only")
+
+    async def delete_peer(self, key: str) -> None:
+        """Nor take anything off them."""
         raise RuntimeError("a followed network is read-only")
 
     async def peer_entries(self) -> dict[str, bytes]:
         """Not read through a follower."""
         return {}
 
-    async def watch_peers(self, handler: PeerHandler) -> None:
+    async def watch_peers(self, handler: PeerHandler, patterns: Sequence[str] = (">",)) -> None:
         """Not watched through a follower."""
         await asyncio.Event().wait()
 

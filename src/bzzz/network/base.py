@@ -35,7 +35,7 @@ class Stored:
 
 
 BatchHandler = Callable[[Sequence[BusMessage]], Awaitable[None]]
-# A peer board change: (node id, its newest heartbeat) or (node id, None) when it was removed.
+# A peer board change: (key, its newest heartbeat) or (key, None) when it was removed.
 PeerHandler = Callable[[str, bytes | None], Awaitable[None]]
 # A ping addressed to this node: the answer's bytes, or None to leave it unanswered.
 PingHandler = Callable[[bytes], Awaitable[bytes | None]]
@@ -126,17 +126,24 @@ class Bus(Protocol):
         ...
 
     # The peer board: each node's newest heartbeat, kept apart from the log (it is not history).
+    # Its keys are the peers service's (``peers/service.py``: a node's id, or one key per
+    # project it serves); the bus stores and watches them as they are.
 
-    async def put_peer(self, node_id: str, data: bytes) -> None:
-        """Replace this node's entry on the network's peer board."""
+    async def put_peer(self, key: str, data: bytes) -> None:
+        """Replace the board's entry under ``key``."""
+        ...
+
+    async def delete_peer(self, key: str) -> None:
+        """Take the entry under ``key`` off the board (its watchers see it go)."""
         ...
 
     async def peer_entries(self) -> dict[str, bytes]:
-        """The board as it is now: node id -> newest heartbeat."""
+        """The board as it is now: key -> newest heartbeat."""
         ...
 
-    async def watch_peers(self, handler: PeerHandler) -> None:
-        """Hand every current entry, then every change, to ``handler``. Runs until cancelled."""
+    async def watch_peers(self, handler: PeerHandler, patterns: Sequence[str] = (">",)) -> None:
+        """Hand every current entry whose key matches one of ``patterns`` (NATS filters on
+        keys), then every change of one, to ``handler``. Runs until cancelled."""
         ...
 
     # Node to node: a request/reply for round trips (core NATS, nothing stored).

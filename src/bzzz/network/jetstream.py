@@ -105,7 +105,8 @@ def peer_bucket(network: str) -> str:
 
 
 # A watch that hears nothing this long is rebuilt (its ephemeral consumer may have been lost
-# with a server); a node's own heartbeats keep a healthy watch busy.
+# with a server); a node's own heartbeats keep a healthy watch of its own keys busy (a watch of
+# keys no node beats under is rebuilt every this many seconds, a consumer made again).
 PEER_WATCH_IDLE = 30.0
 PENDING_MSGS_LIMIT = 100_000
 PEER_ENTRY_MAX_AGE = 7 * 86_400.0
@@ -415,14 +416,22 @@ class JetStreamBus:
                 )
         return self._kv
 
-    async def put_peer(self, node_id: str, data: bytes) -> None:
-        """Replace this node's heartbeat on the board, retrying until publish_timeout (a bucket
-        just created on a cluster answers "no stream response" until its leader is elected)."""
+    async def put_peer(self, key: str, data: bytes) -> None:
+        """Replace an entry of the board, retrying until publish_timeout (a bucket just created
+        on a cluster answers "no stream response" until its leader is elected)."""
 
         async def put() -> None:
-            await (await self._peers()).put(node_id, data)
+            await (await self._peers()).put(key, data)
 
         await self._retried("the peer board did not take the heartbeat", put)
+
+    async def delete_peer(self, key: str) -> None:
+        """Take an entry off the board (a delete marker: its watchers see it go)."""
+
+        async def delete() -> None:
+            await (await self._peers()).delete(key)
+
+        await self._retried("the peer board did not take the removal", delete)
 
     async def _retried(self, failure: str, call: Callable[[], Awaitable[T]]) -> T:
         """``call``, made again on a retryable error (a leader not yet elected, a reconnect)
@@ -442,7 +451,7 @@ class JetStreamBus:
                 raise NetworkError(f"{failure} ({exc!r})") from exc
 
     async def peer_entries(self) -> dict[str, bytes]:
-        """The board as it is now: node id -> newest heartbeat."""
+        """The board as it is now: key -> newest heartbeat."""
         kv = await self._peers()
         watcher = await kv.watchall(ignore_deletes=True)
         entries: dict[str, bytes] = {}
@@ -459,11 +468,17 @@ class JetStreamBus:
             with contextlib.suppress(*_RETRYABLE, BadSubscriptionError):
                 await watcher.stop()  # type: ignore[no-untyped-call]  # nats-py: untyped
 
-    async def watch_peers(self, handler: PeerHandler) -> None:
-        """Every board entry, then every change, until cancelled (rebuilt when it goes quiet)."""
+    async def watch_peers(self, handler: PeerHandler, patterns: Sequence[str] = (">",)) -> None:
+        """The board's entries under ``patterns``, then their changes, until cancelled: one
+        watch (an ordered consumer) a pattern, each rebuilt when it goes quiet."""
+        async with asyncio.TaskGroup() as group:
+            for pattern in patterns:
+                group.create_task(self._watch_board(pattern, handler))
+
+    async def _watch_board(self, pattern: str, handler: PeerHandler) -> None:
         while True:
             try:
-                watcher = await (await self._peers()).watchall()
+                watcher = await (await self._peers()).watch(pattern)
             except (*_RETRYABLE, NatsError) as exc:
                 # The server is away (the connection reconnects) or the bucket is not ready.
                 logger.info("cannot watch the peer board yet: %r", exc)

@@ -129,26 +129,38 @@ class InMemoryBus:
         if 1 <= seq <= len(self._log):
             self._log[seq - 1] = None
 
-    async def put_peer(self, node_id: str, data: bytes) -> None:
-        """Replace a node's board entry and tell the watchers."""
-        self._peers[node_id] = data
+    async def put_peer(self, key: str, data: bytes) -> None:
+        """Replace an entry of the board and tell the watchers."""
+        self._peers[key] = data
         for queue in self._peer_watchers:
-            queue.put_nowait((node_id, data))
+            queue.put_nowait((key, data))
+
+    async def delete_peer(self, key: str) -> None:
+        """Take an entry off the board and tell the watchers."""
+        if self._peers.pop(key, None) is not None:
+            for queue in self._peer_watchers:
+                queue.put_nowait((key, None))
 
     async def peer_entries(self) -> dict[str, bytes]:
         """The board as it is now."""
         return dict(self._peers)
 
-    async def watch_peers(self, handler: PeerHandler) -> None:
-        """Current entries, then changes, until cancelled."""
+    async def watch_peers(self, handler: PeerHandler, patterns: Sequence[str] = (">",)) -> None:
+        """Current entries, then changes, of the keys ``patterns`` match, until cancelled."""
+
+        def wanted(key: str) -> bool:
+            return any(subject_matches(pattern, key) for pattern in patterns)
+
         queue: asyncio.Queue[tuple[str, bytes | None]] = asyncio.Queue()
         self._peer_watchers.append(queue)
         try:
-            for node_id, data in list(self._peers.items()):
-                await handler(node_id, data)
+            for key, data in list(self._peers.items()):
+                if wanted(key):
+                    await handler(key, data)
             while True:
-                node_id, entry = await queue.get()
-                await handler(node_id, entry)
+                key, entry = await queue.get()
+                if wanted(key):
+                    await handler(key, entry)
         finally:
             self._peer_watchers.remove(queue)
 
@@ -183,7 +195,7 @@ class InMemoryBus:
 
     async def request(self, subject: str, data: bytes, within: float) -> bytes | None:
         """The answer of one matching responder (taken in turn); None when none matches."""
-        matching = [h for pattern, _, h in self._responders if _subject_matches(pattern, subject)]
+        matching = [h for pattern, _, h in self._responders if subject_matches(pattern, subject)]
         if not matching:
             return None
         self._turn += 1
@@ -200,14 +212,3 @@ class InMemoryBus:
     async def follow(self, network: str, kinds: Sequence[str], handler: BatchHandler) -> None:
         """One in-memory bus holds one network: following another finds nothing, forever."""
         await asyncio.Event().wait()
-
-
-def _subject_matches(pattern: str, subject: str) -> bool:
-    """NATS subject matching: ``*`` is one token, ``>`` the rest."""
-    want, have = pattern.split("."), subject.split(".")
-    for i, token in enumerate(want):
-        if token == ">":
-            return len(have) > i
-        if i >= len(have) or (token != "*" and token != have[i]):
-            return False
-    return len(want) == len(have)

@@ -1,11 +1,18 @@
 """Peers: every node's heartbeat on the network's peer board, and who is alive.
 
 Each node puts a signed heartbeat (its seed ``NetworkPeer``: address, capabilities, status) on
-the board every ``interval`` seconds and watches everyone else's. A peer whose heartbeats stop
-for ``misses`` intervals is offline; the first node to notice records it on the event log
-(``node.lost``, one deterministic envelope id per lost heartbeat, so several witnesses are
-stored once) and every projection takes that node's agents offline. Heartbeats stay off the
-log: they are a view of the present, not history.
+the board every ``interval`` seconds and watches the heartbeats of the nodes whose agents it
+holds. A peer whose heartbeats stop for ``misses`` intervals is offline; the first node to
+notice records it on the event log (``node.lost``, one deterministic envelope id per lost
+heartbeat, so several witnesses are stored once) and every projection takes that node's agents
+offline. Heartbeats stay off the log: they are a view of the present, not history.
+
+The board's keys follow the projects (``board_keys``, ``board_patterns``): a node serving every
+project beats under its id and watches every key; a node serving named projects beats under
+``p.<project>.<id>`` for each and watches those of its projects and the every-project nodes'
+(whose agents of its projects it holds). So the heartbeats a network delivers grow with the
+nodes times the nodes of a project, not with the square of the nodes. ``bzzz peers`` reads the
+whole board.
 """
 
 from __future__ import annotations
@@ -29,6 +36,7 @@ from bzzz.network.base import Bus
 from bzzz.network.envelope import Envelope, EnvelopeRejected, open_envelope, seal
 from bzzz.network.identity import NodeIdentity
 from bzzz.peers.latency import Pinger
+from bzzz.projects import ALL_PROJECTS, ProjectSet, subject_token
 
 logger = logging.getLogger(__name__)
 
@@ -101,19 +109,43 @@ def read_heartbeat(
         raise EnvelopeRejected("malformed") from exc
 
 
+def board_keys(node_id: str, projects: ProjectSet) -> list[str]:
+    """Where a node's heartbeats go: its id (every project), else one key per project."""
+    if projects.every:
+        return [node_id]
+    return [f"p.{subject_token(name)}.{node_id}" for name in sorted(projects.names)]
+
+
+def board_patterns(projects: ProjectSet) -> list[str]:
+    """The keys a node watches: every key (every project), else the every-project nodes' and
+    its projects' nodes'."""
+    if projects.every:
+        return [">"]
+    return ["*", *(f"p.{subject_token(name)}.*" for name in sorted(projects.names))]
+
+
+def board_node(key: str) -> str:
+    """The node a board key is of."""
+    return key.rpartition(".")[2]
+
+
 def board_view(
     entries: dict[str, bytes], network: str, settings: PeerSettings, now: datetime
 ) -> list[NetworkPeer]:
-    """The peers a board holds, as of ``now`` (what ``bzzz peers`` prints); forgeries skipped."""
-    peers = []
-    for node_id, data in sorted(entries.items()):
+    """The peers a board holds, as of ``now`` (what ``bzzz peers`` prints); forgeries skipped.
+    A node under several keys (its projects) is shown once, by its newest heartbeat."""
+    newest: dict[str, NetworkPeer] = {}
+    for key, data in sorted(entries.items()):
+        node_id = board_node(key)
         try:
             peer = read_heartbeat(node_id, data, network, settings.trusted, now)
         except EnvelopeRejected as exc:
-            logger.warning("skipped the board entry of %s: %s", node_id, exc.reason)
+            logger.warning("skipped the board entry of %s: %s", key, exc.reason)
             continue
-        peers.append(_as_of(peer, now, settings.deadline))
-    return peers
+        known = newest.get(node_id)
+        if known is None or peer.last_seen > known.last_seen:
+            newest[node_id] = peer
+    return [_as_of(newest[node_id], now, settings.deadline) for node_id in sorted(newest)]
 
 
 def _as_of(peer: NetworkPeer, now: datetime, deadline: timedelta) -> NetworkPeer:
@@ -167,9 +199,12 @@ class PeerService:
         *,
         address: str,
         describe: Callable[[], tuple[str, list[str]]],
+        projects: ProjectSet = ALL_PROJECTS,
         clock: Callable[[], datetime] = utcnow,
     ) -> None:
         self._bus = bus
+        self._keys = board_keys(identity.node_id, projects)
+        self._patterns = board_patterns(projects)
         self._log = log
         self._identity = identity
         self._network = network
@@ -184,6 +219,7 @@ class PeerService:
         self._status_changed = asyncio.Event()
         self._gone = False
         self.rejected: Counter[str] = Counter()
+        self.heard = 0  # board changes handed to this node (its own beats included)
         self.pinger = Pinger(
             bus,
             identity,
@@ -232,8 +268,11 @@ class PeerService:
         Beating never waits on the log: a heartbeat is due every interval whatever the
         projector is doing, or peers would take a busy node for a lost one.
         """
+        await self._clear_old_keys()
         async with asyncio.TaskGroup() as group:
-            group.create_task(self._bus.watch_peers(self._on_entry), name="bzzz-peer-watch")
+            group.create_task(
+                self._bus.watch_peers(self._on_entry, self._patterns), name="bzzz-peer-watch"
+            )
             group.create_task(self._every_interval(self.beat), name="bzzz-peer-beat")
             group.create_task(self._every_interval(self.check), name="bzzz-peer-check")
             group.create_task(self._record_status(), name="bzzz-peer-status")
@@ -241,6 +280,19 @@ class PeerService:
                 self._bus.serve_pings(self.node_id, self.pinger.answer), name="bzzz-peer-pong"
             )
             group.create_task(self._every_interval(self.ping_peers), name="bzzz-peer-ping")
+
+    async def _clear_old_keys(self) -> None:
+        """Take off the board this node's entries under keys it no longer beats under (it
+        served other projects before): their watchers would take its silence for a loss."""
+        try:
+            found = await self._bus.peer_entries()
+            for key in found:
+                if board_node(key) == self.node_id and key not in self._keys:
+                    await self._bus.delete_peer(key)
+        except Exception as exc:
+            # Housekeeping before the first beat: whatever failed (the board not ready yet),
+            # the node beats all the same; an old entry left is taken for a silent node.
+            logger.warning("could not take this node's old entries off the peer board: %r", exc)
 
     async def _every_interval(self, step: Callable[[], Awaitable[object]]) -> None:
         while True:
@@ -313,7 +365,9 @@ class PeerService:
             payload,
             now=self._clock(),
         )
-        await self._bus.put_peer(self.node_id, envelope.to_bytes())
+        data = envelope.to_bytes()
+        for key in self._keys:
+            await self._bus.put_peer(key, data)
 
     async def goodbye(self) -> None:
         """Tell the board this node left (a last heartbeat saying offline); beat no more."""
@@ -362,7 +416,19 @@ class PeerService:
 
     # --- the board ----------------------------------------------------------------------------
 
-    async def _on_entry(self, node_id: str, data: bytes | None) -> None:
+    def status(self) -> dict[str, Any]:
+        """For /healthz: where this node beats, what it watches and has heard."""
+        return {
+            "keys": list(self._keys),
+            "watching": list(self._patterns),
+            "heard": self.heard,
+            "peers": len(self._peers),
+            "rejected": dict(self.rejected),
+        }
+
+    async def _on_entry(self, key: str, data: bytes | None) -> None:
+        self.heard += 1
+        node_id = board_node(key)
         if data is None:
             self._peers.pop(node_id, None)
             self.pinger.forget(node_id)
