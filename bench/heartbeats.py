@@ -56,7 +56,7 @@ async def _servers_out_msgs(cluster: NatsCluster) -> int:
 
 
 async def _measure(
-    work: Path, cluster: NatsCluster, layout: Layout, args: argparse.Namespace
+    work: Path, cluster: NatsCluster, network: str, layout: Layout, args: argparse.Namespace
 ) -> dict[str, Any]:
     async with contextlib.AsyncExitStack() as stack:
         nodes: list[Node] = []
@@ -67,8 +67,9 @@ async def _measure(
                     "node": {"data_dir": str(work / spec.name)},
                     "bzzz": {
                         "nats_url": cluster.urls,
+                        "network_id": network,  # a board of its own: the other run's is apart
                         "heartbeat_interval": args.interval,
-                        "heartbeat_misses": 1000,
+                        "heartbeat_misses": 100,
                         "projects": spec.projects,
                         "admission": False,
                     },
@@ -116,7 +117,8 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         try:
             for name, by_project in (("every_node_hears_all", False), ("by_project", True)):
                 layout = _layout(args.nodes, args.projects, by_project=by_project)
-                results[name] = await _measure(work / name, cluster, layout, args)
+                network = name.replace("_", "-")
+                results[name] = await _measure(work / name, cluster, network, layout, args)
                 print(name, json.dumps(results[name]), file=sys.stderr)
         finally:
             await cluster.close()
