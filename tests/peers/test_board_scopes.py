@@ -5,11 +5,13 @@ In-memory board: a ``*`` node, two ``p1`` nodes and a ``p2`` node. The ``*`` nod
 four; a ``p1`` node hears its project's, the ``*`` node's, never the ``p2`` node's; the whole
 board (what ``bzzz peers`` reads) lists each node once. A node that served ``*`` and comes back
 serving ``p1`` takes its old entry off the board, so no one is left watching a silent key.
-On a real nats-server the same, through one watch a pattern.
+On a real nats-server the same, through one watch a pattern; a project id with a dot beats as
+any other (the board's keys escape it).
 """
 
 from __future__ import annotations
 
+from datetime import datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -17,6 +19,8 @@ from admitted import admit
 
 from bzzz.config import Settings, load_settings
 from bzzz.domain import utcnow
+from bzzz.network.envelope import seal
+from bzzz.network.identity import NodeIdentity
 from bzzz.network.memory import InMemoryBus
 from bzzz.node import Node
 from bzzz.peers.service import PeerSettings, board_keys, board_patterns, board_view
@@ -41,8 +45,8 @@ def test_the_keys_and_patterns_of_a_node() -> None:
     every, named = ProjectSet.of(["*"]), ProjectSet.of(["shop", "a.b"])
     assert board_keys("node-x", every) == ["node-x"]
     assert board_patterns(every) == [">"]
-    assert board_keys("node-x", named) == ["p.a%2Eb.node-x", "p.shop.node-x"]
-    assert board_patterns(named) == ["*", "p.a%2Eb.*", "p.shop.*"]
+    assert board_keys("node-x", named) == ["p.a=2Eb.node-x", "p.shop.node-x"]
+    assert board_patterns(named) == ["*", "p.a=2Eb.*", "p.shop.*"]
 
 
 async def _heard_everything_before(listener: Node, speaker: Node) -> None:
@@ -77,7 +81,9 @@ async def test_a_node_hears_its_projects_nodes_and_the_every_project_ones(
         assert {p.id for p in star.peers.peers()} == ids
         shown = one.status()["peers"]
         assert shown["keys"] == [f"p.p1.{one.node_id}"] and shown["watching"] == ["*", "p.p1.*"]
-        assert shown["peers"] == 3 and shown["heard"] > 3
+        assert shown["peers"] == 3
+        await _heard_everything_before(one, also)
+        assert one.status()["peers"]["heard"] > shown["heard"]
         assert star.status()["peers"]["watching"] == [">"]
 
         entries = await bus.peer_entries()
@@ -119,7 +125,7 @@ async def test_on_nats_a_node_watches_only_the_keys_of_its_projects(
 
     async with (
         Node(on_nats("star", ["*"])) as star,
-        Node(on_nats("one", ["p1"])) as one,
+        Node(on_nats("one", ["p1", "team.web"])) as one,
         Node(on_nats("two", ["p2"])) as two,
     ):
         await admit(star, one, two)
@@ -135,3 +141,41 @@ async def test_on_nats_a_node_watches_only_the_keys_of_its_projects(
         assert one.node_id not in {p.id for p in two.peers.peers()}
         entries = await one.bus.peer_entries()
         assert {star.node_id, f"p.p1.{one.node_id}", f"p.p2.{two.node_id}"} <= set(entries)
+        # A project id with a dot beats too (NATS KV keys refuse "%": the dot is "=2E").
+        assert f"p.team=2Eweb.{one.node_id}" in entries
+        # Heard under two keys on two watches, in no order between them: no beat is a replay.
+        assert star.peers.rejected["replayed"] == 0 == one.peers.rejected["replayed"]
+
+
+def _beat(identity: NodeIdentity, boot: str, beat: int, at: datetime) -> bytes:
+    payload = {"address": "x", "capabilities": [], "status": "online", "boot": boot, "beat": beat}
+    subject = f"bzzz.main.node.{identity.node_id}"
+    return seal(identity, "main", "node.heartbeat", subject, payload, now=at).to_bytes()
+
+
+async def test_a_node_heard_under_several_keys_is_one_peer_and_replays_are_judged_per_key(
+    tmp_path: Path,
+) -> None:
+    bus = InMemoryBus()
+    async with Node(_settings(tmp_path, "star", ["*"], admission=False), bus=bus) as star:
+        peers = star.peers
+        other = NodeIdentity.generate()
+        one, two = f"p.p1.{other.node_id}", f"p.p2.{other.node_id}"
+        now = utcnow()
+        # Beat 5 heard under one key before beat 4 under the other: no replay, beat 5 kept.
+        await peers._on_entry(one, _beat(other, "b1", 5, now))
+        await peers._on_entry(two, _beat(other, "b1", 4, now))
+        assert peers.peer(other.node_id).beat == 5  # type: ignore[union-attr]
+        assert peers.rejected["replayed"] == 0
+        # An older beat under a key that had a newer one is a replay.
+        await peers._on_entry(one, _beat(other, "b1", 3, now))
+        assert peers.rejected["replayed"] == 1
+        # A key taken off while the node beats under another: still a peer.
+        await peers._on_entry(one, None)
+        assert peers.peer(other.node_id) is not None
+        # An earlier boot's beat (a key it no longer beats under) does not replace the newer.
+        await peers._on_entry(one, _beat(other, "b0", 99, now - timedelta(minutes=5)))
+        assert peers.peer(other.node_id).boot == "b1"  # type: ignore[union-attr]
+        await peers._on_entry(one, None)
+        await peers._on_entry(two, None)
+        assert peers.peer(other.node_id) is None

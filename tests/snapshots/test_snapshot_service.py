@@ -157,9 +157,13 @@ async def _refused_with(tmp_path: Path, bus: InMemoryBus, reason: str, tag: str 
         assert shown["refused"] == {reason: 1}
         agents = {r["id"] for r in (await state(fresh))["agents"]}
         assert "lead-x" in agents  # the replay got there all the same
+    # Nothing of the refused file is left beside the store.
+    assert not list((tmp_path / f"new-{reason}{tag}").glob(".bzzz-snapshot-*"))
 
 
-async def test_a_forged_or_unadmitted_snapshot_is_refused(tmp_path: Path) -> None:
+async def test_a_forged_or_unadmitted_snapshot_is_refused(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
     bus = InMemoryBus()
     async with Node(_settings(tmp_path, "a"), bus=bus) as a:
         await _play(a, "x")
@@ -190,23 +194,51 @@ async def test_a_forged_or_unadmitted_snapshot_is_refused(tmp_path: Path) -> Non
     junk = seal_snapshot(writer, "main", "*", header["sequence"], b"not a dump", 1, keyring)
     bus.snapshots.objects["snapshot.*"] = (junk, hint)
     await _refused_with(tmp_path, bus, "malformed")
-    for index, schema in enumerate(_foreign_schemas()):
+    for index, schema in enumerate(_foreign_schemas(header["sequence"])):
         packed = _packed_database(tmp_path / "crafted.db", schema)
         crafted = seal_snapshot(writer, "main", "*", header["sequence"], packed, 1, keyring)
         bus.snapshots.objects["snapshot.*"] = (crafted, hint)
         await _refused_with(tmp_path, bus, "malformed", f"-{index}")
+    # A body that would expand past its bound (here 100 MB of zeros in 100 KB) is not written.
+    bomb = zlib.compress(bytes(100 << 20), 9)
+    crafted = seal_snapshot(writer, "main", "*", header["sequence"], bomb, 1, keyring)
+    bus.snapshots.objects["snapshot.*"] = (crafted, hint)
+    await _refused_with(tmp_path, bus, "malformed", "-bomb")
+    assert "expands past" in caplog.text
     other = seal_snapshot(writer, "main", "p9", header["sequence"], b"", 0, keyring)
     bus.snapshots.objects["snapshot.*"] = (other, hint)
     await _refused_with(tmp_path, bus, "wrong_projects")
 
+    # The control: the same hand-made file with its one value of the right type is loaded.
+    tables, applied = _foreign_schemas(header["sequence"])[-1].split("; ", 1)
+    control = applied.replace("x'00'", "'{}'")
+    packed = _packed_database(tmp_path / "crafted.db", f"{tables}; {control}")
+    bus.snapshots.objects["snapshot.*"] = (
+        seal_snapshot(writer, "main", "*", header["sequence"], packed, 1, keyring),
+        hint,
+    )
+    async with Node(_settings(tmp_path, "control"), bus=bus) as fresh:
+        shown = fresh.status()["snapshots"]
+        assert shown["refused"] == {} and shown["loaded"]["rows"] == 1
 
-def _foreign_schemas() -> list[str]:
-    """SQLite databases that are no dump of this store: another table, a view in a table's
-    place (its SQL would run as the load reads it), a table with a column the store lacks."""
+
+def _foreign_schemas(sequence: int) -> list[str]:
+    """SQLite databases that are no dump of this store at ``sequence``: another table, a view
+    in a table's place (its SQL would run as the load reads it), a table with a column the
+    store lacks, the store's tables with a trigger, the store's tables empty (no applied
+    envelope at the header's sequence), a value of another type than its column's."""
+    tables = ";".join(rows._file_ddl().values())  # the file's own schema
+    applied = (
+        "INSERT INTO applied_envelopes VALUES ('e1', {seq}, 't', 'o', {outcome}, "
+        "'2026-12-04 00:00:00.000000')"
+    )
     return [
         "CREATE TABLE passwords (who TEXT, secret TEXT)",
         "CREATE TABLE x (id TEXT); CREATE VIEW agents AS SELECT id FROM x",
         "CREATE TABLE agents (id TEXT PRIMARY KEY, is_admin INTEGER)",
+        f"{tables}; CREATE TRIGGER t AFTER INSERT ON agents BEGIN DELETE FROM agents; END",
+        tables,
+        f"{tables}; {applied.format(seq=sequence, outcome='x' + repr('00'))}",
     ]
 
 

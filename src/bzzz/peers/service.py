@@ -36,7 +36,7 @@ from bzzz.network.base import Bus
 from bzzz.network.envelope import Envelope, EnvelopeRejected, open_envelope, seal
 from bzzz.network.identity import NodeIdentity
 from bzzz.peers.latency import Pinger
-from bzzz.projects import ALL_PROJECTS, ProjectSet, subject_token
+from bzzz.projects import ALL_PROJECTS, ProjectSet
 
 logger = logging.getLogger(__name__)
 
@@ -109,11 +109,17 @@ def read_heartbeat(
         raise EnvelopeRejected("malformed") from exc
 
 
+def board_token(project: str) -> str:
+    """A project id as one token of a board key: NATS KV keys allow ``[-/_=.a-zA-Z0-9]`` and a
+    project id ``[A-Za-z0-9._-]``, so only its dots are escaped (``=`` never is in an id)."""
+    return project.replace(".", "=2E")
+
+
 def board_keys(node_id: str, projects: ProjectSet) -> list[str]:
     """Where a node's heartbeats go: its id (every project), else one key per project."""
     if projects.every:
         return [node_id]
-    return [f"p.{subject_token(name)}.{node_id}" for name in sorted(projects.names)]
+    return [f"p.{board_token(name)}.{node_id}" for name in sorted(projects.names)]
 
 
 def board_patterns(projects: ProjectSet) -> list[str]:
@@ -121,7 +127,7 @@ def board_patterns(projects: ProjectSet) -> list[str]:
     its projects' nodes'."""
     if projects.every:
         return [">"]
-    return ["*", *(f"p.{subject_token(name)}.*" for name in sorted(projects.names))]
+    return ["*", *(f"p.{board_token(name)}.*" for name in sorted(projects.names))]
 
 
 def board_node(key: str) -> str:
@@ -213,6 +219,9 @@ class PeerService:
         self._clock = clock
         self._self = _Self(address=address)
         self._peers: dict[str, NetworkPeer] = {}
+        # The last heartbeat heard under each key (boot, beat): a node under several keys is
+        # heard on several watches, in no order between them; a replay is judged per key.
+        self._heard_under: dict[str, tuple[str, int]] = {}
         self._changed = asyncio.Condition()
         # The node announces itself online on the log as it starts; changes are recorded apart.
         self._announced = "online"
@@ -268,8 +277,8 @@ class PeerService:
         Beating never waits on the log: a heartbeat is due every interval whatever the
         projector is doing, or peers would take a busy node for a lost one.
         """
-        await self._clear_old_keys()
         async with asyncio.TaskGroup() as group:
+            group.create_task(self._clear_old_keys(), name="bzzz-peer-clear")
             group.create_task(
                 self._bus.watch_peers(self._on_entry, self._patterns), name="bzzz-peer-watch"
             )
@@ -283,16 +292,20 @@ class PeerService:
 
     async def _clear_old_keys(self) -> None:
         """Take off the board this node's entries under keys it no longer beats under (it
-        served other projects before): their watchers would take its silence for a loss."""
-        try:
-            found = await self._bus.peer_entries()
-            for key in found:
-                if board_node(key) == self.node_id and key not in self._keys:
-                    await self._bus.delete_peer(key)
-        except Exception as exc:
-            # Housekeeping before the first beat: whatever failed (the board not ready yet),
-            # the node beats all the same; an old entry left is taken for a silent node.
-            logger.warning("could not take this node's old entries off the peer board: %r", exc)
+        served other projects before): their watchers would take its silence for a loss.
+        Tried again every interval until it is done."""
+        while True:
+            try:
+                found = await self._bus.peer_entries()
+                for key in found:
+                    if board_node(key) == self.node_id and key not in self._keys:
+                        await self._bus.delete_peer(key)
+                return
+            except Exception as exc:
+                # Housekeeping beside the beats (the board may not be ready yet): whatever
+                # failed, the node beats all the same and tries again.
+                logger.warning("could not take this node's old board entries off: %r", exc)
+            await asyncio.sleep(self._settings.interval)
 
     async def _every_interval(self, step: Callable[[], Awaitable[object]]) -> None:
         while True:
@@ -366,8 +379,14 @@ class PeerService:
             now=self._clock(),
         )
         data = envelope.to_bytes()
-        for key in self._keys:
-            await self._bus.put_peer(key, data)
+        failed: BzzzError | None = None
+        for key in self._keys:  # each on its own: one refused leaves the others beating
+            try:
+                await self._bus.put_peer(key, data)
+            except BzzzError as exc:
+                failed = exc
+        if failed is not None:
+            raise failed
 
     async def goodbye(self) -> None:
         """Tell the board this node left (a last heartbeat saying offline); beat no more."""
@@ -430,22 +449,30 @@ class PeerService:
         self.heard += 1
         node_id = board_node(key)
         if data is None:
-            self._peers.pop(node_id, None)
-            self.pinger.forget(node_id)
+            self._heard_under.pop(key, None)
+            if not any(board_node(other) == node_id for other in self._heard_under):
+                self._peers.pop(node_id, None)
+                self.pinger.forget(node_id)
         else:
-            self._take(node_id, data)
+            self._take(key, node_id, data)
         async with self._changed:
             self._changed.notify_all()
 
-    def _take(self, node_id: str, data: bytes) -> None:
+    def _take(self, key: str, node_id: str, data: bytes) -> None:
         peer = self._read(node_id, data)
         if peer is None:
             return
-        known = self._peers.get(node_id)
-        if known is not None and known.boot == peer.boot and peer.beat <= known.beat:
-            if peer.beat < known.beat:
-                self._reject("replayed", node_id)
+        last = self._heard_under.get(key)
+        if last is not None and last[0] == peer.boot and peer.beat < last[1]:
+            self._reject("replayed", node_id)
             return
+        self._heard_under[key] = (peer.boot, peer.beat)
+        known = self._peers.get(node_id)
+        if known is not None:
+            if known.boot == peer.boot and peer.beat <= known.beat:
+                return  # heard already, under another of its keys
+            if known.boot != peer.boot and peer.last_seen < known.last_seen:
+                return  # an earlier boot's, under a key the node no longer beats under
         self._peers[node_id] = peer
 
     def _read(self, node_id: str, data: bytes) -> NetworkPeer | None:

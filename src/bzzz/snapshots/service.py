@@ -171,8 +171,11 @@ class SnapshotService:
     async def _loaded(self, snapshot: Snapshot) -> int:
         # One transaction: a dump that does not read back leaves the store empty.
         try:
-            return await rows.load(self._db, snapshot.packed)
+            return await rows.load(self._db, snapshot.packed, snapshot.sequence)
         except (ValueError, zlib.error) as exc:
+            logger.warning(
+                "the snapshot of projects %s is no dump of this store: %s", self.covers, exc
+            )
             raise SnapshotRefused("malformed") from exc
         except StoreError as exc:
             raise SnapshotRefused("not_loaded") from exc

@@ -23,21 +23,39 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import json
 import logging
 import shutil
 import sqlite3
 import tempfile
+import time
 import zlib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar, cast
 
-from sqlalchemy import Connection, Engine, Table, create_engine, func, insert, select
+from sqlalchemy import (
+    JSON,
+    Boolean,
+    Connection,
+    Engine,
+    Float,
+    Integer,
+    MetaData,
+    Table,
+    Text,
+    create_engine,
+    func,
+    insert,
+    make_url,
+    select,
+)
 from sqlalchemy.dialects import sqlite as sqlite_dialect
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.schema import CreateTable
+from sqlalchemy.types import TypeDecorator, TypeEngine
 
 from bzzz.network.sealing import Keyring, SealError, is_sealed
 from bzzz.store.batch import execute_many
@@ -65,6 +83,13 @@ _PIECE = 1 << 20
 # zlib's level for the file: 1 packs a store's pages to about a fifth, several times faster
 # than the default 6, which gains a few percent more.
 _LEVEL = 1
+# A dump's file may expand to this many times its compressed size, no more (a store's pages
+# pack to about a fifth): a body that would fill the store's disk is refused.
+_MAX_EXPANSION = 32
+_MIN_ROOM = 64 << 20  # a small store's file is mostly empty pages: it packs far tighter
+# Scratch directories older than this are left over from a process that died mid-dump or
+# mid-load (they hold opened values): the next dump or load removes them.
+_STALE_SCRATCH_S = 3600.0
 # The functions the SQL copies call on sealed columns (registered on the copying connection).
 _OPEN_TEXT, _OPEN_JSON = "bzzz_open_text", "bzzz_open_json"
 _SEAL_TEXT, _SEAL_JSON = "bzzz_seal_text", "bzzz_seal_json"
@@ -82,6 +107,31 @@ class Dumped:
 def snapshot_tables() -> list[Table]:
     """The tables a snapshot holds, parents before children (the metadata's order)."""
     return [table for table in Base.metadata.sorted_tables if table.name not in NODE_LOCAL]
+
+
+@functools.cache
+def _file_tables() -> dict[str, Table]:
+    """The snapshot tables as the file holds them: JSON columns declared TEXT (a store's JSON
+    column has NUMERIC affinity: the file keeps the JSON text exactly as written)."""
+    metadata = MetaData()
+    tables: dict[str, Table] = {}
+    for table in snapshot_tables():
+        copy = table.to_metadata(metadata)
+        for column in copy.columns:
+            if isinstance(column.type, JSON | SealedJSON):
+                column.type = Text()
+        tables[table.name] = copy
+    return tables
+
+
+@functools.cache
+def _file_ddl() -> dict[str, str]:
+    """Each file table's CREATE TABLE statement (what its ``sqlite_schema`` row must say)."""
+    dialect = sqlite_dialect.dialect()
+    return {
+        name: str(CreateTable(table).compile(dialect=dialect)).strip()
+        for name, table in _file_tables().items()
+    }
 
 
 # --- dumping -----------------------------------------------------------------------------------
@@ -167,16 +217,20 @@ def _pack(path: Path) -> bytes:
 # --- loading -----------------------------------------------------------------------------------
 
 
-async def load(db: Database, packed: bytes) -> int:
+async def load(db: Database, packed: bytes, sequence: int) -> int:
     """Insert a dump's rows into an empty store, in one transaction; how many.
 
-    ValueError (or zlib.error) when ``packed`` is not a dump of this schema's tables; the store
-    is then left as it was.
+    ValueError (or zlib.error) when ``packed`` is not a dump of this schema's tables at
+    ``sequence`` (the one its signed header names); StoreError when it could not be written.
+    The store is then left as it was.
     """
     with _scratch(db) as directory:
         path = directory / "snapshot.db"
-        await asyncio.to_thread(_unpack, packed, path)
-        await asyncio.to_thread(_check_schema, path)
+        try:
+            await asyncio.to_thread(_unpack, packed, path)
+        except OSError as exc:
+            raise StoreError("the snapshot's file could not be written") from exc
+        await asyncio.to_thread(_check, path, sequence)
         try:
             if db.is_sqlite:
                 return await asyncio.to_thread(_load_sqlite, db, path)
@@ -189,40 +243,72 @@ async def load(db: Database, packed: bytes) -> int:
 
 
 def _unpack(packed: bytes, path: Path) -> None:
+    """The compressed file written out; ValueError when it is cut short or would grow past
+    _MAX_EXPANSION times its size (at least _MIN_ROOM) or the disk's free space."""
+    room = min(max(_MAX_EXPANSION * len(packed), _MIN_ROOM), shutil.disk_usage(path.parent).free)
     unpacker = zlib.decompressobj()
+    written = 0
     with path.open("wb") as file:
         for first in range(0, len(packed), _PIECE):
-            file.write(unpacker.decompress(packed[first : first + _PIECE]))
+            piece = packed[first : first + _PIECE]
+            while piece:
+                out = unpacker.decompress(piece, _PIECE)
+                written += len(out)
+                if written > room:
+                    raise ValueError(f"the dump expands past {room} bytes")
+                file.write(out)
+                piece = unpacker.unconsumed_tail
         file.write(unpacker.flush())
     if not unpacker.eof:
         raise ValueError("the dump is cut short")
 
 
-def _check_schema(path: Path) -> None:
-    """ValueError unless the file is a SQLite database of snapshot tables, each with columns
-    of this schema's table (a dump of an older schema may lack newer columns)."""
-    known = {table.name: table for table in snapshot_tables()}
+def _check(path: Path, sequence: int) -> None:
+    """ValueError unless the file is a dump of this schema at ``sequence``: a SQLite database
+    whose schema is exactly the snapshot tables (as ``_create_tables`` makes them: no view,
+    trigger or other object), every value of the storage class its column takes, and the
+    highest applied sequence the one the signed header names."""
+    expected = _file_ddl()
     try:
         with contextlib.closing(sqlite3.connect(_read_only(path), uri=True)) as connection:
             connection.execute("PRAGMA trusted_schema=OFF")
-            found = connection.execute("SELECT type, name FROM sqlite_schema").fetchall()
-            for kind, name in found:
+            found = connection.execute("SELECT type, name, sql FROM sqlite_schema").fetchall()
+            tables = set()
+            for kind, name, sql in found:
                 if kind == "index" and str(name).startswith("sqlite_autoindex_"):
                     continue
-                if kind != "table" or name not in known:
+                if kind != "table" or (sql or "").strip() != expected.get(name):
                     raise ValueError(f"not a table of this store: {kind} {name!r}")
-                columns = {row[1] for row in connection.execute(f"PRAGMA table_info({name})")}
-                if not columns <= {column.name for column in known[name].columns}:
-                    raise ValueError(f"not the columns of {name}")
+                tables.add(name)
+            if tables != set(expected):
+                raise ValueError(f"tables missing: {sorted(set(expected) - tables)}")
+            for name, table in _file_tables().items():
+                wrong = connection.execute(_wrong_values(table)).fetchone()[0]
+                if wrong:
+                    raise ValueError(f"{wrong} rows of {name} hold values of another type")
+            (last,) = connection.execute("SELECT max(seq) FROM applied_envelopes").fetchone()
     except sqlite3.DatabaseError as exc:
         raise ValueError(f"not a dump: {exc}") from exc
+    if last != sequence:
+        raise ValueError(f"a dump at sequence {last}, not {sequence}")
 
 
-def _columns_in(connection: sqlite3.Connection, table: Table) -> list[str]:
-    """The table's columns the attached file has (none when it lacks the table)."""
-    found = connection.execute(f"PRAGMA snap.table_info({_quoted(table.name)})").fetchall()
-    have = {row[1] for row in found}
-    return [column.name for column in table.columns if column.name in have]
+def _wrong_values(table: Table) -> str:
+    """A count of the rows with a value its column does not take (by SQLite's storage class)."""
+    checks = [
+        f"typeof({_quoted(column.name)}) IN ({_storage(column.type)}, 'null')"
+        for column in table.columns
+    ]
+    return f"SELECT count(*) FROM {_quoted(table.name)} WHERE NOT ({' AND '.join(checks)})"
+
+
+def _storage(kind: TypeEngine[Any]) -> str:
+    base = kind.impl_instance if isinstance(kind, TypeDecorator) else kind
+    if isinstance(base, Integer | Boolean):
+        return "'integer'"
+    if isinstance(base, Float):
+        return "'real', 'integer'"
+    return "'text'"  # text, times as SQLite's text, JSON as its text
 
 
 def _load_sqlite(db: Database, path: Path) -> int:
@@ -233,9 +319,7 @@ def _load_sqlite(db: Database, path: Path) -> int:
         count = 0
         try:
             for table in snapshot_tables():
-                names = _columns_in(connection, table)
-                if not names:
-                    continue
+                names = [column.name for column in table.columns]
                 selected, params = _expressions(table, names, opening=False)
                 count += connection.execute(
                     f"INSERT INTO main.{_quoted(table.name)} ({_listed(names)}) "
@@ -258,12 +342,8 @@ def _load_rows(connection: Connection, path: Path) -> int:
     try:
         with source.connect() as reading:
             for table in snapshot_tables():
-                have = set(_file_columns(reading, table.name))
-                if not have:
-                    continue
-                columns = [column for column in table.columns if column.name in have]
                 result = reading.execution_options(yield_per=CHUNK).execute(
-                    select(*columns).order_by(*table.primary_key.columns)
+                    select(table).order_by(*table.primary_key.columns)
                 )
                 for chunk in result.partitions():
                     found = [dict(row._mapping) for row in chunk]
@@ -295,17 +375,13 @@ def rows_of(packed: bytes) -> dict[str, list[dict[str, Any]]]:
     with tempfile.TemporaryDirectory(prefix="bzzz-snapshot-") as directory:
         path = Path(directory) / "snapshot.db"
         _unpack(packed, path)
-        _check_schema(path)
         engine = _file_engine(path)
         try:
             with engine.connect() as reading:
                 found: dict[str, list[dict[str, Any]]] = {}
                 for table in snapshot_tables():
-                    have = set(_file_columns(reading, table.name))
-                    columns = [column for column in table.columns if column.name in have]
-                    if columns:
-                        ordered = select(*columns).order_by(*table.primary_key.columns)
-                        found[table.name] = [dict(r._mapping) for r in reading.execute(ordered)]
+                    ordered = select(table).order_by(*table.primary_key.columns)
+                    found[table.name] = [dict(r._mapping) for r in reading.execute(ordered)]
                 return found
         finally:
             engine.dispose()
@@ -314,19 +390,33 @@ def rows_of(packed: bytes) -> dict[str, list[dict[str, Any]]]:
 # --- the file and the SQL copies ---------------------------------------------------------------
 
 
+_SCRATCH = ".bzzz-snapshot-"
+
+
 @contextlib.contextmanager
 def _scratch(db: Database) -> Iterator[Path]:
-    """A private directory for the file, beside a SQLite store (same disk, not a RAM /tmp)."""
-    parent = _store_path(db).parent if db.is_sqlite else None
-    directory = Path(tempfile.mkdtemp(prefix=".bzzz-snapshot-", dir=parent))
+    """A private (0700) directory for the file, beside a SQLite store (same disk, not a RAM
+    /tmp), removed after: it holds opened values for the seconds of a dump or a load."""
+    parent = _store_path(db).parent if db.is_sqlite else Path(tempfile.gettempdir())
+    _sweep(parent)
+    directory = Path(tempfile.mkdtemp(prefix=_SCRATCH, dir=parent))
     try:
         yield directory
     finally:
         shutil.rmtree(directory, ignore_errors=True)
 
 
+def _sweep(parent: Path) -> None:
+    """Remove the scratch directories a process that died mid-dump or mid-load left."""
+    stale = time.time() - _STALE_SCRATCH_S
+    for leftover in parent.glob(_SCRATCH + "*"):
+        with contextlib.suppress(OSError):
+            if leftover.is_dir() and leftover.stat().st_mtime < stale:
+                shutil.rmtree(leftover, ignore_errors=True)
+
+
 def _store_path(db: Database) -> Path:
-    return Path(db.url.split("///", 1)[-1])
+    return Path(make_url(db.url).database or "")
 
 
 def _read_only(path: Path) -> str:
@@ -340,23 +430,18 @@ def _file_engine(path: Path) -> Engine:
     return engine
 
 
-def _file_columns(connection: Connection, table: str) -> list[str]:
-    found = connection.exec_driver_sql(f"PRAGMA table_info({_quoted(table)})").fetchall()
-    return [str(row[1]) for row in found]
-
-
 def _create_tables(path: Path) -> None:
-    """The snapshot tables, with their primary keys and no other index."""
-    dialect = sqlite_dialect.dialect()
+    """The snapshot tables (``_file_tables``), with their primary keys and no other index."""
     with contextlib.closing(sqlite3.connect(path)) as connection:
-        for table in snapshot_tables():
-            connection.execute(str(CreateTable(table).compile(dialect=dialect)))
+        for sql in _file_ddl().values():
+            connection.execute(sql)
         connection.commit()
 
 
 def _connect(store: Path, keyring: Keyring | None) -> sqlite3.Connection:
     """A connection of its own to a SQLite store, with the sealing functions of its keyring."""
-    connection = sqlite3.connect(store, isolation_level=None, check_same_thread=False)
+    # uri: the ATTACH of a file read-only names it as a URI.
+    connection = sqlite3.connect(store, isolation_level=None, check_same_thread=False, uri=True)
     connection.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
     connection.execute("PRAGMA trusted_schema=OFF")
     for name, function in _functions(keyring).items():
