@@ -186,22 +186,29 @@ def _dump_rows(connection: Connection, path: Path) -> tuple[int, int]:
     """Through the ORM: rows read opened (the source's column types), written in clear."""
     applied = cast(Table, AppliedEnvelope.__table__)
     sequence = connection.execute(select(func.max(applied.c.seq))).scalar_one() or 0
-    count = 0
     _create_tables(path)
     target = _file_engine(path)
     try:
         with target.begin() as writing:
-            for table in snapshot_tables():
-                result = connection.execution_options(yield_per=CHUNK).execute(
-                    select(table).order_by(*table.primary_key.columns)
-                )
-                for chunk in result.partitions():
-                    found = [dict(row._mapping) for row in chunk]
-                    execute_many(writing, insert(table), found)
-                    count += len(found)
+            count = _copy_rows(connection, writing)
     finally:
         target.dispose()
     return int(sequence), count
+
+
+def _copy_rows(source: Connection, target: Connection) -> int:
+    """Every snapshot table's rows from one connection to the other through the ORM's column
+    types (each side's: opened from one, sealed or not by the other), in primary-key order."""
+    count = 0
+    for table in snapshot_tables():
+        result = source.execution_options(yield_per=CHUNK).execute(
+            select(table).order_by(*table.primary_key.columns)
+        )
+        for chunk in result.partitions():
+            found = [dict(row._mapping) for row in chunk]
+            execute_many(target, insert(table), found)
+            count += len(found)
+    return count
 
 
 def _pack(path: Path) -> bytes:
@@ -337,18 +344,10 @@ def _load_sqlite(db: Database, path: Path) -> int:
 
 def _load_rows(connection: Connection, path: Path) -> int:
     """Through the ORM: rows read in clear from the file, written through the store's types."""
-    count = 0
     source = _file_engine(path)
     try:
         with source.connect() as reading:
-            for table in snapshot_tables():
-                result = reading.execution_options(yield_per=CHUNK).execute(
-                    select(table).order_by(*table.primary_key.columns)
-                )
-                for chunk in result.partitions():
-                    found = [dict(row._mapping) for row in chunk]
-                    execute_many(connection, insert(table), found)
-                    count += len(found)
+            count = _copy_rows(reading, connection)
     finally:
         source.dispose()
     _advance_serials(connection)
