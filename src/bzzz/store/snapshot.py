@@ -166,16 +166,8 @@ def _dump_sqlite(db: Database, path: Path) -> tuple[int, int]:
         connection.execute("PRAGMA snap.synchronous=OFF")
         connection.execute("BEGIN")
         sequence = connection.execute("SELECT max(seq) FROM main.applied_envelopes").fetchone()
-        count = 0
-        for table in snapshot_tables():
-            names = [column.name for column in table.columns]
-            order = ", ".join(_quoted(column.name) for column in table.primary_key.columns)
-            selected, params = _expressions(table, names, opening=True)
-            count += connection.execute(
-                f"INSERT INTO snap.{_quoted(table.name)} ({_listed(names)}) "
-                f"SELECT {selected} FROM main.{_quoted(table.name)} ORDER BY {order}",
-                params,
-            ).rowcount
+        # In primary-key order: the file's rows are then in the order a load inserts best.
+        count = _copy_tables(connection, "main", "snap", opening=True, ordered=True)
         connection.execute("COMMIT")
         return int(sequence[0] or 0), count
     finally:
@@ -323,16 +315,8 @@ def _load_sqlite(db: Database, path: Path) -> int:
     try:
         connection.execute("ATTACH DATABASE ? AS snap", (_read_only(path),))
         connection.execute("BEGIN IMMEDIATE")
-        count = 0
         try:
-            for table in snapshot_tables():
-                names = [column.name for column in table.columns]
-                selected, params = _expressions(table, names, opening=False)
-                count += connection.execute(
-                    f"INSERT INTO main.{_quoted(table.name)} ({_listed(names)}) "
-                    f"SELECT {selected} FROM snap.{_quoted(table.name)}",
-                    params,
-                ).rowcount
+            count = _copy_tables(connection, "snap", "main", opening=False, ordered=False)
         except BaseException:
             connection.execute("ROLLBACK")
             raise
@@ -485,6 +469,26 @@ def _functions(keyring: Keyring | None) -> dict[str, Callable[[Any, str], Any]]:
         _SEAL_TEXT: seal_text,
         _SEAL_JSON: seal_json,
     }
+
+
+def _copy_tables(
+    connection: sqlite3.Connection, source: str, target: str, *, opening: bool, ordered: bool
+) -> int:
+    """Every snapshot table from the attached schema ``source`` into ``target``, one
+    ``INSERT … SELECT`` each, the sealed columns opened (``opening``) or sealed again; how many
+    rows. ``ordered``: read in primary-key order."""
+    count = 0
+    for table in snapshot_tables():
+        names = [column.name for column in table.columns]
+        selected, params = _expressions(table, names, opening=opening)
+        order = ", ".join(_quoted(column.name) for column in table.primary_key.columns)
+        count += connection.execute(
+            f"INSERT INTO {target}.{_quoted(table.name)} ({_listed(names)}) "
+            f"SELECT {selected} FROM {source}.{_quoted(table.name)}"
+            + (f" ORDER BY {order}" if ordered else ""),
+            params,
+        ).rowcount
+    return count
 
 
 def _expressions(table: Table, names: list[str], *, opening: bool) -> tuple[str, list[str]]:
