@@ -48,10 +48,31 @@ logger = logging.getLogger("bench.scale.worker")
 
 ROLES = ("developer", "architect", "reviewer", "tester", "writer", "devops", "sre", "data")
 CAPS = ("python", "go", "rust", "sql", "kubernetes", "typescript")
-PUBLISH_WINDOW = 2_000  # async publishes in flight before waiting for their acks
+PUBLISH_WINDOW = 500  # async publishes in flight, a node, before waiting for their acks
+# A publish the servers refused (a full ingest queue answers 429 on a saturated machine) is
+# made again, its message id the same (the stream's duplicate window keeps one), this often.
+PUBLISH_TRIES = 20
 # Nodes of one worker start one at a time: Alembic's migration context is process-global, and
 # two stores migrated at once in one process collide ("table activity already exists").
 START_AT_ONCE = 1
+
+
+async def _publish_window(js: Any, window: list[tuple[str, bytes, str]]) -> int:
+    """Publish ``window`` (subject, data, message id) with async acks; what was refused is
+    published again after a pause, until every one is acknowledged; how many there were."""
+    count = len(window)
+    for attempt in range(PUBLISH_TRIES):
+        acks = [
+            await js.publish_async(subject, data, headers={"Nats-Msg-Id": msg_id})
+            for subject, data, msg_id in window
+        ]
+        results = await asyncio.gather(*acks, return_exceptions=True)
+        window = [w for w, r in zip(window, results, strict=True) if isinstance(r, BaseException)]
+        if not window:
+            return count
+        logger.warning("%d publishes refused; again (try %d)", len(window), attempt + 2)
+        await asyncio.sleep(0.5 * (attempt + 1))
+    raise RuntimeError(f"{len(window)} publishes still refused after {PUBLISH_TRIES} tries")
 
 
 def agent_id(n: int) -> str:
@@ -215,6 +236,7 @@ class Worker:
         index, of, k = share["index"], share["of"], share["k"]
         project = self.projects[index]
         session = f"mcp-bench-{share['node']}"
+        window: list[tuple[str, bytes, str]] = []
         sent = 0
         for n in range(index, total, project_count):
             if (n // project_count) % of != k:
@@ -230,12 +252,11 @@ class Worker:
                 payload,
                 keyring=node.keyring,
             )
-            await js.publish_async(subject, env.to_bytes(), headers={"Nats-Msg-Id": env.id})
-            sent += 1
-            if sent % PUBLISH_WINDOW == 0:
-                await js.publish_async_completed()
-        await js.publish_async_completed()
-        return sent
+            window.append((subject, env.to_bytes(), env.id))
+            if len(window) == PUBLISH_WINDOW:
+                sent += await _publish_window(js, window)
+                window = []
+        return sent + await _publish_window(js, window)
 
     async def op_settle(self, cmd: dict[str, Any]) -> dict[str, Any]:
         """Wait until every node has applied the log up to its newest envelope, and its
