@@ -142,3 +142,22 @@ def wait_for_quiet(max_wait: float, threshold_pct: float = 20.0, sample: float =
         busy_pct = 100 * (busy_seconds() - before) / sample
         if busy_pct < threshold_pct or time.monotonic() >= deadline:
             return round(busy_pct, 1)
+
+
+def posted_payload(
+    message_id: str, sender: str, recipient: str, address: str, content: Any
+) -> dict:
+    """A ``message.posted`` payload of a plain data message from ``sender`` to ``recipient``
+    (``address`` its target address), as the benches write history straight onto the log."""
+    return {
+        "message_id": message_id,
+        "sender": sender,
+        "target_address": address,
+        "message_type": "data",
+        "content": content,
+        "priority": "medium",
+        "thread_id": None,
+        "reply_to": None,
+        "recipients": [recipient],
+        "task_id": None,
+    }

@@ -33,7 +33,7 @@ from bzzz.node import Node
 from bzzz.schemas import AnnounceInput
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from benchutil import code_version, machine
+from benchutil import code_version, machine, posted_payload
 
 ROLES = ("architect", "reviewer", "developer", "tester", "documentation")
 
@@ -50,18 +50,8 @@ def _settings(data_dir: Path, url: str, projects: list[str]) -> Any:
 
 def _post(writer: NodeIdentity, n: int, project: str) -> tuple[str, Envelope]:
     sender = f"source-{project}"
-    payload = {
-        "message_id": f"msg-bench-{n:08d}",
-        "sender": sender,
-        "target_address": f"bzzz://sink-{project}",
-        "message_type": "data",
-        "content": {"n": n},
-        "priority": "medium",
-        "thread_id": None,
-        "reply_to": None,
-        "recipients": [f"sink-{project}"],
-        "task_id": None,
-    }
+    address = f"bzzz://sink-{project}"
+    payload = posted_payload(f"msg-bench-{n:08d}", sender, f"sink-{project}", address, {"n": n})
     subject = f"bzzz.main.p.{project}.msg.{sender}"
     return subject, seal(writer, "main", "message.posted", subject, payload)
 

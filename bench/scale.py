@@ -77,7 +77,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 from e2e.cluster import NatsCluster
 
-from benchutil import CpuWindow, code_version, machine, wait_for_quiet
+from benchutil import CpuWindow, code_version, machine, posted_payload, wait_for_quiet
 from scale_fleet import WorkerProcess, latency_figures, plan, spread
 from scale_servers import (
     NETWORK,
@@ -409,18 +409,8 @@ class Harness:
                 sender = f"history-{n % 16}"
                 target = agent_id(1 + len(self.layout.projects) * (n % 100))
                 subject = f"bzzz.{NETWORK}.p.{project}.msg.{sender}"
-                payload = {
-                    "message_id": f"msg-history-{n:08d}",
-                    "sender": sender,
-                    "target_address": f"bzzz://{target}@{project}",
-                    "message_type": "data",
-                    "content": {"n": n},
-                    "priority": "medium",
-                    "thread_id": None,
-                    "reply_to": None,
-                    "recipients": [target],
-                    "task_id": None,
-                }
+                address = f"bzzz://{target}@{project}"
+                payload = posted_payload(f"msg-history-{n:08d}", sender, target, address, {"n": n})
                 env = seal(
                     self.history_writer,
                     NETWORK,

@@ -33,7 +33,7 @@ from bzzz.node import Node
 from bzzz.principal import LOCAL
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from benchutil import code_version, machine
+from benchutil import code_version, machine, posted_payload
 
 # Posts in flight at once while the log is filled.
 WINDOW = 4000
@@ -61,18 +61,8 @@ def _settings(data_dir: Path, url: str, *, load: bool = True) -> Any:
 
 def _post(writer: NodeIdentity, n: int) -> tuple[str, bytes, str]:
     sender = f"source-{n % 50}"
-    payload = {
-        "message_id": f"msg-bench-{n:08d}",
-        "sender": sender,
-        "target_address": "bzzz://sink",
-        "message_type": "data",
-        "content": {"n": n, "text": f"post number {n} of the bench"},
-        "priority": "medium",
-        "thread_id": None,
-        "reply_to": None,
-        "recipients": ["sink"],
-        "task_id": None,
-    }
+    content = {"n": n, "text": f"post number {n} of the bench"}
+    payload = posted_payload(f"msg-bench-{n:08d}", sender, "sink", "bzzz://sink", content)
     subject = f"bzzz.main.p.p1.msg.{sender}"
     env = seal(writer, "main", "message.posted", subject, payload)
     return subject, env.to_bytes(), env.id
