@@ -99,3 +99,32 @@ def test_online_count_follows_status_changes() -> None:
     directory.put(agents[0])
 
     assert directory.online_count == sum(1 for a in agents if a.online)
+
+
+@pytest.mark.parametrize("seed", range(10))
+def test_a_nodes_and_an_owners_agents_equal_a_scan_of_every_agent(seed: int) -> None:
+    rng = random.Random(seed)
+    nodes, owners = ["node-a", "node-b", "node-c"], ["token:x", "token:y", None]
+
+    def placed(agent: domain.Agent) -> domain.Agent:
+        owner = rng.choice(owners)
+        metadata = {"owner": owner} if owner is not None else {}
+        return dataclasses.replace(agent, node_id=rng.choice(nodes), metadata=metadata)
+
+    agents = {n: placed(_agent(rng, n)) for n in range(rng.randint(50, 300))}
+    directory = AgentDirectory()
+    directory.load(agents.values())
+    # Agents move between nodes and owners, change status, leave the copy of the directory.
+    for n in rng.sample(sorted(agents), len(agents) // 3):
+        agents[n] = placed(_agent(rng, n))
+        directory.put(agents[n])
+    for n in rng.sample(sorted(agents), len(agents) // 10):
+        directory.remove(agents.pop(n).id)
+
+    for node in nodes:
+        scanned = sorted(a.id for a in agents.values() if a.node_id == node and a.online)
+        assert [a.id for a in directory.online_of_node(node)] == scanned
+    for owner in owners[:2]:
+        held = [a for a in agents.values() if a.owner == owner]
+        assert directory.owned_by(owner) == sorted(a.id for a in held)
+        assert directory.count_owned(owner) == sum(1 for a in held if a.online)

@@ -32,6 +32,10 @@ class AgentDirectory:
         self._by_session: defaultdict[tuple[str, str], set[str]] = defaultdict(set)
         # Ids by canonical form (NFKC, case-folded): spellings of one id (ISO-A, iso-a).
         self._by_canonical: defaultdict[str, set[str]] = defaultdict(set)
+        # Ids by hosting node and by owning principal: a heartbeat, a lease sweep and a
+        # principal's quota read their own few agents, not a million of the network's.
+        self._by_node: defaultdict[str, set[str]] = defaultdict(set)
+        self._by_owner: defaultdict[str, set[str]] = defaultdict(set)
         self._online = 0
         # Per agent: its rank key (-score, id) as a lookup that every filter passes would give
         # it (filters only exclude; expertise that passes is always complete), its lowercased
@@ -81,6 +85,9 @@ class AgentDirectory:
         self._by_project[agent.project or _ANY].add(agent.id)
         self._by_session[_session_index(agent.node_id, agent.session_id)].add(agent.id)
         self._by_canonical[canonical_agent_id(agent.id)].add(agent.id)
+        self._by_node[agent.node_id].add(agent.id)
+        if agent.owner is not None:
+            self._by_owner[agent.owner].add(agent.id)
 
     def remove(self, agent_id: str) -> None:
         """Take an agent out (a copy of the network's directory losing an entry)."""
@@ -104,6 +111,9 @@ class AgentDirectory:
         self._by_project[agent.project or _ANY].discard(agent.id)
         self._by_session[_session_index(agent.node_id, agent.session_id)].discard(agent.id)
         self._by_canonical[canonical_agent_id(agent.id)].discard(agent.id)
+        self._by_node[agent.node_id].discard(agent.id)
+        if agent.owner is not None:
+            self._by_owner[agent.owner].discard(agent.id)
 
     def touch(self, seen: dict[str, datetime]) -> None:
         """Move agents' last activity forward (from a batch's messages)."""
@@ -131,16 +141,17 @@ class AgentDirectory:
         return [a for a in agents if a.online]
 
     def online_of_node(self, node_id: str) -> list[domain.Agent]:
-        """Online agents hosted by a node."""
-        return [a for a in self._agents.values() if a.node_id == node_id and a.online]
+        """Online agents hosted by a node, by id."""
+        agents = (self._agents[i] for i in sorted(self._by_node.get(node_id, ())))
+        return [a for a in agents if a.online]
 
     def count_owned(self, owner: str) -> int:
         """How many online agents ``owner`` (a principal id) holds."""
-        return sum(1 for a in self._agents.values() if a.online and a.owner == owner)
+        return sum(1 for i in self._by_owner.get(owner, ()) if self._agents[i].online)
 
     def owned_by(self, owner: str) -> list[str]:
-        """Ids of every agent ``owner`` (a principal id) announced, online or not."""
-        return [a.id for a in self._agents.values() if a.owner == owner]
+        """Ids of every agent ``owner`` (a principal id) announced, online or not, sorted."""
+        return sorted(self._by_owner.get(owner, ()))
 
     @property
     def online_count(self) -> int:
