@@ -307,7 +307,16 @@ class JetStreamBus:
         await consumer.run(handler, start_seq)
 
     async def last_sequence(self, subject: str | None = None) -> int:
-        """The stream's last sequence; with ``subject``, the newest on a subject it matches."""
+        """The stream's last sequence; with ``subject``, the newest on a subject it matches.
+
+        Asked again on a retryable error until publish_timeout, then NetworkError.
+        """
+        return await self._retried(
+            "the network did not say where its log ends",
+            lambda: self._last_sequence_once(subject),
+        )
+
+    async def _last_sequence_once(self, subject: str | None) -> int:
         if subject is None:
             info = await self._jetstream().stream_info(self.stream)
             return int(info.state.last_seq)
