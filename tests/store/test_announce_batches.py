@@ -7,7 +7,9 @@ give the same outcomes and rows as when each envelope is a batch of its own.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Awaitable, Callable
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -23,23 +25,39 @@ from bzzz.store.models import AgentRow
 from bzzz.store.projection import ProjectionLimits
 
 NODE = NodeIdentity.generate()
+# Each envelope a second after the one made before it: last activity follows the log.
+CLOCK = itertools.count()
+T0 = datetime(2030, 1, 1, tzinfo=UTC)
+
+
+def _sealed(kind: str, subject: str, payload: dict[str, Any]) -> Envelope:
+    at = T0 + timedelta(seconds=next(CLOCK))
+    return seal(NODE, "main", kind, subject, payload, now=at)
 
 
 def _announced(agent_id: str, session: str, role: str = "architect", **extra: Any) -> Envelope:
     payload = {"agent_id": agent_id, "role": role, "capabilities": ["x"], "session_id": session,
                "max_tasks": 3, "metadata": {}, **extra}  # fmt: skip
-    return seal(NODE, "main", "agent.announced", f"bzzz.main.p._.agent.{agent_id}", payload)
+    return _sealed("agent.announced", f"bzzz.main.p._.agent.{agent_id}", payload)
 
 
 def _offline(agent_id: str, session: str) -> Envelope:
     payload = {"agent_ids": [agent_id], "session_id": session, "reason": "session ended"}
-    return seal(NODE, "main", "agent.offline", f"bzzz.main.p._.agent.{agent_id}", payload)
+    return _sealed("agent.offline", f"bzzz.main.p._.agent.{agent_id}", payload)
+
+
+def _posted(sender: str, recipient: str) -> Envelope:
+    payload = {"message_id": f"m-{next(CLOCK)}", "sender": sender, "message_type": "data",
+               "target_address": f"bzzz://{recipient}", "priority": "medium",
+               "content": {"n": 1}, "recipients": [recipient]}  # fmt: skip
+    return _sealed("message.posted", f"bzzz.main.p._.msg.{sender}", payload)
 
 
 # Applied before the batches under test: rows the batch finds in the store, not in itself.
 BEFORE = [_announced("PRE-1", "s1"), _announced("Gone", "s1"), _offline("Gone", "s1")]
 
 BATCH = [
+    _posted("PRE-1", "Gone"),  # older than PRE-1's announcement below: overwritten by it
     _announced("ISO-A", "s1"),
     _announced("iso-a", "s2"),  # a look-alike of a row this batch added: refused
     _announced("ISO-A", "s1", role="reviewer"),  # its own session: updated
@@ -51,6 +69,7 @@ BATCH = [
     _announced("iso-a", "s2"),  # ISO-A is offline now: free
     _announced("Gone", "s1"),  # a look-alike is live since this batch: refused
     _announced("B", "s1"),
+    _posted("B", "PRE-1"),  # newer than B's announcement: B's last activity
 ]
 MALFORMED = _announced("C", "s1", max_tasks=0)
 
@@ -77,7 +96,10 @@ async def _state(url: str, batches: list[list[Envelope]]) -> tuple[list[Any], li
             outcomes += [result.outcomes[env.id] for env in envelopes]
         async with db.session() as session:
             rows = (await session.scalars(select(AgentRow).order_by(AgentRow.id))).all()
-            agents = [(r.id, r.role, r.status, r.session_id, r.canonical_id) for r in rows]
+            agents = [
+                (r.id, r.role, r.status, r.session_id, r.canonical_id, r.last_activity)
+                for r in rows
+            ]
     finally:
         await db.close()
     return outcomes[len(BEFORE) :], agents
@@ -94,7 +116,10 @@ async def test_announcements_in_one_batch_end_as_one_to_a_batch(
     assert together == apart
     outcomes, agents = together
     refused = [n for n, outcome in enumerate(outcomes) if not outcome["ok"]]
-    assert refused == [1, 3, 4, 9, 11] if malformed else [1, 3, 4, 9]
+    assert refused == [2, 4, 5, 10, 13] if malformed else [2, 4, 5, 10]
+    last_activity = {a[0]: a[5] for a in agents}
+    assert last_activity["B"] == envelopes[12].timestamp  # its post, after its announcement
+    assert last_activity["PRE-1"] == envelopes[6].timestamp  # its announcement, after its post
     assert {a[0]: a[1:3] for a in agents} == {
         "B": ("architect", "idle"),
         "Gone": ("architect", domain.AgentStatus.OFFLINE.value),

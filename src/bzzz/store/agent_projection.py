@@ -31,6 +31,7 @@ from bzzz.store.projection import (
     _refresh_status,
     _strict_json,
     _text,
+    set_last_activity,
 )
 
 
@@ -127,7 +128,12 @@ def prefetch_agents(session: Session, agent_ids: Sequence[object]) -> None:
     ids: list[str] = []
     canonicals: set[str] = set()
     for agent_id in dict.fromkeys(agent_ids):
-        if isinstance(agent_id, str) and 0 < len(agent_id) <= NAME_LENGTH:
+        # A NUL would abort a PostgreSQL transaction outside any envelope's savepoint.
+        if (
+            isinstance(agent_id, str)
+            and 0 < len(agent_id) <= NAME_LENGTH
+            and "\x00" not in agent_id
+        ):
             ids.append(agent_id)
             canonicals.add(canonical_agent_id(agent_id))
     fetched = _Prefetched(dict.fromkeys(ids), {c: set() for c in canonicals})
@@ -235,7 +241,7 @@ def apply_agent_announced(session: Session, env: Envelope, limits: ProjectionLim
     row.node_id = env.origin
     row.session_id = p["session_id"]
     row.metadata_ = dict(p.get("metadata") or {})
-    row.last_activity = at
+    set_last_activity(session, row, at)
     row.status = AgentStatus.IDLE.value
     _refresh_status(row)
     _activity(session, row.id, "announced", f"announced as {row.role}", env.id, at)
@@ -264,7 +270,7 @@ def apply_agent_offline(session: Session, env: Envelope, limits: ProjectionLimit
             continue
         row.status = AgentStatus.OFFLINE.value
         _count_online(session, -1)
-        row.last_activity = env.timestamp
+        set_last_activity(session, row, env.timestamp)
         went.append(agent_id)
         _activity(
             session, agent_id, "offline", p.get("reason", "session ended"), env.id, env.timestamp

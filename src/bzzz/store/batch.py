@@ -35,6 +35,8 @@ from sqlalchemy import (
 from sqlalchemy.engine.interfaces import Dialect
 from sqlalchemy.exc import DBAPIError, SQLAlchemyError
 from sqlalchemy.orm import Session
+from sqlalchemy.orm.attributes import set_committed_value
+from sqlalchemy.orm.util import identity_key
 
 from bzzz import domain
 from bzzz.network.envelope import Envelope
@@ -330,8 +332,15 @@ def _write_staged(session: Session, result: BatchResult) -> None:
     # Core on the connection: the ORM bulk and execute paths cost several times more per row.
     connection = session.connection()
     if seen:
+        # The rows the batch changed go first: a touch noted since is later in the log. The
+        # rows the session holds are told the new value, as a read after the update would.
+        session.flush()
         touched = [{"agent_id": agent_id, "at": at} for agent_id, at in seen.items()]
         execute_many(connection, _TOUCH_AGENT, touched)
+        for agent_id, at in seen.items():
+            held = session.identity_map.get(identity_key(AgentRow, agent_id))
+            if held is not None:
+                set_committed_value(held, "last_activity", at)
     result.seen.update(seen)
     for model, rows in session.info[STAGED].items():
         if rows:

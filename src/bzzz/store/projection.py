@@ -132,6 +132,13 @@ def touch_agent(session: Session, agent_id: str, at: datetime) -> None:
     session.info.setdefault(SEEN, {})[agent_id] = at
 
 
+def set_last_activity(session: Session, row: Any, at: datetime) -> None:
+    """Set an agent row's last activity: what the batch noted of it before is older in the
+    log and must not be written over it at the batch's end."""
+    row.last_activity = at
+    session.info.get(SEEN, {}).pop(row.id, None)
+
+
 def _activity(
     session: Session, agent_id: str, kind: str, summary: str, ref: str | None, at: datetime
 ) -> None:
