@@ -52,25 +52,33 @@ PUBLISH_WINDOW = 500  # async publishes in flight, a node, before waiting for th
 # A publish the servers refused (a full ingest queue answers 429 on a saturated machine) is
 # made again, its message id the same (the stream's duplicate window keeps one), this often.
 PUBLISH_TRIES = 20
+ACK_WAIT = 30.0  # seconds a window's acks are waited for before the missing are published again
 # Nodes of one worker start one at a time: Alembic's migration context is process-global, and
 # two stores migrated at once in one process collide ("table activity already exists").
 START_AT_ONCE = 1
 
 
 async def _publish_window(js: Any, window: list[tuple[str, bytes, str]]) -> int:
-    """Publish ``window`` (subject, data, message id) with async acks; what was refused is
-    published again after a pause, until every one is acknowledged; how many there were."""
+    """Publish ``window`` (subject, data, message id) with async acks; what was refused or not
+    answered within ACK_WAIT is published again after a pause, until every one is
+    acknowledged; how many there were."""
     count = len(window)
     for attempt in range(PUBLISH_TRIES):
         acks = [
             await js.publish_async(subject, data, headers={"Nats-Msg-Id": msg_id})
             for subject, data, msg_id in window
         ]
-        results = await asyncio.gather(*acks, return_exceptions=True)
-        window = [w for w, r in zip(window, results, strict=True) if isinstance(r, BaseException)]
+        # An ack may never come (a server that dropped the message, a lost connection):
+        # nats-py's futures have no timeout of their own.
+        await asyncio.wait(acks, timeout=ACK_WAIT)
+        for ack in acks:
+            ack.cancel()  # no-op on a done one
+        window = [w for w, a in zip(window, acks, strict=True) if a.cancelled() or a.exception()]
         if not window:
             return count
-        logger.warning("%d publishes refused; again (try %d)", len(window), attempt + 2)
+        logger.warning(
+            "%d publishes refused or unanswered; again (try %d)", len(window), attempt + 2
+        )
         await asyncio.sleep(0.5 * (attempt + 1))
     raise RuntimeError(f"{len(window)} publishes still refused after {PUBLISH_TRIES} tries")
 
