@@ -64,22 +64,24 @@ async def _publish_window(js: Any, window: list[tuple[str, bytes, str]]) -> int:
     acknowledged; how many there were."""
     count = len(window)
     for attempt in range(PUBLISH_TRIES):
+        if attempt:
+            logger.warning(
+                "%d publishes refused or unanswered; again (try %d)", len(window), attempt + 1
+            )
+            await asyncio.sleep(0.5 * attempt)
         acks = [
             await js.publish_async(subject, data, headers={"Nats-Msg-Id": msg_id})
             for subject, data, msg_id in window
         ]
-        # An ack may never come (a server that dropped the message, a lost connection):
-        # nats-py's futures have no timeout of their own.
-        await asyncio.wait(acks, timeout=ACK_WAIT)
+        if acks:
+            # An ack may never come (a server that dropped the message, a lost connection):
+            # nats-py's futures have no timeout of their own.
+            await asyncio.wait(acks, timeout=ACK_WAIT)
         for ack in acks:
             ack.cancel()  # no-op on a done one
         window = [w for w, a in zip(window, acks, strict=True) if a.cancelled() or a.exception()]
         if not window:
             return count
-        logger.warning(
-            "%d publishes refused or unanswered; again (try %d)", len(window), attempt + 2
-        )
-        await asyncio.sleep(0.5 * (attempt + 1))
     raise RuntimeError(f"{len(window)} publishes still refused after {PUBLISH_TRIES} tries")
 
 
