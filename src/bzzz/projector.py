@@ -57,9 +57,6 @@ SMALL_BATCH = 8
 # How long an envelope applied while the network stores it keeps its transaction open for
 # the network's answer; past that it is rolled back and the consumer applies the envelope.
 AHEAD_WAIT = 0.05
-# A batch whose gaps the network cannot account for yet is tried again after this, doubling.
-STAND_IN_RETRY = 0.5
-STAND_IN_RETRY_MAX = 10.0
 
 _Verified = tuple[list[tuple[Envelope, int]], Sequence[BusMessage]]
 EventListener = Callable[[Sequence[tuple[domain.Subscription, domain.Event]]], Awaitable[None]]
@@ -147,10 +144,16 @@ class Projector:
         self._origins: set[asyncio.Future[None]] = set()  # origins applying their envelopes
         self.directory = AgentDirectory()
         # Stand-ins of envelopes retention or erasure purged from the log (met as gaps).
-        self.stand_ins = StandIns(
-            bus, network, trusted, keyring, self.admission, filtered=self._tokens is not None
-        )
         self.rejected: Counter[str] = Counter()
+        self.stand_ins = StandIns(
+            bus,
+            network,
+            trusted,
+            keyring,
+            self.admission,
+            filtered=self._tokens is not None,
+            counters=self.rejected,
+        )
         self.applied_count = 0
 
     @property
@@ -534,7 +537,7 @@ class Projector:
         async with self._applying:
             # What this node applied as soon as the network stored it is in the store already.
             opened = [(env, seq) for env, seq in opened if seq > self._applied_seq]
-            filled = await self._stand_ins_of(messages)
+            filled = await self.stand_ins.fill(self._applied_seq, messages)
             if filled:
                 # Purged envelopes' stand-ins, in their places: replay reaches the same state.
                 opened = sorted([*opened, *filled], key=lambda pair: pair[1])
@@ -544,23 +547,6 @@ class Projector:
                 await self._apply(opened, last_seq, decided)
             else:
                 await self._advance(last_seq)
-
-    async def _stand_ins_of(self, messages: Sequence[BusMessage]) -> list[tuple[Envelope, int]]:
-        """The stand-ins of the batch's gaps, the network asked until it answers.
-
-        A node cannot apply past a gap it cannot account for, and must not stop consuming
-        for a network that is slow for a while: a NetworkError here (a saturated server did
-        not answer in time) is waited out, the node staying where it is.
-        """
-        delay = STAND_IN_RETRY
-        while True:
-            try:
-                return await self.stand_ins.fill(self._applied_seq, messages)
-            except NetworkError as exc:
-                self.rejected["stand_ins_retried"] += 1
-                logger.warning("%s; reading the log's gaps again in %.1f s", exc.message, delay)
-                await asyncio.sleep(delay)
-                delay = min(delay * 2, STAND_IN_RETRY_MAX)
 
     async def _unsealed(self, opened: list[tuple[Envelope, int]]) -> list[tuple[Envelope, int]]:
         """Open what the verify stage could not, learning rotated keys in log order.

@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from bzzz import projector
 from bzzz.config import Settings, load_settings
 from bzzz.errors import NetworkError
 from bzzz.eventlog import Caller
+from bzzz.network import restate
 from bzzz.network.memory import InMemoryBus
 from bzzz.node import Node
 from bzzz.principal import LOCAL
@@ -54,7 +54,7 @@ def _settings(tmp_path: Path, name: str, projects: list[str]) -> Settings:
 async def test_a_timeout_reading_the_gaps_delays_the_projector_and_ends_nothing(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(projector, "STAND_IN_RETRY", 0.01)
+    monkeypatch.setattr(restate, "RETRY", 0.01)
     bus = SlowNetwork()
     caller = Caller("session", LOCAL)
     async with (

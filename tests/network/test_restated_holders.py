@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+from collections import Counter
+
+import pytest
 from ulid import ULID
 
-from bzzz.network import admission
+from bzzz.errors import NetworkError
+from bzzz.network import admission, restate
 from bzzz.network.admission import Admission
 from bzzz.network.base import BusMessage
 from bzzz.network.envelope import Envelope, seal
@@ -49,3 +53,49 @@ async def test_a_holder_from_an_unadmitted_key_fills_no_gap() -> None:
     filled = await stand_ins.fill(1, tail)
 
     assert [(seq, env.payload["agent_id"]) for env, seq in filled] == [(3, "real")]
+
+
+class _ReadFailsOnce(InMemoryBus):
+    """The first read of the holders goes unanswered, after where the log ends was read."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.failed = False
+
+    async def read_kind(
+        self, kind: str, key: str | None = None, *, before_seq: int | None = None
+    ) -> list[BusMessage]:
+        if not self.failed:
+            self.failed = True
+            raise NetworkError("the network did not return its envelopes (TimeoutError())")
+        return await super().read_kind(kind, key, before_seq=before_seq)
+
+
+async def test_holders_half_read_when_the_network_failed_are_read_again(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(restate, "RETRY", 0.01)
+    bus = _ReadFailsOnce()
+    purger = NodeIdentity.generate()
+    admitted = seal(
+        purger,
+        "main",
+        admission.ADMITTED,
+        f"bzzz.main.{admission.KIND}.{purger.node_id}",
+        {"public_key": purger.public_key_b64},
+    )
+    await _put(bus, admitted)  # seq 1
+    await bus.publish("bzzz.main.msg.gone", b"{}", "gone-2")
+    entries = [{"seq": 2, "envelope": _stand_in(purger, "real")}]
+    holder = seal(purger, "main", TYPE, f"bzzz.main.{KIND}.{purger.node_id}", {"entries": entries})
+    last = await _put(bus, holder)
+    await bus.purge("msg", None, before_seq=3)
+    counters: Counter[str] = Counter()
+
+    stand_ins = StandIns(
+        bus, "main", None, admitted=Admission(enforce=True), filtered=True, counters=counters
+    )
+    filled = await stand_ins.fill(1, [BusMessage(subject="bzzz.main.x", data=b"{}", seq=last)])
+
+    assert [(seq, env.payload["agent_id"]) for env, seq in filled] == [(2, "real")]
+    assert counters["stand_ins_retried"] == 1

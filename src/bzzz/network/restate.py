@@ -13,11 +13,15 @@ service (which writes the stand-ins) only names their envelope type and kind fro
 
 from __future__ import annotations
 
+import asyncio
 import logging
+from collections import Counter
 from collections.abc import Sequence
 
 from pydantic import ValidationError
 
+from bzzz.backoff import backoff
+from bzzz.errors import NetworkError
 from bzzz.network import admission
 from bzzz.network.admission import Admission
 from bzzz.network.base import Bus, BusMessage
@@ -28,6 +32,9 @@ logger = logging.getLogger(__name__)
 
 KIND = "tomb"
 TYPE = "retention.restated"
+# A batch whose gaps the network cannot account for yet is read again (bzzz.backoff).
+RETRY = 0.5
+RETRY_MAX = 10.0
 
 
 class StandIns:
@@ -42,8 +49,11 @@ class StandIns:
         admitted: Admission | None = None,
         *,
         filtered: bool = False,
+        counters: Counter[str] | None = None,
     ) -> None:
         self._bus = bus
+        # Where the reads made again are counted (the projector's: ``stand_ins_retried``).
+        self._counters: Counter[str] = Counter() if counters is None else counters
         # A node serving named projects meets gaps wherever other projects' envelopes lie:
         # it reads the holders again only when the log holds one it has not read.
         self._filtered = filtered
@@ -68,8 +78,8 @@ class StandIns:
         gaps = _gaps(applied, messages)
         if not gaps:
             return []
-        if max(high for _, high in gaps) > self._horizon and await self._holders_changed():
-            await self._load(applied)
+        if max(high for _, high in gaps) > self._horizon:
+            await self._read_holders(applied)
         found: list[tuple[Envelope, int]] = []
         for low, high in gaps:
             for seq in range(low, high + 1):
@@ -77,6 +87,24 @@ class StandIns:
                 if envelope is not None:
                     found.append((envelope, seq))
         return found
+
+    async def _read_holders(self, applied: int) -> None:
+        """Read the holders again if the log may hold new ones, the network asked until it
+        answers: a node cannot apply past a gap it cannot account for, and must not stop
+        consuming for a network slow for a while (a saturated server that did not answer in
+        time), so a NetworkError is waited out, the node staying where it is."""
+        attempt = 0
+        while True:
+            try:
+                if await self._holders_changed():
+                    await self._load(applied)
+                return
+            except NetworkError as exc:
+                self._counters["stand_ins_retried"] += 1
+                delay = backoff(attempt, RETRY, RETRY_MAX)
+                logger.warning("%s; reading the log's gaps again in %.1f s", exc.message, delay)
+                await asyncio.sleep(delay)
+                attempt += 1
 
     async def _holders_changed(self) -> bool:
         """Whether holders may have been added since the last read (always, unfiltered).
@@ -90,14 +118,17 @@ class StandIns:
         return newest > self._newest_holder
 
     async def _load(self, applied: int) -> None:
+        # Taken before the read: a holder stored meanwhile is newer and read next time. Kept
+        # only once everything is read: a read the network did not answer is made again.
+        newest_holder = self._newest_holder
         if self._filtered:
-            # Taken before the read: a holder stored meanwhile is newer and read next time.
-            self._newest_holder = await self._bus.last_sequence(f"bzzz.{self._network}.{KIND}.>")
-        self._horizon = await self._bus.last_sequence()
+            newest_holder = await self._bus.last_sequence(f"bzzz.{self._network}.{KIND}.>")
+        horizon = await self._bus.last_sequence()
+        read = [*await self._bus.read_kind(admission.KIND), *await self._bus.read_kind(KIND)]
+        self._newest_holder, self._horizon = newest_holder, horizon
         # The admitted set is replayed beside the holders, so each is judged by the set of
         # its own place in the log.
         state = self._admission.fresh()
-        read = [*await self._bus.read_kind(admission.KIND), *await self._bus.read_kind(KIND)]
         for msg in sorted(read, key=lambda m: m.seq):
             try:
                 holder = open_envelope(

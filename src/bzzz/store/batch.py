@@ -41,7 +41,7 @@ from sqlalchemy.orm.util import identity_key
 from bzzz import domain
 from bzzz.network.envelope import Envelope
 from bzzz.store.access_projection import ACCESS_APPLIERS
-from bzzz.store.agent_projection import ADDED, CANONICAL, ONLINE, PREFETCHED, prefetch_agents
+from bzzz.store.agent_projection import ADDED, CANONICAL, ONLINE, prefetch_agents
 from bzzz.store.llm_projection import LLM_APPLIERS
 from bzzz.store.models import AgentRow, AppliedEnvelope, MessageRow
 from bzzz.store.node_projection import ADMISSION_OUTCOMES, NODE_APPLIERS
@@ -158,14 +158,12 @@ def apply_batch(
         result.outcomes[env_id] = dict(json.loads(outcome) if isinstance(outcome, str) else outcome)
         result.replayed.append(env_id)
     session.info[STORED_MESSAGE_IDS] = _stored_message_ids(session, envelopes)
-    session.info.pop(PREFETCHED, None)
     announced = [
         env.payload.get("agent_id")
         for env, _ in envelopes
         if env.type == "agent.announced" and env.id not in result.outcomes
     ]
-    if announced:
-        prefetch_agents(session, announced)
+    prefetch_agents(session, announced)
     for env, seq in envelopes:
         if env.id in result.outcomes:
             continue
