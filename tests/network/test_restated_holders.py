@@ -23,6 +23,12 @@ def _stand_in(identity: NodeIdentity, agent_id: str) -> dict[str, object]:
     return seal(identity, "main", "agent.announced", subject, payload).model_dump(mode="json")
 
 
+def _admitted(identity: NodeIdentity) -> Envelope:
+    subject = f"bzzz.main.{admission.KIND}.{identity.node_id}"
+    payload = {"public_key": identity.public_key_b64}
+    return seal(identity, "main", admission.ADMITTED, subject, payload)
+
+
 async def _put(bus: InMemoryBus, env: Envelope) -> int:
     return await bus.publish(env.subject, env.to_bytes(), str(ULID()))
 
@@ -30,13 +36,7 @@ async def _put(bus: InMemoryBus, env: Envelope) -> int:
 async def test_a_holder_from_an_unadmitted_key_fills_no_gap() -> None:
     bus = InMemoryBus()
     purger, forger = NodeIdentity.generate(), NodeIdentity.generate()
-    admitted = seal(
-        purger,
-        "main",
-        admission.ADMITTED,
-        f"bzzz.main.{admission.KIND}.{purger.node_id}",
-        {"public_key": purger.public_key_b64},
-    )
+    admitted = _admitted(purger)
     await _put(bus, admitted)  # seq 1
     # Seqs 2 and 3 were purged: the real holder and a forged one both claim them.
     await bus.publish("bzzz.main.msg.gone", b"{}", "gone-2")
@@ -77,13 +77,7 @@ async def test_holders_half_read_when_the_network_failed_are_read_again(
     monkeypatch.setattr(restate, "RETRY", 0.01)
     bus = _ReadFailsOnce()
     purger = NodeIdentity.generate()
-    admitted = seal(
-        purger,
-        "main",
-        admission.ADMITTED,
-        f"bzzz.main.{admission.KIND}.{purger.node_id}",
-        {"public_key": purger.public_key_b64},
-    )
+    admitted = _admitted(purger)
     await _put(bus, admitted)  # seq 1
     await bus.publish("bzzz.main.msg.gone", b"{}", "gone-2")
     entries = [{"seq": 2, "envelope": _stand_in(purger, "real")}]
