@@ -89,14 +89,14 @@ class DirectoryLog:
             payload,
             keyring=keyring_of(self.settings, create=False),
         )
-        stored = await bus.store(envelope.subject, envelope.to_bytes(), envelope.id)
+        seq = await bus.publish(envelope.subject, envelope.to_bytes(), envelope.id)
         # The admitted set may have changed between the check and the store: what counts is
         # the set as of the envelope's own place in the log.
-        refusal = await self._refusal(before_seq=stored.seq)
+        refusal = await self._refusal(before_seq=seq)
         if refusal is not None:
             return {"ok": False, "reason": f"{refusal}; every node drops it"}
         if self.served_here:
-            await self._applied_here(stored.seq)
+            await self._applied_here(seq)
         for listener in self.applied:
             listener([envelope])
         return {"ok": True}

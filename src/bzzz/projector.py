@@ -86,11 +86,12 @@ class _NotNext(Exception):
 
 
 def _acknowledged_at(publishing: asyncio.Future[Stored], seq: int) -> bool:
-    """The network stored these very bytes at ``seq`` (a duplicate's entry may be others)."""
+    """The log stored these very bytes at ``seq`` (a duplicate's entry may be others; a
+    project partition's sequence is not the log's)."""
     if not publishing.done() or publishing.cancelled() or publishing.exception() is not None:
         return False
     stored = publishing.result()
-    return stored.seq == seq and not stored.duplicate
+    return stored.seq == seq and not stored.duplicate and stored.stream is None
 
 
 class Projector:
@@ -441,9 +442,11 @@ class Projector:
         return envelope
 
     def _stored_next(self, stored: Stored) -> bool:
-        # A duplicate's sequence is another entry's: its bytes may differ from these.
+        # A duplicate's sequence is another entry's: its bytes may differ from these; a
+        # partition's is not the log's (the servers copy it into the log in their turn).
         return (
             not stored.duplicate
+            and stored.stream is None
             and stored.seq == self._applied_seq + 1
             and not self._applying.locked()
         )

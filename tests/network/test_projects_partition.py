@@ -20,7 +20,8 @@ from sqlalchemy import select
 from bzzz.config import Settings, load_settings
 from bzzz.errors import ErrorCode, NotServed
 from bzzz.eventlog import Caller
-from bzzz.network import subjects
+from bzzz.network import partitions, subjects
+from bzzz.network.embedded import EmbeddedNats
 from bzzz.network.jetstream import stream_name
 from bzzz.node import Node
 from bzzz.principal import LOCAL
@@ -114,6 +115,36 @@ async def test_a_node_stores_only_its_projects(
     tmp_path: Path, nats_url: str, new_store: StoreFactory
 ) -> None:
     urls = {name: await new_store(name) for name in ("every", "one", "two")}
+    await _only_its_projects(tmp_path, nats_url, urls)
+
+
+async def test_servers_that_partition_projects_change_nothing_a_node_sees(
+    tmp_path: Path,
+) -> None:
+    """The same, on a server that spreads projects over 3 streams: p1 and p2 land in two of
+    them, every node reads the one log, and a write waits for the log's copy."""
+    assert {partitions.partition_of(p, 3) for p in ("p1", "p2")} == {1, 2}
+    server = EmbeddedNats(tmp_path / "nats", partitions=3)
+    await server.start()
+    try:
+        urls = {
+            name: f"sqlite+aiosqlite:///{tmp_path / name}.db" for name in ("every", "one", "two")
+        }
+        await _only_its_projects(tmp_path, server.client_url, urls)
+        nc = await nats.connect(server.client_url)
+        try:
+            held = [
+                (await nc.jetstream().stream_info(partitions.stream_name("main", k))).state.messages
+                for k in range(3)
+            ]
+        finally:
+            await nc.close()
+        assert held[1] > 0 and held[2] > 0
+    finally:
+        await server.close()
+
+
+async def _only_its_projects(tmp_path: Path, nats_url: str, urls: dict[str, str]) -> None:
     every = _settings(tmp_path, "every", nats_url, ["*"], urls["every"])
     one = _settings(tmp_path, "one", nats_url, ["p1"], urls["one"])
     two = _settings(tmp_path, "two", nats_url, ["p2"], urls["two"])

@@ -24,6 +24,13 @@ class BzzzSettings(_Section):
         default_factory=lambda: ["bzzz/coordination/v1", "antennae/meta-discussion/v1"]
     )
     stream_replicas: int = Field(1, ge=1, le=5)
+    partitions: int = Field(
+        1,
+        ge=1,
+        le=64,
+        description="the embedded nats-server spreads projects over this many streams (its "
+        "subject mapping; external servers say it in their own configuration)",
+    )
     publish_timeout: float = Field(10.0, gt=0)
     max_file_store: int = Field(1 << 30, gt=0)
     max_memory_store: int = Field(64 << 20, gt=0)

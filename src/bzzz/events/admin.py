@@ -79,5 +79,4 @@ async def delete_subscription(settings: Settings, subscription_id: str) -> int:
         keyring=keyring_of(settings, create=False),
     )
     async with joined_bus(settings) as bus:
-        stored = await bus.store(envelope.subject, envelope.to_bytes(), envelope.id)
-    return stored.seq
+        return await bus.publish(envelope.subject, envelope.to_bytes(), envelope.id)

@@ -32,6 +32,9 @@ class Stored:
     # The log held this msg_id already: ``seq`` is the earlier entry's, whose bytes may differ
     # from these (nodes that witness one fact publish it under one id, each signing its own).
     duplicate: bool = False
+    # The project partition's stream that took it (``network.partitions``), whose ``seq`` is
+    # that stream's; None when the log the nodes consume took it.
+    stream: str | None = None
 
 
 BatchHandler = Callable[[Sequence[BusMessage]], Awaitable[None]]

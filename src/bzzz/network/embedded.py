@@ -35,7 +35,7 @@ from types import TracebackType
 from urllib.parse import urlsplit
 
 from bzzz.errors import NetworkError
-from bzzz.network import nats_auth
+from bzzz.network import nats_auth, partitions
 from bzzz.network.nats_auth import NatsAuth
 
 logger = logging.getLogger(__name__)
@@ -187,8 +187,11 @@ class EmbeddedNats:
         max_memory_store: int = 64 << 20,
         start_timeout: float = 10.0,
         cipher: str = "chachapoly",
+        partitions: int = 1,
     ) -> None:
         self._dir = Path(data_dir) / "nats"
+        # The streams the server spreads projects over (its subject mapping; 1: none).
+        self._partitions = partitions
         # The server's own encryption of its JetStream store ("none": off), under store.key.
         self._cipher = cipher
         self._max_file_store = max_file_store
@@ -365,6 +368,7 @@ class EmbeddedNats:
                 f"  max_memory_store: {self._max_memory_store}",
                 f"  max_file_store: {self._max_file_store}",
                 "}",
+                *partitions.mapping_config(self._partitions),
                 "",
             ]
         )

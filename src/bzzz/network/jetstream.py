@@ -25,9 +25,7 @@ from nats.js.api import (
     ConsumerConfig,
     DeliverPolicy,
     KeyValueConfig,
-    RetentionPolicy,
     StorageType,
-    StreamConfig,
 )
 from nats.js.errors import (
     BucketNotFoundError,
@@ -38,7 +36,7 @@ from nats.js.errors import (
 from nats.js.kv import KeyValue
 
 from bzzz.errors import NetworkError
-from bzzz.network import subjects
+from bzzz.network import partitions, subjects
 from bzzz.network.base import (
     BatchHandler,
     BusMessage,
@@ -89,6 +87,10 @@ async def _next_entry(watcher: KeyValue.KeyWatcher, within: float) -> Any:
         return _QUIET
     except StopAsyncIteration:
         return _QUIET
+
+
+def _seq(msg: Msg) -> int:
+    return int(msg.metadata.sequence.stream)
 
 
 def _reason(exc: BaseException) -> str:
@@ -142,6 +144,9 @@ class JetStreamBus:
         self._closing = False
         self._refused = asyncio.Event()
         self.stream = stream_name(network)
+        # How many streams the servers spread projects over (their subject mapping; 1: none),
+        # asked when the bus starts.
+        self.partitions = 1
         # The client's buffer of undelivered deliveries; past it, nats-py drops them.
         self.pending_msgs_limit = PENDING_MSGS_LIMIT
         # Why the node's consumer was made again, how often: deliveries the client dropped, or
@@ -177,6 +182,12 @@ class JetStreamBus:
             ) from exc
         self._nc = nc
         self._js = nc.jetstream(timeout=self._publish_timeout)
+        try:
+            self.partitions = await partitions.probe(nc, self._network)
+        except ValueError as exc:
+            await nc.close()
+            self._nc = self._js = None
+            raise NetworkError(f"cannot tell how the servers partition projects: {exc}") from exc
         if self._create:
             await self._ensure_stream()
 
@@ -214,30 +225,9 @@ class JetStreamBus:
         raise NatsError("Authorization Violation")
 
     async def _ensure_stream(self) -> None:
-        js = self._jetstream()
-        config = StreamConfig(
-            name=self.stream,
-            subjects=[f"bzzz.{self._network}.>"],
-            retention=RetentionPolicy.LIMITS,
-            storage=StorageType.FILE,
-            num_replicas=self._replicas,
-            duplicate_window=120.0,
+        await partitions.ensure_log(
+            self._jetstream(), self._network, self.stream, self.partitions, self._replicas
         )
-        try:
-            info = await js.stream_info(self.stream)
-        except NotFoundError:
-            await js.add_stream(config)
-            logger.info("created stream %s (replicas=%d)", self.stream, self._replicas)
-            return
-        if list(info.config.subjects or []) != config.subjects:
-            # Network ids that differ only by case or -/_ map to one stream name: refuse to
-            # share it rather than read or write another network's log.
-            raise NetworkError(
-                f"network id {self._network!r} collides with the stream {self.stream} "
-                f"of another network ({', '.join(info.config.subjects or [])}); "
-                "choose another network id",
-                details={"stream": self.stream},
-            )
 
     async def close(self) -> None:
         """Drain nothing, just close: unacked messages are redelivered to the durable later."""
@@ -247,8 +237,36 @@ class JetStreamBus:
             await nc.close()
 
     async def publish(self, subject: str, data: bytes, msg_id: str) -> int:
-        """Store one envelope, retrying with the same id until stored or publish_timeout."""
-        return (await self.store(subject, data, msg_id)).seq
+        """Store one envelope, retrying with the same id until stored or publish_timeout; its
+        sequence in the log (a partition's envelope once the servers copied it in)."""
+        return await self.logged(await self.store(subject, data, msg_id), subject)
+
+    async def logged(self, stored: Stored, subject: str) -> int:
+        """The log's sequence of an envelope ``store`` returned: a partition's is the log's
+        once the servers copy it in (waited for, until publish_timeout)."""
+        if stored.stream is None:
+            return stored.seq
+        wanted = (stored.stream, stored.seq)
+
+        async def find() -> int:
+            js = self._jetstream()
+            try:
+                newest = await js.get_last_msg(self.stream, subject)
+            except NotFoundError:
+                raise NatsTimeoutError from None  # not copied in yet: asked again
+            copy = partitions.copy_of(newest.headers)
+            if copy is None or copy[1] < stored.seq:
+                raise NatsTimeoutError  # not copied in yet: asked again
+            seq = int(newest.seq or 0)
+            # One subject is one partition's, copied in its order: ours is this one or before.
+            while copy != wanted and seq > 1:
+                seq -= 1
+                with contextlib.suppress(NotFoundError):
+                    raw = await js.get_msg(self.stream, seq)
+                    copy = partitions.copy_of(raw.headers) if raw.subject == subject else None
+            return seq
+
+        return await self._retried("the log did not take the partition's envelope", find)
 
     async def store(self, subject: str, data: bytes, msg_id: str) -> Stored:
         """``publish``, and whether the stream held ``msg_id`` already (its duplicate window)."""
@@ -279,7 +297,9 @@ class JetStreamBus:
                 raise NetworkError(
                     f"the network refused the message ({exc}); it was not posted"
                 ) from exc
-            return Stored(int(ack.seq), duplicate=bool(ack.duplicate))
+            # A project's partition took it: the log holds it once the servers copy it in.
+            partition = ack.stream if ack.stream != self.stream else None
+            return Stored(int(ack.seq), duplicate=bool(ack.duplicate), stream=partition)
 
     async def consume(
         self,
@@ -346,8 +366,14 @@ class JetStreamBus:
     async def _read_kind_once(
         self, kind: str, key: str | None, before_seq: int | None
     ) -> list[BusMessage]:
+        msgs = await self._scan(self._filters(kind, key), before_seq)
+        return [to_bus(msg) for msg in msgs]
+
+    async def _scan(
+        self, filters: list[str], before_seq: int | None, *, headers_only: bool = False
+    ) -> list[Msg]:
+        """The log's messages on ``filters``, in order, below ``before_seq`` when given."""
         js = self._jetstream()
-        filters = self._filters(kind, key)
         sub = await js.pull_subscribe(
             filters[0],
             stream=self.stream,
@@ -356,19 +382,19 @@ class JetStreamBus:
                 deliver_policy=DeliverPolicy.ALL,
                 ack_policy=AckPolicy.NONE,
                 inactive_threshold=30.0,
+                headers_only=headers_only or None,
             ),
         )
         try:
             pending = int((await sub.consumer_info()).num_pending or 0)
-            found: list[BusMessage] = []
+            found: list[Msg] = []
             while len(found) < pending:
                 batch = min(256, pending - len(found))
-                msgs = await sub.fetch(batch, timeout=self._publish_timeout)
-                found.extend(to_bus(msg) for msg in msgs)
-                if before_seq is not None and found and found[-1].seq >= before_seq:
+                found.extend(await sub.fetch(batch, timeout=self._publish_timeout))
+                if before_seq is not None and found and _seq(found[-1]) >= before_seq:
                     break
             if before_seq is not None:
-                found = [msg for msg in found if msg.seq < before_seq]
+                found = [msg for msg in found if _seq(msg) < before_seq]
             return found
         finally:
             with contextlib.suppress(ConnectionClosedError, NatsTimeoutError, BadSubscriptionError):
@@ -387,19 +413,33 @@ class JetStreamBus:
         return BusMessage(subject=raw.subject, data=raw.data, seq=int(raw.seq or seq))
 
     async def purge(self, kind: str, key: str | None = None, *, before_seq: int) -> None:
-        """JetStream purge of the subject filter up to (not including) ``before_seq``."""
+        """JetStream purge of the subject filter up to (not including) ``before_seq``, and of
+        the project partitions' copies of what it removes (``partitions.source_bounds``)."""
         if before_seq <= 1:
             return  # seq 0 (or none) would purge the whole subject: nothing lies below 1
+        filters = self._filters(kind, key)
         try:
-            for subject in self._filters(kind, key):
-                await self._jetstream().purge_stream(self.stream, seq=before_seq, subject=subject)
+            bounds: dict[str, int] = {}
+            if self.partitions > 1:
+                below = await self._scan(filters, before_seq, headers_only=True)
+                bounds = partitions.source_bounds([msg.headers for msg in below])
+            for stream, bound in [*bounds.items(), (self.stream, before_seq)]:
+                for subject in filters:
+                    await self._jetstream().purge_stream(stream, seq=bound, subject=subject)
         except (*_RETRYABLE, NatsError) as exc:
             raise NetworkError(f"the network did not purge {kind} ({exc!r})") from exc
 
     async def delete(self, seq: int) -> None:
-        """Remove one stored envelope (JetStream's message delete, which erases it)."""
+        """Remove one stored envelope (JetStream's message delete, which erases it), and its
+        project partition's copy first: what is left behind is found again by a rerun."""
+        js = self._jetstream()
         try:
-            await self._jetstream().delete_msg(self.stream, seq)
+            raw = await js.get_msg(self.stream, seq)
+            copy = partitions.copy_of(raw.headers)
+            if copy is not None:
+                with contextlib.suppress(NotFoundError):
+                    await js.delete_msg(*copy)
+            await js.delete_msg(self.stream, seq)
         except NotFoundError:
             return
         except (*_RETRYABLE, NatsError) as exc:

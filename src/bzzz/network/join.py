@@ -31,6 +31,7 @@ async def make_bus(
             max_file_store=settings.bzzz.max_file_store,
             max_memory_store=settings.bzzz.max_memory_store,
             cipher=settings.encryption.jetstream_cipher,
+            partitions=settings.bzzz.partitions,
         )
         urls = [await embedded.start()]
         auth = embedded.auth

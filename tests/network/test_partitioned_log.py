@@ -1,0 +1,179 @@
+"""Projects spread over several streams by the engine's partitioning (``network.partitions``).
+
+A real nats-server whose configuration maps project subjects with ``partition(3, …)`` (the
+embedded server's ``partitions`` setting): the bus finds N from the servers, a project's
+envelopes land in its partition's stream and the network's stream copies them in, in order;
+erasure and retention remove both copies; a log kept from before the mapping goes on; a
+mapping taken away again is a clear error, not a silent split.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import nats
+import pytest
+
+from bzzz.errors import NetworkError
+from bzzz.network import partitions, subjects
+from bzzz.network.embedded import EmbeddedNats
+from bzzz.network.jetstream import JetStreamBus, stream_name
+from bzzz.projects import subject_token
+
+pytestmark = pytest.mark.integration
+
+N = 3
+
+
+def _project_in(index: int) -> str:
+    """A project id the servers put in partition ``index`` of N."""
+    return next(f"proj{i}" for i in range(1000) if partitions.partition_of(f"proj{i}", N) == index)
+
+
+@pytest.fixture
+async def server(tmp_path: Path) -> AsyncIterator[EmbeddedNats]:
+    embedded = EmbeddedNats(tmp_path / "nats", partitions=N)
+    await embedded.start()
+    try:
+        yield embedded
+    finally:
+        await embedded.close()
+
+
+@pytest.fixture
+async def bus(server: EmbeddedNats) -> AsyncIterator[JetStreamBus]:
+    bus = JetStreamBus([server.client_url], "main")
+    await bus.start()
+    try:
+        yield bus
+    finally:
+        await bus.close()
+
+
+async def _counts(url: str) -> dict[str, int]:
+    nc = await nats.connect(url)
+    try:
+        js = nc.jetstream()
+        names = [stream_name("main"), *(partitions.stream_name("main", k) for k in range(N))]
+        return {name: int((await js.stream_info(name)).state.messages) for name in names}
+    finally:
+        await nc.close()
+
+
+async def test_the_bus_finds_the_servers_partitions_and_the_hash_agrees(
+    bus: JetStreamBus, tmp_path: Path
+) -> None:
+    # 96 probe tokens each landed where partition_of says, for N = 3 and no other N.
+    assert bus.partitions == N
+    # A server without the mapping: one stream, as before.
+    plain = EmbeddedNats(tmp_path / "plain")
+    await plain.start()
+    try:
+        other = JetStreamBus([plain.client_url], "main")
+        await other.start()
+        assert other.partitions == 1
+        await other.close()
+    finally:
+        await plain.close()
+
+
+async def test_a_projects_envelopes_land_in_its_partition_and_the_log_copies_them_in(
+    bus: JetStreamBus, server: EmbeddedNats
+) -> None:
+    projects = [_project_in(k) for k in range(N)]
+    sent = []
+    for round_ in range(4):
+        for project in projects:
+            subject = subjects.subject("main", "msg", f"a-{round_}", project)
+            stored = await bus.store(
+                subject, f"{project}-{round_}".encode(), f"id-{project}-{round_}"
+            )
+            # Acknowledged by the project's partition, with that stream's own sequence.
+            assert stored.stream == partitions.stream_name(
+                "main", partitions.partition_of(subject_token(project), N)
+            )
+            sent.append((subject, await bus.logged(stored, subject)))
+    wide = await bus.store("bzzz.main.node.n1", b"wide", "id-wide")
+    assert wide.stream is None  # network-wide kinds go to the log itself
+
+    # The log holds every envelope once, at the sequence ``logged`` gave, in the order each
+    # partition took them; each partition holds only its projects'.
+    msgs = await bus.read_kind("msg")
+    assert [(m.subject, m.seq) for m in msgs] == sorted(sent, key=lambda pair: pair[1])
+    for project in projects:
+        mine = [
+            m.data.decode() for m in msgs if subjects.project_token("main", m.subject) == project
+        ]
+        assert mine == [f"{project}-{r}" for r in range(4)]
+    counts = await _counts(server.client_url)
+    assert counts[stream_name("main")] == 13
+    assert all(counts[partitions.stream_name("main", k)] == 4 for k in range(N))
+
+    # A retried publish (same id) is a duplicate in its partition, stored once.
+    again = await bus.store(sent[0][0], b"again", f"id-{projects[0]}-0")
+    assert again.duplicate
+    assert len(await bus.read_kind("msg")) == 12
+
+
+async def test_erasure_and_retention_remove_both_copies(
+    bus: JetStreamBus, server: EmbeddedNats
+) -> None:
+    project = _project_in(1)
+    seqs = []
+    for i in range(6):
+        subject = subjects.subject("main", "msg", f"agent-{i % 2}", project)
+        seqs.append(await bus.publish(subject, f"m{i}".encode(), f"m{i}"))
+    # Erasure of one envelope: gone from the log and from its partition.
+    await bus.delete(seqs[0])
+    assert await bus.get(seqs[0]) is None
+    counts = await _counts(server.client_url)
+    assert counts[partitions.stream_name("main", 1)] == 5
+    # Retention of agent-1's messages below the 4th envelope: m1 and m3 go from both
+    # streams; m5 (after the cut) and agent-0's stay.
+    await bus.purge("msg", "agent-1", before_seq=seqs[4])
+    left = [m.data.decode() for m in await bus.read_kind("msg")]
+    assert left == ["m2", "m4", "m5"]
+    counts = await _counts(server.client_url)
+    assert counts[partitions.stream_name("main", 1)] == 3
+    assert counts[stream_name("main")] == 3
+
+
+async def test_a_log_kept_from_before_the_mapping_goes_on(tmp_path: Path) -> None:
+    project = _project_in(2)
+    subject = subjects.subject("main", "msg", "old", project)
+    before = EmbeddedNats(tmp_path / "nats")
+    await before.start()
+    try:
+        bus = JetStreamBus([before.client_url], "main")
+        await bus.start()
+        first = await bus.publish(subject, b"before", "before")
+        await bus.close()
+    finally:
+        await before.close()
+    # The same store, now with the mapping: the log keeps what it held, and takes the
+    # project's new envelopes from the partition after it.
+    after = EmbeddedNats(tmp_path / "nats", partitions=N)
+    await after.start()
+    try:
+        bus = JetStreamBus([after.client_url], "main")
+        await bus.start()
+        assert bus.partitions == N
+        stored = await bus.store(subject, b"after", "after")
+        assert stored.stream == partitions.stream_name("main", 2)
+        second = await bus.logged(stored, subject)
+        assert second > first
+        assert [m.data for m in await bus.read_kind("msg")] == [b"before", b"after"]
+        await bus.close()
+    finally:
+        await after.close()
+    # The mapping taken away again: the log would split, so the node says so and stops.
+    again = EmbeddedNats(tmp_path / "nats")
+    await again.start()
+    try:
+        bus = JetStreamBus([again.client_url], "main")
+        with pytest.raises(NetworkError, match="no longer partition"):
+            await bus.start()
+        await bus.close()
+    finally:
+        await again.close()
