@@ -32,6 +32,8 @@ def node_status(node: Any) -> dict[str, Any]:
         # Why the node's consumer of the log was made again (dropped deliveries, lost with its
         # server), how often; None on a bus without one (in memory).
         "consumer_restarts": getattr(getattr(node, "bus", None), "consumer_restarts", None),
+        # The streams the servers spread projects over (1: the log alone; the in-memory bus).
+        "partitions": getattr(getattr(node, "bus", None), "partitions", 1),
         "hosted_agents": node.hosted.status() if hasattr(node, "hosted") else None,
         "whoosh": node.whoosh.status() if node.whoosh is not None else None,
         "forwarding": node.front.status() if hasattr(node, "front") else None,

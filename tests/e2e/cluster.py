@@ -16,6 +16,7 @@ from pathlib import Path
 import nats
 from ports import free_port
 
+from bzzz.network import partitions
 from bzzz.network.embedded import nats_server_binary
 
 READY_TIMEOUT = 20.0
@@ -62,8 +63,11 @@ class NatsCluster:
         secured: bool = False,
         monitor: bool = False,
         max_file_store: str = "2GB",
+        partitions: int = 1,
     ) -> None:
         self.name = name
+        # The servers spread projects over this many streams (their subject mapping).
+        self.partitions = partitions
         self.servers = [ClusterServer(f"n{i}", directory / f"n{i}") for i in range(size)]
         if monitor:
             for server in self.servers:
@@ -104,6 +108,7 @@ class NatsCluster:
                 f"  max_file_store: {self.max_file_store}",
                 "}",
                 *self._accounts(),
+                *([] if self.secured else partitions.mapping_config(self.partitions)),
                 *([f"http: 127.0.0.1:{server.http_port}"] if server.http_port else []),
                 "cluster {",
                 f"  name: {self.name}",
@@ -123,6 +128,7 @@ class NatsCluster:
             "  BZZZ: {",
             "    jetstream: enabled",
             f'    users: [{{user: bzzz, password: "{self.password}"}}]',
+            *(f"  {line}" for line in partitions.mapping_config(self.partitions)),
             "  }",
             f'  SYS: {{users: [{{user: sys, password: "{self._system_password}"}}]}}',
             "}",
