@@ -322,7 +322,8 @@ class Projector:
         try:
             # A lone origin applies its envelope itself; concurrent ones leave theirs to the
             # consumer, which applies many in one transaction.
-            if self._db.writes_here and self._alone() and self._idle():
+            ahead = self._bus.logs_directly(envelope.subject) and self._db.writes_here
+            if ahead and self._alone() and self._idle():
                 await self._shielded(self._submit_ahead(envelope, data))
             else:
                 stored = await self._bus.store(envelope.subject, data, envelope.id)

@@ -65,6 +65,10 @@ class FollowedLog:
         """A follower never writes through here (posts go through FederationService.post)."""
         raise RuntimeError("a followed network is read-only")
 
+    def logs_directly(self, subject: str) -> bool:
+        """Nothing is stored through here (``store`` refuses)."""
+        return False
+
     async def consume(
         self,
         durable: str,

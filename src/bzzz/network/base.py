@@ -83,6 +83,11 @@ class Bus(Protocol):
         """``publish``, and whether the log held ``msg_id`` already."""
         ...
 
+    def logs_directly(self, subject: str) -> bool:
+        """Whether ``store`` of ``subject`` answers with the log's own sequence (False for a
+        project's subject when the servers spread projects over partition streams)."""
+        ...
+
     async def consume(
         self,
         durable: str,

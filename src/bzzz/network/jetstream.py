@@ -241,6 +241,10 @@ class JetStreamBus:
         sequence in the log (a partition's envelope once the servers copied it in)."""
         return await self.logged(await self.store(subject, data, msg_id), subject)
 
+    def logs_directly(self, subject: str) -> bool:
+        """Whether the log itself takes ``subject`` (not a project partition's stream)."""
+        return self.partitions <= 1 or subjects.project_token(self._network, subject) is None
+
     async def logged(self, stored: Stored, subject: str) -> int:
         """The log's sequence of an envelope ``store`` returned: a partition's is the log's
         once the servers copy it in (waited for, until publish_timeout)."""

@@ -92,6 +92,10 @@ class InMemoryBus:
                 await handler(batch)
             self._cursors[durable] = start + len(window)
 
+    def logs_directly(self, subject: str) -> bool:
+        """Always: one log, no partitions."""
+        return True
+
     async def last_sequence(self, subject: str | None = None) -> int:
         """The newest sequence (on a subject ``subject`` matches, when given)."""
         if subject is None:
