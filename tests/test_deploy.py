@@ -34,6 +34,7 @@ from nats.errors import Error as NatsError
 
 from bzzz.cli_serve import check_exposure
 from bzzz.config import ENV_ALIASES, Settings, load_settings
+from bzzz.network import partitions
 from bzzz.errors import ConfigError
 from bzzz.network.embedded import nats_server_binary
 
@@ -476,6 +477,8 @@ def test_each_nats_server_routes_to_the_other_two_and_requires_a_login(name: str
     assert login and login.groups() == ("$NATS_USER", "$NATS_PASSWORD")
     store = re.search(r"store_dir: (\S+)", config)
     assert store and store.group(1).startswith(str(image_env()["BZZZ_DATA_DIR"]) + "/")
+    # Projects spread over three streams, by the mapping the nodes probe for.
+    assert "\n".join(partitions.mapping_config(3)) in config
 
 
 @pytest.mark.parametrize("name", NATS_SERVICES)

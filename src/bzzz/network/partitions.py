@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import logging
 import secrets
 from collections.abc import Sequence
@@ -227,6 +228,7 @@ async def ensure_log(
         logger.info("created stream %s (replicas=%d)", stream, replicas)
     else:
         await _update_log(js, network, info.config, config)
+    made = False
     for index in range(count if count > 1 else 0):
         wanted = partition_config(network, index, replicas=replicas)
         name = wanted.name or ""
@@ -234,9 +236,36 @@ async def ensure_log(
             have = await js.stream_info(name)
         except NotFoundError:
             await js.add_stream(wanted)
+            made = True
             continue
         if list(have.config.subjects or []) != wanted.subjects:
             raise _collision(network, name, have.config.subjects)
+    if made and replicas > 1:
+        await spread_leaders(js, network, stream, count)
+
+
+async def spread_leaders(js: JetStreamContext, network: str, stream: str, count: int) -> None:
+    """Ask the servers to hand the partitions' leadership round the cluster, starting after
+    the log's leader (the engine placed them at random; several may share one server).
+    Best effort: a server that does not move a leader leaves it where it is."""
+    log = await js.stream_info(stream)
+    if log.cluster is None or not log.cluster.leader:
+        return
+    replicas = [str(r.name) for r in log.cluster.replicas or [] if r.name]
+    servers = sorted({log.cluster.leader, *replicas})
+    start = servers.index(log.cluster.leader) + 1
+    for index in range(count):
+        name = stream_name(network, index)
+        preferred = servers[(start + index) % len(servers)]
+        try:
+            info = await js.stream_info(name)
+            if info.cluster is None or info.cluster.leader == preferred:
+                continue
+            request = json.dumps({"placement": {"preferred": preferred}}).encode()
+            # nats-py has no call for a stepdown with a preferred server: the API's own request.
+            await js._nc.request(f"$JS.API.STREAM.LEADER.STEPDOWN.{name}", request, timeout=5)
+        except (NatsError, TimeoutError) as exc:
+            logger.info("the leader of %s stays where it is (%r)", name, exc)
 
 
 async def _update_log(
