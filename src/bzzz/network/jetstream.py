@@ -270,7 +270,13 @@ class JetStreamBus:
                     copy = partitions.copy_of(raw.headers) if raw.subject == subject else None
             return seq
 
-        return await self._retried("the log did not take the partition's envelope", find)
+        failure = "the log did not take the partition's envelope"
+        try:
+            # The walk back is bounded too: many envelopes on the subject after ours.
+            async with asyncio.timeout(2 * self._publish_timeout):
+                return await self._retried(failure, find)
+        except TimeoutError as exc:
+            raise NetworkError(failure, details={"stream": stored.stream}) from exc
 
     async def store(self, subject: str, data: bytes, msg_id: str) -> Stored:
         """``publish``, and whether the stream held ``msg_id`` already (its duplicate window)."""

@@ -53,6 +53,8 @@ MAX_PARTITIONS = 64
 # The probe's project tokens: enough that exactly one N agrees with where the servers put them.
 PROBES = 96
 PROBE_WAIT = 2.0
+# Probes go out again this many times in all when none came back (a busy server).
+PROBE_TRIES = 3
 
 
 def mapping_destination(partitions: int) -> str:
@@ -122,6 +124,23 @@ def partition_config(network: str, index: int, *, replicas: int) -> StreamConfig
 async def probe(nc: NatsClient, network: str) -> int:
     """How many partitions the servers spread this network's projects over (1: none).
 
+    ``_probe_once`` again while no probe came back, PROBE_TRIES times in all.
+    """
+    for _ in range(PROBE_TRIES - 1):
+        try:
+            return await _probe_once(nc, network)
+        except _NoneBack:
+            logger.info("no probe came back from the servers; probing again")
+    return await _probe_once(nc, network)
+
+
+class _NoneBack(ValueError):
+    """No probe came back within PROBE_WAIT."""
+
+
+async def _probe_once(nc: NatsClient, network: str) -> int:
+    """How many partitions the servers spread this network's projects over (1: none).
+
     Publishes ``PROBES`` core messages on project subjects too short for any stream to store
     and listens where the mapping (if any) sends them; the one N with which ``partition_of``
     puts every probe where the servers did is the answer. Raises ValueError when the servers'
@@ -164,7 +183,7 @@ async def probe(nc: NatsClient, network: str) -> int:
 
 def _agreeing(heard: dict[str, int | None], tokens: Sequence[str]) -> int:
     if not heard:
-        raise ValueError("no probe came back: the servers did not deliver this node's messages")
+        raise _NoneBack("no probe came back: the servers did not deliver this node's messages")
     if all(value is None for value in heard.values()):
         return 1
     if any(value is None or value < 0 for value in heard.values()):
