@@ -62,10 +62,16 @@ async def _counts(url: str) -> dict[str, int]:
 
 
 async def test_the_bus_finds_the_servers_partitions_and_the_hash_agrees(
-    bus: JetStreamBus, tmp_path: Path
+    bus: JetStreamBus, server: EmbeddedNats, tmp_path: Path
 ) -> None:
     # 96 probe tokens each landed where partition_of says, for N = 3 and no other N.
     assert bus.partitions == N
+    # The probes went where no stream stores them: the log and its partitions are empty,
+    # a second node's probes included.
+    second = JetStreamBus([server.client_url], "main")
+    await second.start()
+    await second.close()
+    assert set((await _counts(server.client_url)).values()) == {0}
     # A server without the mapping: one stream, as before.
     plain = EmbeddedNats(tmp_path / "plain")
     await plain.start()
@@ -73,6 +79,17 @@ async def test_the_bus_finds_the_servers_partitions_and_the_hash_agrees(
         other = JetStreamBus([plain.client_url], "main")
         await other.start()
         assert other.partitions == 1
+        # A second node probes a server whose log exists already.
+        second = JetStreamBus([plain.client_url], "main")
+        await second.start()
+        assert second.partitions == 1
+        await second.close()
+        nc = await nats.connect(plain.client_url)
+        try:
+            held = await nc.jetstream().stream_info(stream_name("main"))
+        finally:
+            await nc.close()
+        assert held.state.messages == 0  # a probe stored in the log would be a bad envelope
         await other.close()
     finally:
         await plain.close()

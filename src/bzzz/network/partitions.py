@@ -12,9 +12,9 @@ modulo N). A publish on ``bzzz.<network>.p.<project>.<kind>.<key>`` is mapped to
 ``bzzz.<network>.part.<k>.<project>.<kind>.<key>``, which only partition ``k``'s stream
 captures; that stream stores it under its original subject again (a stream subject
 transform), so every reader sees the subjects it always saw. The mapping lives in the server
-configuration (the embedded server writes it from ``bzzz.partitions``); nodes do not choose N,
-they ask the servers (``probe``): a node never writes a project's envelope anywhere but where
-the engine puts it.
+configuration (the embedded server writes it from ``bzzz.partitions``) and serves every network
+alike; nodes do not choose N, they ask the servers (``probe``, on subjects no stream stores): a
+node never writes a project's envelope anywhere but where the engine puts it.
 
 Nothing is ordered twice: the partition streams only hold what they took until the network's
 stream has it; erasure and retention remove both copies (``source_bounds``, ``copy_of``).
@@ -121,32 +121,34 @@ def partition_config(network: str, index: int, *, replicas: int) -> StreamConfig
     )
 
 
-async def probe(nc: NatsClient, network: str) -> int:
-    """How many partitions the servers spread this network's projects over (1: none).
+async def probe(nc: NatsClient) -> int:
+    """How many partitions the servers spread every network's projects over (1: none).
 
     ``_probe_once`` again while no probe came back, PROBE_TRIES times in all.
     """
     for _ in range(PROBE_TRIES - 1):
         try:
-            return await _probe_once(nc, network)
+            return await _probe_once(nc)
         except _NoneBack:
             logger.info("no probe came back from the servers; probing again")
-    return await _probe_once(nc, network)
+    return await _probe_once(nc)
 
 
 class _NoneBack(ValueError):
     """No probe came back within PROBE_WAIT."""
 
 
-async def _probe_once(nc: NatsClient, network: str) -> int:
-    """How many partitions the servers spread this network's projects over (1: none).
+async def _probe_once(nc: NatsClient) -> int:
+    """How many partitions the servers spread every network's projects over (1: none).
 
-    Publishes ``PROBES`` core messages on project subjects too short for any stream to store
-    and listens where the mapping (if any) sends them; the one N with which ``partition_of``
-    puts every probe where the servers did is the answer. Raises ValueError when the servers'
-    mapping is not this one (no N agrees).
+    Publishes ``PROBES`` core messages on the project subjects of a network no node can have
+    (``~`` is no network id's: no stream captures them, mapped or not) and listens where the
+    mapping (if any) sends them; the one N with which ``partition_of`` puts every probe where
+    the servers did is the answer. Raises ValueError when the servers' mapping is not this one
+    (no N agrees).
     """
-    nonce = f"probe-{secrets.token_hex(6)}"
+    network = f"~{secrets.token_hex(6)}"
+    nonce = "probe"
     heard: dict[str, int | None] = {}
     done = asyncio.Event()
 
