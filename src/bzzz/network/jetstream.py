@@ -110,6 +110,10 @@ def peer_bucket(network: str) -> str:
 # with a server); a node's own heartbeats keep a healthy watch of its own keys busy (a watch of
 # keys no node beats under is rebuilt every this many seconds, a consumer made again).
 PEER_WATCH_IDLE = 30.0
+# The server drops a watch's consumer this long after its node stopped reading it (a watch
+# made again, a node gone); nats-py's default of 5 minutes let a busy cluster's rebuilt
+# watches pile up to the server's limit of consumers on the board.
+PEER_WATCH_GONE = 15.0
 PENDING_MSGS_LIMIT = 100_000
 PEER_ENTRY_MAX_AGE = 7 * 86_400.0
 FOLLOW_RETRY = 2.0
@@ -183,7 +187,7 @@ class JetStreamBus:
         self._nc = nc
         self._js = nc.jetstream(timeout=self._publish_timeout)
         try:
-            self.partitions = await partitions.probe(nc, self._network)
+            self.partitions = await partitions.probe(nc)
         except ValueError as exc:
             await nc.close()
             self._nc = self._js = None
@@ -537,7 +541,9 @@ class JetStreamBus:
     async def _watch_board(self, pattern: str, handler: PeerHandler) -> None:
         while True:
             try:
-                watcher = await (await self._peers()).watch(pattern)
+                watcher = await (await self._peers()).watch(
+                    pattern, inactive_threshold=PEER_WATCH_GONE
+                )
             except (*_RETRYABLE, NatsError) as exc:
                 # The server is away (the connection reconnects) or the bucket is not ready.
                 logger.info("cannot watch the peer board yet: %r", exc)
