@@ -69,7 +69,9 @@ async def _engine(cluster: NatsCluster, args: argparse.Namespace) -> dict[str, A
 
         await asyncio.gather(*(write(i) for i in range(args.writers)))
         acked = time.perf_counter() - started
-        while int((await log.stream_info(stream_name("main"))).state.messages) < count:
+        while True:  # the servers' state, read until it holds them all: no event to wait on
+            if int((await log.stream_info(stream_name("main"))).state.messages) >= count:
+                break
             await asyncio.sleep(0.01)
         held = time.perf_counter() - started
     finally:

@@ -169,7 +169,15 @@ class Harness:
         for index, project in enumerate(self.layout.projects):
             announcers = [n for n in self.layout.serving(project) if n.name != "star"]
             for k, node in enumerate(announcers):
-                share = {"node": node.name, "index": index, "of": len(announcers), "k": k}
+                # Its part of the whole: the project's 1/projects, split between its announcers.
+                part = 1 / (len(self.layout.projects) * len(announcers))
+                share = {
+                    "node": node.name,
+                    "index": index,
+                    "of": len(announcers),
+                    "k": k,
+                    "part": part,
+                }
                 shares.setdefault(node.worker, []).append(share)
         return shares
 
@@ -179,7 +187,9 @@ class Harness:
         shares = self._shares()
         published = await asyncio.gather(
             *(
-                self.workers[name].call("populate", shares=mine, agents=self.args.agents)
+                self.workers[name].call(
+                    "populate", shares=mine, agents=self.args.agents, rate=self.args.ingest_rate
+                )
                 for name, mine in shares.items()
             )
         )
@@ -191,6 +201,7 @@ class Harness:
         self.results["ingestion"] = {
             "agents": sum(p["published"] for p in published),
             "path": "batches: signed agent.announced envelopes, async publish",
+            "asked_rate_per_s": self.args.ingest_rate or None,
             "published_s": round(publish_s, 2),
             "applied_everywhere_s": round(applied_s, 2),
             "listed_in_directory_s": round(listed_s, 2),
@@ -612,6 +623,12 @@ def main() -> None:
         "--workers", type=int, default=0, help="packed processes (0: nodes/25, at least 2)"
     )
     parser.add_argument("--history", type=int, default=100_000, help="envelopes for bootstrap")
+    parser.add_argument(
+        "--ingest-rate",
+        type=float,
+        default=0.0,
+        help="bulk announcements a second, all workers together (0: as fast as acknowledged)",
+    )
     parser.add_argument("--minutes", type=float, default=0.0, help="soak minutes (0: none)")
     parser.add_argument("--soak-rate", type=float, default=50.0, help="posts/s, all nodes")
     parser.add_argument("--samples", type=int, default=200, help="timed announcements")

@@ -248,6 +248,9 @@ class Worker:
         session = f"mcp-bench-{share['node']}"
         window: list[tuple[str, bytes, str]] = []
         sent = 0
+        # --ingest-rate: this share's part of the asked agents/s (0: as fast as acknowledged).
+        rate = cmd.get("rate", 0.0) * share.get("part", 0.0)
+        started = time.monotonic()
         for n in range(index, total, project_count):
             if (n // project_count) % of != k:
                 continue
@@ -266,6 +269,8 @@ class Worker:
             if len(window) == PUBLISH_WINDOW:
                 sent += await _publish_window(js, window)
                 window = []
+                if rate > 0:
+                    await asyncio.sleep(max(0.0, started + sent / rate - time.monotonic()))
         return sent + await _publish_window(js, window)
 
     async def op_settle(self, cmd: dict[str, Any]) -> dict[str, Any]:

@@ -34,8 +34,8 @@ from nats.errors import Error as NatsError
 
 from bzzz.cli_serve import check_exposure
 from bzzz.config import ENV_ALIASES, Settings, load_settings
-from bzzz.network import partitions
 from bzzz.errors import ConfigError
+from bzzz.network import partitions
 from bzzz.network.embedded import nats_server_binary
 
 ROOT = Path(__file__).resolve().parents[1]
