@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import json
 import os
 import platform
 import subprocess
@@ -161,3 +162,11 @@ def posted_payload(
         "recipients": [recipient],
         "task_id": None,
     }
+
+
+def report(results: dict[str, Any], path: Path | None) -> None:
+    """Print a bench's figures as JSON, and write them to ``path`` when given (``--json``)."""
+    text = json.dumps(results, indent=2)
+    print(text)
+    if path is not None:
+        path.write_text(text + "\n")

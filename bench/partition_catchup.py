@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import sys
 import tempfile
 import time
@@ -33,7 +32,7 @@ from bzzz.node import Node
 from bzzz.schemas import AnnounceInput
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from benchutil import code_version, machine, posted_payload
+from benchutil import code_version, machine, posted_payload, report
 
 ROLES = ("architect", "reviewer", "developer", "tester", "documentation")
 
@@ -129,11 +128,7 @@ def main() -> None:
     parser.add_argument("--kind", choices=("posts", "agents"), default="posts")
     parser.add_argument("--json", type=Path, default=None)
     args = parser.parse_args()
-    results = asyncio.run(run(args))
-    text = json.dumps(results, indent=2)
-    print(text)
-    if args.json is not None:
-        args.json.write_text(text + "\n")
+    report(asyncio.run(run(args)), args.json)
 
 
 if __name__ == "__main__":

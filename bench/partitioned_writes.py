@@ -41,7 +41,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 from e2e.cluster import NatsCluster
 
-from benchutil import code_version, machine, percentile
+from benchutil import code_version, machine, percentile, report
 from partition_catchup import _post
 
 
@@ -198,11 +198,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--json", type=Path, default=None)
     args = parser.parse_args()
-    results = asyncio.run(run(args))
-    text = json.dumps(results, indent=2)
-    print(text)
-    if args.json is not None:
-        args.json.write_text(text + "\n")
+    report(asyncio.run(run(args)), args.json)
 
 
 if __name__ == "__main__":

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import sys
 import tempfile
 import time
@@ -33,7 +32,7 @@ from bzzz.node import Node
 from bzzz.principal import LOCAL
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from benchutil import code_version, machine, posted_payload
+from benchutil import code_version, machine, posted_payload, report
 
 # Posts in flight at once while the log is filled.
 WINDOW = 4000
@@ -132,11 +131,7 @@ def main() -> None:
     parser.add_argument("--after", type=int, default=1_000)
     parser.add_argument("--json", type=Path, default=None)
     args = parser.parse_args()
-    results = asyncio.run(run(args))
-    text = json.dumps(results, indent=2)
-    print(text)
-    if args.json is not None:
-        args.json.write_text(text + "\n")
+    report(asyncio.run(run(args)), args.json)
 
 
 if __name__ == "__main__":
