@@ -137,24 +137,27 @@ async def test_a_projects_envelopes_land_in_its_partition_and_the_log_copies_the
 async def test_erasure_and_retention_remove_both_copies(
     bus: JetStreamBus, server: EmbeddedNats
 ) -> None:
-    project = _project_in(1)
+    """Envelopes of two projects in partitions 1 and 2, two agents each, interleaved."""
+    projects = [_project_in(1), _project_in(2)]
     seqs = []
-    for i in range(6):
-        subject = subjects.subject("main", "msg", f"agent-{i % 2}", project)
+    for i in range(8):
+        subject = subjects.subject("main", "msg", f"agent-{i % 2}", projects[i // 2 % 2])
         seqs.append(await bus.publish(subject, f"m{i}".encode(), f"m{i}"))
     # Erasure of one envelope: gone from the log and from its partition.
     await bus.delete(seqs[0])
     assert await bus.get(seqs[0]) is None
     counts = await _counts(server.client_url)
-    assert counts[partitions.stream_name("main", 1)] == 5
-    # Retention of agent-1's messages below the 4th envelope: m1 and m3 go from both
-    # streams; m5 (after the cut) and agent-0's stay.
-    await bus.purge("msg", "agent-1", before_seq=seqs[4])
-    left = [m.data.decode() for m in await bus.read_kind("msg")]
-    assert left == ["m2", "m4", "m5"]
-    counts = await _counts(server.client_url)
     assert counts[partitions.stream_name("main", 1)] == 3
-    assert counts[stream_name("main")] == 3
+    assert counts[partitions.stream_name("main", 2)] == 4
+    # Retention of agent-1's messages below the 6th envelope: m1 (partition 1) and m3
+    # (partition 2) go from every stream; m5 and m7 (after the cut) and agent-0's stay.
+    await bus.purge("msg", "agent-1", before_seq=seqs[5])
+    left = [m.data.decode() for m in await bus.read_kind("msg")]
+    assert left == ["m2", "m4", "m5", "m6", "m7"]
+    counts = await _counts(server.client_url)
+    assert counts[partitions.stream_name("main", 1)] == 2  # m4, m5
+    assert counts[partitions.stream_name("main", 2)] == 3  # m2, m6, m7
+    assert counts[stream_name("main")] == 5
 
 
 async def test_a_log_kept_from_before_the_mapping_goes_on(tmp_path: Path) -> None:
