@@ -30,6 +30,15 @@ logger = logging.getLogger(__name__)
 
 ACK_EVERY = 1_000
 ACK_AFTER = 0.2
+# The server sends again what a node has not acknowledged this long after delivery. Acks only
+# pace the server (where a node resumes comes from its store), so a resend is only waste: at
+# 60 s, a node applying fewer than MAX_ACK_PENDING / 60 envelopes a second (a saturated
+# machine) was sent every window twice, overflowed its client's buffer, and made its
+# consumer again and again (the 100-node, million-agent harness).
+ACK_WAIT = 600.0
+# An idle node acknowledges its newest handled delivery again this often: a lost ack would
+# otherwise hold a full window until ACK_WAIT.
+ACK_AGAIN = 5.0
 # The server sends a node at most this many messages it has not acknowledged.
 MAX_ACK_PENDING = 20_000
 # How long the consumer waits for a delivery before it looks for dropped ones.
@@ -47,11 +56,14 @@ class Acks:
     Acks only pace the server (``max_ack_pending``); where a node resumes comes from its store.
     With ``AckPolicy.ALL`` one ack covers everything before it, so the newest handled message
     is acknowledged every ``ACK_EVERY`` messages and ``ACK_AFTER`` seconds after it was
-    handled: an ack per batch cost every lone post one more send to the server.
+    handled: an ack per batch cost every lone post one more send to the server. An idle
+    consumer acknowledges its newest again every ``ACK_AGAIN`` seconds (a lost ack is
+    repaired without the server's ``ACK_WAIT``).
     """
 
     def __init__(self) -> None:
         self._newest: Msg | None = None
+        self._acked: Msg | None = None
         self._count = 0
 
     async def handled(self, msg: Msg, count: int) -> None:
@@ -65,17 +77,31 @@ class Acks:
         """Acknowledge everything handled so far."""
         newest, self._newest, self._count = self._newest, None, 0
         if newest is not None:
+            self._acked = newest
             await newest.ack()
 
     async def run(self) -> None:
         """Acknowledge what was handled, every ACK_AFTER seconds, until cancelled."""
+        loop = asyncio.get_running_loop()
+        last = loop.time()
         while True:
             await asyncio.sleep(ACK_AFTER)
             try:
-                await self.flush()
+                if self._newest is not None:
+                    await self.flush()
+                    last = loop.time()
+                elif self._acked is not None and loop.time() - last >= ACK_AGAIN:
+                    last = loop.time()
+                    await _ack_again(self._acked)
             except (ConnectionClosedError, NatsError) as exc:
                 # A lost ack costs nothing: a later one covers the same messages.
                 logger.info("could not acknowledge the log's deliveries: %r", exc)
+
+
+async def _ack_again(msg: Msg) -> None:
+    """The same ack once more (nats-py's ``ack`` refuses a message acknowledged already)."""
+    if msg.reply:
+        await msg._client.publish(msg.reply)
 
 
 def until_gap(batch: list[Msg], expected: int) -> tuple[list[Msg], bool]:
@@ -222,7 +248,7 @@ class NodeConsumer:
                 deliver_policy=DeliverPolicy.BY_START_SEQUENCE,
                 opt_start_seq=max(1, start_seq),
                 max_ack_pending=MAX_ACK_PENDING,
-                ack_wait=60.0,
+                ack_wait=ACK_WAIT,
                 # One server holds it, in memory: where it resumes comes from the store, so a
                 # replicated, persisted consumer would keep nothing the node needs.
                 num_replicas=1,
