@@ -36,6 +36,7 @@ from mcp.client.streamable_http import streamable_http_client
 
 from bzzz.cli import _parser
 from bzzz.config import load_settings, unknown_variables
+from bzzz.network import partitions
 
 from .cluster import ClusterServer, NatsCluster
 from .conftest import NodeFactory
@@ -110,6 +111,11 @@ def of_kind(kind: str) -> list[Block]:
 
 def tool_calls() -> list[Block]:
     return [b for b in of_kind("json") if len(b.info) > 1 and b.info[1] != HOSTED]
+
+
+def test_the_partition_mapping_is_the_one_nodes_probe_for() -> None:
+    [block] = [b for b in of_kind("text") if b.body.startswith("mappings {")]
+    assert block.body.strip() == "\n".join(partitions.mapping_config(3))
 
 
 def test_every_block_is_of_a_kind_this_test_checks() -> None:
