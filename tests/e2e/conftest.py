@@ -25,9 +25,10 @@ async def receiver() -> AsyncIterator[WebhookReceiver]:
 
 
 @pytest.fixture
-async def cluster(tmp_path: Path) -> AsyncIterator[NatsCluster]:
-    """Three routed JetStream servers on loopback."""
-    running = NatsCluster(tmp_path / "cluster")
+async def cluster(tmp_path: Path, request: pytest.FixtureRequest) -> AsyncIterator[NatsCluster]:
+    """Three routed JetStream servers on loopback; an indirect parameter is the number of
+    streams their subject mapping spreads projects over (1: no mapping)."""
+    running = NatsCluster(tmp_path / "cluster", partitions=getattr(request, "param", 1))
     try:
         await running.start()
         yield running

@@ -14,6 +14,7 @@ import os
 import signal
 import subprocess
 import time
+from collections import Counter
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -21,6 +22,7 @@ from typing import Any, TextIO, TypeVar
 
 import httpx
 import httpx2
+import nats
 import pytest
 from launch import bzzz_executable
 from mcp import ClientSession, StdioServerParameters
@@ -28,7 +30,9 @@ from mcp.client.stdio import stdio_client
 from mcp.client.streamable_http import streamable_http_client
 from ports import free_port
 
+from bzzz.network.jetstream import stream_name
 from bzzz.network.sealing import Keyring, NetworkKey, encode_secret
+from bzzz.retention.strip import opened_fields
 
 # A bound, not a speed target: with the suite on several workers a node may start slowly.
 START_TIMEOUT = 40.0
@@ -273,6 +277,28 @@ async def start_network(first: HttpNode, *others: HttpNode) -> None:
     await first.start()
     await asyncio.gather(*(node.start() for node in others))
     await admit(first, *others)
+
+
+async def stored_message_ids(urls: list[str]) -> Counter[str]:
+    """How often each post's message id is in the network's log (read with nats-py; with
+    partitions, the log holds every partition's copies)."""
+    nc = await nats.connect(urls)
+    try:
+        js = nc.jetstream(timeout=10)
+        sub = await js.subscribe(
+            "bzzz.main.p.*.msg.>", stream=stream_name("main"), ordered_consumer=True
+        )
+        seen: Counter[str] = Counter()
+        while True:
+            msg = await sub.next_msg(timeout=10)
+            # The stream holds sealed payloads: open them with the test network's key.
+            envelope = opened_fields(msg.data, TEST_KEYRING)
+            assert envelope is not None, msg.data[:200]
+            seen[envelope["payload"]["message_id"]] += 1
+            if msg.metadata.num_pending == 0:
+                return seen
+    finally:
+        await nc.close()
 
 
 def kill_orphans(data_dir: Path) -> None:

@@ -17,12 +17,10 @@ from nats.js.api import ConsumerInfo
 from nats.js.errors import NotFoundError
 
 from bzzz.network.jetstream import stream_name
-from bzzz.retention.strip import opened_fields
 
 from .cluster import NatsCluster
 from .conftest import NodeFactory
 from .support import (
-    TEST_KEYRING,
     HttpNode,
     call,
     call_error,
@@ -31,6 +29,7 @@ from .support import (
     kill_orphans,
     node_env,
     start_network,
+    stored_message_ids,
 )
 
 pytestmark = pytest.mark.integration
@@ -69,34 +68,13 @@ async def node(
         kill_orphans(data_dir)
 
 
-async def _stored_message_ids(urls: list[str]) -> Counter[str]:
-    """How often each message id was stored in the network's stream (read with nats-py)."""
-    nc = await nats.connect(urls)
-    try:
-        js = nc.jetstream(timeout=10)
-        sub = await js.subscribe(
-            "bzzz.main.p.*.msg.>", stream=stream_name("main"), ordered_consumer=True
-        )
-        seen: Counter[str] = Counter()
-        while True:
-            msg = await sub.next_msg(timeout=10)
-            # The stream holds sealed payloads: open them with the test network's key.
-            envelope = opened_fields(msg.data, TEST_KEYRING)
-            assert envelope is not None, msg.data[:200]
-            seen[envelope["payload"]["message_id"]] += 1
-            if msg.metadata.num_pending == 0:
-                return seen
-    finally:
-        await nc.close()
-
-
 async def _stored_when_ready(urls: list[str]) -> Counter[str]:
     """``_stored_message_ids`` once the cluster places a reader again: just after a server
     died, making the reading consumer can time out while the servers notice."""
 
     async def attempt() -> Counter[str] | None:
         try:
-            return await _stored_message_ids(urls)
+            return await stored_message_ids(urls)
         except NatsError:
             return None
 
@@ -141,7 +119,7 @@ async def test_killing_the_stream_leader_under_load_loses_and_duplicates_nothing
 
         await asyncio.gather(*(worker() for _ in range(8)))
         assert killed.is_set()
-    stored = await _stored_message_ids([s.url for s in cluster.servers if s.running])
+    stored = await stored_message_ids([s.url for s in cluster.servers if s.running])
     assert all(count == 1 for count in stored.values()), "a message was stored twice"
     assert set(acked) <= set(stored), "an acknowledged post is missing from the stream"
     inbox = await eventually(

@@ -12,20 +12,15 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import sqlite3
-from collections import Counter
-from collections.abc import AsyncIterator
 from pathlib import Path
 
-import nats
 import pytest
 
 from bzzz.network import partitions
-from bzzz.network.jetstream import stream_name
-from bzzz.retention.strip import opened_fields
 
 from .cluster import NatsCluster
 from .conftest import NodeFactory
-from .support import TEST_KEYRING, call, eventually, http_session, start_network
+from .support import call, eventually, http_session, start_network, stored_message_ids
 
 pytestmark = pytest.mark.integration
 
@@ -46,39 +41,8 @@ PROJECTS = {partitions.partition_of(f"proj{i}", N): f"proj{i}" for i in range(8)
 
 
 @pytest.fixture
-async def cluster(tmp_path: Path) -> AsyncIterator[NatsCluster]:
-    """Three routed JetStream servers that spread projects over three streams."""
-    running = NatsCluster(tmp_path / "cluster", partitions=N)
-    try:
-        await running.start()
-        yield running
-    finally:
-        await running.close()
-
-
-@pytest.fixture
 def nats_url(cluster: NatsCluster) -> str:
     return ",".join(cluster.urls)
-
-
-async def _stored(urls: list[str]) -> Counter[str]:
-    """How often each message id is in the network's log (every partition copied in)."""
-    nc = await nats.connect(urls)
-    try:
-        js = nc.jetstream(timeout=10)
-        sub = await js.subscribe(
-            "bzzz.main.p.*.msg.>", stream=stream_name("main"), ordered_consumer=True
-        )
-        seen: Counter[str] = Counter()
-        while True:
-            msg = await sub.next_msg(timeout=10)
-            envelope = opened_fields(msg.data, TEST_KEYRING)
-            assert envelope is not None
-            seen[envelope["payload"]["message_id"]] += 1
-            if msg.metadata.num_pending == 0:
-                return seen
-    finally:
-        await nc.close()
 
 
 async def _leaders(cluster: NatsCluster) -> list[str]:
@@ -91,6 +55,7 @@ def _inbox(db_path: Path) -> set[str]:
         return {str(row[0]) for row in db.execute("SELECT message_id FROM inbox")}
 
 
+@pytest.mark.parametrize("cluster", [N], indirect=True)  # servers that map partition(3, …)
 async def test_posts_across_partitions_survive_a_partition_leaders_death(
     cluster: NatsCluster, make_node: NodeFactory
 ) -> None:
@@ -146,7 +111,9 @@ async def test_posts_across_partitions_survive_a_partition_leaders_death(
     assert len(acked) + len(refused) == TOTAL
     assert len(acked) >= TOTAL - 24, refused
     urls = [cluster.client_url(s) for s in cluster.servers if s.running]
-    stored = await eventually(lambda: _stored(urls), lambda got: set(acked) <= set(got), within=60)
+    stored = await eventually(
+        lambda: stored_message_ids(urls), lambda got: set(acked) <= set(got), within=60
+    )
     assert all(count == 1 for count in stored.values()), "a post is in the log twice"
 
     held = await eventually(
