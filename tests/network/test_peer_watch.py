@@ -1,4 +1,5 @@
-"""A watch of the peer board leaves no consumer behind for long once it is made again.
+"""A watch of the peer board leaves no consumer behind for long once it is made again, and
+ends when cancelled.
 
 A real nats-server: a node's watches of the board are made again and again (a quiet watch is
 rebuilt, a reconnect makes it anew); each leaves a consumer on the server until the server
@@ -19,7 +20,7 @@ from bzzz.network.jetstream import PEER_WATCH_GONE, JetStreamBus, peer_bucket
 pytestmark = pytest.mark.integration
 
 
-async def test_rebuilt_watches_of_the_board_are_dropped_soon(nats_url: str) -> None:
+async def test_rebuilt_watches_of_the_board_end_and_are_dropped_soon(nats_url: str) -> None:
     bus = JetStreamBus([nats_url], "main")
     await bus.start()
     try:
@@ -29,14 +30,16 @@ async def test_rebuilt_watches_of_the_board_are_dropped_soon(nats_url: str) -> N
         async def on_change(key: str, data: bytes | None) -> None:
             heard.set()
 
-        for _ in range(3):
+        for _ in range(10):
             heard.clear()
             watching = asyncio.create_task(bus.watch_peers(on_change, [">", "p.x.*"]))
             async with asyncio.timeout(10):
                 await heard.wait()
             watching.cancel()
-            with pytest.raises(asyncio.CancelledError):
-                await watching
+            # A cancellation a nats-py call swallowed (wait_for, Python 3.11) left the watch
+            # looping and a stopping node waiting forever: it must end, cancelled.
+            done, _ = await asyncio.wait({watching}, timeout=10)
+            assert watching in done and watching.cancelled()
         nc = await nats.connect(nats_url)
         try:
             infos = await nc.jetstream().consumers_info(f"KV_{peer_bucket('main')}")

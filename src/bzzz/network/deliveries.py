@@ -98,6 +98,16 @@ class Acks:
                 logger.info("could not acknowledge the log's deliveries: %r", exc)
 
 
+def still_wanted() -> None:
+    """Raise CancelledError if this task was cancelled and a nats-py call swallowed it
+    (``asyncio.wait_for`` on Python 3.11 can, when its answer comes with the cancellation):
+    a loop that runs until cancelled (the node's consumer, a peer watch) would go on, and a
+    stopping node would wait for it forever."""
+    task = asyncio.current_task()
+    if task is not None and task.cancelling():
+        raise asyncio.CancelledError
+
+
 async def _ack_again(msg: Msg) -> None:
     """The same ack once more (nats-py's ``ack`` refuses a message acknowledged already)."""
     if msg.reply:
@@ -162,6 +172,7 @@ class NodeConsumer:
                 heard = loop.time()
                 unanswered = 0  # checks in a row the server did not answer
                 while True:
+                    still_wanted()
                     try:
                         batch = [
                             await sub.next_msg(timeout=DROP_CHECK),

@@ -46,7 +46,7 @@ from bzzz.network.base import (
     Unanswered,
     ping_subject,
 )
-from bzzz.network.deliveries import NodeConsumer, drain, to_bus
+from bzzz.network.deliveries import NodeConsumer, drain, still_wanted, to_bus
 from bzzz.network.nats_auth import NatsAuth, redact_url
 
 logger = logging.getLogger(__name__)
@@ -537,6 +537,7 @@ class JetStreamBus:
                 await asyncio.sleep(1.0)
                 continue
             try:
+                still_wanted()
                 await self._pump_peers(watcher, handler)
             finally:
                 with contextlib.suppress(*_RETRYABLE, BadSubscriptionError):
@@ -545,6 +546,7 @@ class JetStreamBus:
     @staticmethod
     async def _pump_peers(watcher: KeyValue.KeyWatcher, handler: PeerHandler) -> None:
         while True:
+            still_wanted()
             entry = await _next_entry(watcher, PEER_WATCH_IDLE)
             if entry is _QUIET:
                 logger.info("the peer board went quiet; watching it afresh")
