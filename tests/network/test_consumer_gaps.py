@@ -73,6 +73,9 @@ class _Delivery:
             self.twice.set()
 
     async def ack(self) -> None:
+        # As nats-py's Msg.ack: a second ack of one message is refused.
+        if self.acks:
+            raise nats.errors.Error("message was already acknowledged")
         await self.publish(self.reply)
 
 
@@ -96,9 +99,8 @@ async def test_an_idle_consumer_acknowledges_its_newest_again(
             await running
 
 
-async def test_the_server_resends_nothing_a_slow_node_still_holds(nats_url: str) -> None:
-    """The node's consumer waits ACK_WAIT (10 minutes) before sending anything again: a node
-    applying fewer than MAX_ACK_PENDING envelopes a minute is not sent each window twice."""
+async def test_the_nodes_consumer_is_paced_by_acks_as_configured(nats_url: str) -> None:
+    """The server holds the node's consumer to MAX_ACK_PENDING and resends after ACK_WAIT."""
     bus = JetStreamBus([nats_url], "gaps")
     await bus.start()
 
@@ -119,5 +121,5 @@ async def test_the_server_resends_nothing_a_slow_node_still_holds(nats_url: str)
             await consuming
     finally:
         await bus.close()
-    assert info.config.ack_wait == deliveries.ACK_WAIT >= 600
+    assert info.config.ack_wait == deliveries.ACK_WAIT
     assert info.config.max_ack_pending == deliveries.MAX_ACK_PENDING

@@ -30,12 +30,14 @@ logger = logging.getLogger(__name__)
 
 ACK_EVERY = 1_000
 ACK_AFTER = 0.2
-# The server sends again what a node has not acknowledged this long after delivery. Acks only
-# pace the server (where a node resumes comes from its store), so a resend is only waste: at
-# 60 s, a node applying fewer than MAX_ACK_PENDING / 60 envelopes a second (a saturated
-# machine) was sent every window twice, overflowed its client's buffer, and made its
-# consumer again and again (the 100-node, million-agent harness).
-ACK_WAIT = 600.0
+# The server sends again what a node has not acknowledged this long after delivery: the one
+# repair of deliveries a dropped connection lost when nothing after them shows the gap (a
+# quiet project). Its cost: a node applying fewer than MAX_ACK_PENDING / ACK_WAIT envelopes
+# a second (a saturated machine) is sent each window twice, overflows its client's buffer
+# and makes its consumer again and again (the 100-node, million-agent harness). A longer
+# wait wants the node to find such lost deliveries itself (the consumer's delivered
+# sequence against what it received) first: not built yet.
+ACK_WAIT = 60.0
 # An idle node acknowledges its newest handled delivery again this often: a lost ack would
 # otherwise hold a full window until ACK_WAIT.
 ACK_AGAIN = 5.0
