@@ -57,6 +57,64 @@ async def test_every_envelope_reaches_the_handler_although_the_client_dropped_de
     assert seen == sorted(seen)  # in log order, each once: nothing after a gap was handled
 
 
+async def test_deliveries_lost_with_nothing_after_them_are_consumed_again(
+    nats_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The last deliveries of a burst vanish on the way (as with a dropped connection): no
+    later one shows a gap, and the server would send them again only after ACK_WAIT. The node
+    sees its consumer delivered more than it received and consumes again from its store."""
+    monkeypatch.setattr(deliveries, "CONSUMER_CHECK", 0.5)
+    lost_from = TOTAL - 5
+    made = deliveries.NodeConsumer._subscribe
+    vanished: list[int] = []
+
+    async def lossy_first(self: deliveries.NodeConsumer, start_seq: int) -> object:
+        sub = await made(self, start_seq)
+        if vanished:  # only the first consumer loses deliveries
+            return sub
+        queue = sub._pending_queue
+        put = queue.put_nowait
+
+        def put_or_lose(msg: nats.aio.msg.Msg) -> None:
+            if msg.metadata.sequence.stream > lost_from and msg.metadata.num_delivered == 1:
+                vanished.append(msg.metadata.sequence.stream)
+                return
+            put(msg)
+
+        queue.put_nowait = put_or_lose
+        return sub
+
+    monkeypatch.setattr(deliveries.NodeConsumer, "_subscribe", lossy_first)
+    bus = JetStreamBus([nats_url], "tail")
+    await bus.start()
+    seen: list[int] = []
+    everything = asyncio.Event()
+
+    async def handler(batch: Sequence[BusMessage]) -> None:
+        seen.extend(msg.seq for msg in batch)
+        if len(set(seen)) >= TOTAL:
+            everything.set()
+
+    try:
+        for n in range(TOTAL):
+            await bus.store(f"bzzz.tail.node.n{n}", f"fact {n}".encode(), f"id-{n}")
+        consuming = asyncio.create_task(bus.consume("tail-node", handler))
+        try:
+            async with asyncio.timeout(60):  # far below ACK_WAIT, the server's own resend
+                await everything.wait()
+        finally:
+            consuming.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await consuming
+    finally:
+        await bus.close()
+
+    assert vanished == list(range(lost_from + 1, TOTAL + 1))
+    assert deliveries.ACK_WAIT > 60
+    assert seen == list(range(1, TOTAL + 1))  # in log order, each once
+    assert bus.consumer_restarts == {"dropped": 1, "lost": 0}
+
+
 class _Delivery:
     """A delivery as Acks sees it: its acks are publishes to its reply subject."""
 

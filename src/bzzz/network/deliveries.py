@@ -5,7 +5,8 @@ engine handles them by the thousand; a replicated consumer per node costs every 
 cluster a raft group per node). It is made afresh from the store's next sequence whenever it
 can no longer be trusted to deliver everything: deliveries the client dropped, or the consumer
 lost with its server. ``Acks`` paces the server with few acknowledgements (AckPolicy.ALL);
-``until_gap`` finds where the consumer's own sequence jumps, the mark of dropped deliveries.
+``until_gap`` finds where the consumer's own sequence jumps, the mark of dropped deliveries;
+``Unreceived`` finds deliveries lost with nothing after them to show a gap.
 """
 
 from __future__ import annotations
@@ -30,14 +31,13 @@ logger = logging.getLogger(__name__)
 
 ACK_EVERY = 1_000
 ACK_AFTER = 0.2
-# The server sends again what a node has not acknowledged this long after delivery: the one
-# repair of deliveries a dropped connection lost when nothing after them shows the gap (a
-# quiet project). Its cost: a node applying fewer than MAX_ACK_PENDING / ACK_WAIT envelopes
-# a second (a saturated machine) is sent each window twice, overflows its client's buffer
-# and makes its consumer again and again (the 100-node, million-agent harness). A longer
-# wait wants the node to find such lost deliveries itself (the consumer's delivered
-# sequence against what it received) first: not built yet.
-ACK_WAIT = 60.0
+# The server sends again what a node has not acknowledged this long after delivery. The node
+# finds deliveries a dropped connection lost itself (a gap in the consumer's sequence, or
+# ``Unreceived`` when nothing came after them), so this is only a last resort, and long: a node
+# applying fewer than MAX_ACK_PENDING / ACK_WAIT envelopes a second would be sent each window
+# twice (at 60 s, the saturated nodes of the 100-node, million-agent harness were, overflowed
+# their clients' buffers and made their consumers again and again).
+ACK_WAIT = 600.0
 # An idle node acknowledges its newest handled delivery again this often: a lost ack would
 # otherwise hold a full window until ACK_WAIT.
 ACK_AGAIN = 5.0
@@ -116,6 +116,30 @@ async def _ack_again(msg: Msg) -> None:
         await msg._client.publish(msg.reply)
 
 
+class Unreceived:
+    """Whether the server delivered messages this node never received.
+
+    A connection that drops can lose deliveries; one after them shows a gap in the consumer's
+    sequence (``until_gap``), but when none comes (a quiet project) only the consumer's own
+    count tells: its last delivered sequence past what the node has handled, with nothing
+    waiting in the client's buffer, seen twice in a row (once can be deliveries still on the
+    wire of a busy machine).
+    """
+
+    def __init__(self) -> None:
+        self._seen = 0
+
+    def check(self, delivered: int, expected: int, buffered: bool) -> bool:
+        """Note one look at the consumer (``delivered``: its last delivered sequence;
+        ``expected``: the sequence of the next delivery the node awaits)."""
+        self._seen = self._seen + 1 if delivered >= expected and not buffered else 0
+        return self._seen >= 2
+
+    def reset(self) -> None:
+        """The consumer was made again."""
+        self._seen = 0
+
+
 def until_gap(batch: list[Msg], expected: int) -> tuple[list[Msg], bool]:
     """The messages of ``batch`` before the first gap in the consumer's sequence, and
     whether there is one (a redelivery, at or before ``expected``, is no gap)."""
@@ -132,7 +156,8 @@ class NodeConsumer:
 
     ``dropped_sids`` is where the client's error callback notes subscriptions whose deliveries
     it dropped (nats-py's slow consumer error). ``restarts`` counts why the consumer was made
-    again: ``dropped`` deliveries or a ``lost`` consumer.
+    again: ``dropped`` deliveries (a gap, or delivered and never received) or a ``lost``
+    consumer.
     """
 
     def __init__(
@@ -166,6 +191,7 @@ class NodeConsumer:
         """
         loop = asyncio.get_running_loop()
         acks = Acks()
+        unreceived = Unreceived()
         sub = await self._subscribe(start_seq)
         try:
             async with asyncio.TaskGroup() as group:
@@ -192,11 +218,16 @@ class NodeConsumer:
                         start_seq = max(start_seq, int(handled[-1].metadata.sequence.stream) + 1)
                     why = "lost" if rewound else "dropped" if gap or self._dropped(sub) else None
                     if why is None and loop.time() - heard >= CONSUMER_CHECK:
-                        exists = await self._exists(sub)
+                        delivered = await self._delivered(sub)
                         heard = loop.time()
-                        unanswered = unanswered + 1 if exists is None else 0
+                        unanswered = unanswered + 1 if delivered is None else 0
                         # Gone, or twice no answer (one can be a busy server): made again.
-                        why = "lost" if exists is False or unanswered >= 2 else None
+                        if delivered is False or unanswered >= 2:
+                            why = "lost"
+                        elif delivered is not None and unreceived.check(
+                            delivered, expected, not sub._pending_queue.empty()
+                        ):
+                            why = "dropped"
                     if why is not None:
                         self.restarts[why] += 1
                         logger.warning("%s; consuming again from sequence %d", _WHY[why], start_seq)
@@ -206,6 +237,7 @@ class NodeConsumer:
                         self._dropped_sids.discard(sub._sub._id)
                         sub = await self._resubscribe(start_seq)
                         expected, unanswered, heard = 1, 0, loop.time()
+                        unreceived.reset()
         finally:
             await _unsubscribe(sub)
 
@@ -213,10 +245,11 @@ class NodeConsumer:
         # Dropped at the tail of a burst: known once what was buffered has been handled.
         return bool(sub._sub._id in self._dropped_sids and sub._pending_queue.empty())
 
-    async def _exists(self, sub: Any) -> bool | None:
-        """Whether the server still has this consumer; None when it did not answer."""
+    async def _delivered(self, sub: Any) -> int | bool | None:
+        """The consumer's last delivered sequence; False when the server has no such
+        consumer, None when it did not answer."""
         try:
-            await sub.consumer_info()
+            info = await sub.consumer_info()
         except APIError as exc:
             if exc.code != 503:  # not found, or offline with its server: JetStream's answer
                 logger.info("the server has no live consumer of this node's (%r)", exc)
@@ -226,7 +259,7 @@ class NodeConsumer:
         except (TimeoutError, NatsError) as exc:
             logger.info("no answer about the node's consumer of the log (%r)", exc)
             return None
-        return True
+        return int(info.delivered.consumer_seq or 0) if info.delivered else 0
 
     async def _resubscribe(self, start_seq: int) -> Any:
         """The consumer made again, as many times as it takes while the cluster cannot (an
@@ -272,8 +305,8 @@ class NodeConsumer:
 
 
 _WHY = {
-    "dropped": "the client dropped deliveries of the log before they were handled "
-    "(a slow consumer)",
+    "dropped": "deliveries of the log were lost before they were handled "
+    "(dropped by a slow client, or with a connection)",
     "lost": "the node's consumer of the log is gone (lost with its server, or rebuilt empty)",
 }
 

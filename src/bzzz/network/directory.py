@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Any
 
 from bzzz import domain
 from bzzz.errors import NetworkError
+from bzzz.network.deliveries import still_wanted
 from bzzz.projects import NO_PROJECT, subject_token
 
 if TYPE_CHECKING:
@@ -339,6 +340,7 @@ class JetStreamDirectory:
         owed: int | None = None  # how many the server had delivered when it said "all in"
         try:
             while True:
+                still_wanted()
                 entry = await anext(watcher)
                 if entry is None:  # the server has delivered the current entries
                     owed = await _delivered(watcher)

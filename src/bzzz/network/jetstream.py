@@ -650,6 +650,7 @@ class JetStreamBus:
         # Both layouts, every project: a follower reads the whole network's agents.
         filters = [f for kind in kinds for f in subjects.kind_filters(network, kind)]
         while True:
+            still_wanted()
             try:
                 sub = await js.subscribe(
                     filters[0],
@@ -667,6 +668,7 @@ class JetStreamBus:
                 await asyncio.sleep(FOLLOW_RETRY)
         try:
             while True:
+                still_wanted()
                 first = await sub.next_msg(timeout=None)
                 batch = [first, *drain(sub, self._batch_size - 1)]
                 await handler([to_bus(msg) for msg in batch])

@@ -33,6 +33,7 @@ from bzzz.domain import iso, utcnow
 from bzzz.errors import BzzzError
 from bzzz.eventlog import EventLog
 from bzzz.network.base import Bus
+from bzzz.network.deliveries import still_wanted
 from bzzz.network.envelope import Envelope, EnvelopeRejected, open_envelope, seal
 from bzzz.network.identity import NodeIdentity
 from bzzz.peers.latency import Pinger
@@ -295,6 +296,7 @@ class PeerService:
         served other projects before): their watchers would take its silence for a loss.
         Tried again every interval until it is done."""
         while True:
+            still_wanted()
             try:
                 found = await self._bus.peer_entries()
                 for key in found:
@@ -309,6 +311,7 @@ class PeerService:
 
     async def _every_interval(self, step: Callable[[], Awaitable[object]]) -> None:
         while True:
+            still_wanted()
             try:
                 await step()
             except BzzzError as exc:
