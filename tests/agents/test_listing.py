@@ -2,10 +2,17 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
+
+from bzzz import domain
+from bzzz.agents.listing import DirectoryWriter
 from bzzz.eventlog import Caller
+from bzzz.network.directory import InMemoryDirectory
+from bzzz.network.envelope import Envelope
 from bzzz.network.memory import InMemoryBus
 from bzzz.node import Node
 from bzzz.schemas import AnnounceInput
+from bzzz.store.directory import AgentDirectory
 
 
 async def _listed(bus: InMemoryBus, project: str | None) -> list[tuple[str, str]]:
@@ -50,3 +57,52 @@ async def test_an_id_taken_again_in_another_project_is_listed_there_alone(
     assert await _listed(memory_bus, None) == [("dev-1", "idle")]
     assert await _listed(memory_bus, "ops") == [("dev-1", "idle")]
     assert await memory_bus.directory.project_of("dev-1") == "ops"
+
+
+def _agent(agent_id: str, project: str, node_id: str) -> domain.Agent:
+    at = datetime(2026, 12, 4, tzinfo=UTC)
+    return domain.Agent(
+        id=agent_id, role="developer", capabilities=[], specialization=None, max_tasks=1,
+        project=project, task=None, status="offline", active_tasks=0, tasks_completed=0,
+        tasks_failed=0, performance=1.0, node_id=node_id, session_id="s", created_at=at,
+        last_activity=at,
+    )  # fmt: skip
+
+
+def _lost(node_id: str, witness: str, served: list[str] | None) -> Envelope:
+    payload: dict[str, object] = {"node_id": node_id, "detected_at": "2026-12-04T00:00:00Z"}
+    if served is not None:
+        payload["served"] = served
+    return Envelope.model_construct(type="node.lost", origin=witness, payload=payload)
+
+
+async def _written_by(node_id: str, agents: list[domain.Agent], lost: Envelope) -> list[str]:
+    directory = InMemoryDirectory()
+    writer = DirectoryWriter(directory, AgentDirectory(), node_id, ttl=60)
+    writer.changed(agents, [lost])
+    await writer.flush()
+    _, listed = await directory.agents(None)
+    return sorted(agent.id for agent in listed.values())
+
+
+async def test_a_lost_nodes_agents_are_listed_offline_by_one_writer_each() -> None:
+    """The witness writes the offline entries of the projects it serves; a node holding the
+    lost node's agents of another project writes those; nobody writes what another does."""
+    agents = [_agent("dev-1", "shop", "lost"), _agent("ops-1", "ops", "lost")]
+    by_shop_witness = _lost("lost", "witness", ["shop"])
+    assert await _written_by("witness", agents[:1], by_shop_witness) == ["dev-1"]
+    # A node serving every project holds both: the witness writes shop's, it writes ops'.
+    assert await _written_by("star", agents, by_shop_witness) == ["ops-1"]
+    # Recorded by an every-project witness: it alone writes them all.
+    by_star = _lost("lost", "star", ["*"])
+    assert await _written_by("star", agents, by_star) == ["dev-1", "ops-1"]
+    assert await _written_by("witness", agents[:1], by_star) == []
+    # A node.lost from before witnesses named their projects: every holder writes.
+    assert await _written_by("witness", agents[:1], _lost("lost", "star", None)) == ["dev-1"]
+    # Another node's agent that went offline on its own node: that node writes it.
+    went = Envelope.model_construct(type="agent.offline", origin="other", payload={})
+    directory = InMemoryDirectory()
+    writer = DirectoryWriter(directory, AgentDirectory(), "star", ttl=60)
+    writer.changed([_agent("dev-2", "shop", "other")], [went])
+    await writer.flush()
+    assert (await directory.agents(None))[1] == {}

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 from collections import Counter
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
@@ -111,6 +112,10 @@ async def test_a_silent_node_turns_offline_with_its_agents_and_subscribers_hear_
     assert [e["data"]["agent"]["id"] for e in offline if e["data"]["action"] == "offline"] == [
         "rev-1"
     ]
+    # The witness names what it serves: it writes those agents' offline directory entries.
+    about_b = [json.loads(m.data) for m in await a.bus.read_kind("node", b.node_id)]
+    (lost_env,) = [env for env in about_b if env["type"] == "node.lost"]
+    assert lost_env["payload"]["served"] == ["*"]
 
 
 async def test_a_clean_stop_says_offline_on_the_board(pair: tuple[Node, Node]) -> None:

@@ -4,8 +4,11 @@
 when the agent comes online or changes what lookups show, renews it well within the lease
 (the entry's TTL), and writes it once more without TTL when the agent goes offline (the stores
 keep offline agents: a lookup from the directory lists them as a serving node's does).
-Every node that takes an agent offline in its store (its own, or a lost node's, which only
-the nodes serving its project hold) writes that entry: the same content from each. The first
+A lost node's agents (``node.lost``) are written offline by the witness that recorded the
+loss, for the projects it serves (its payload names them: it holds all their agents), and by
+every node holding them for the other projects (the witness has none of them): one writer
+where there were as many as the project's nodes, a storm's write load on a saturated network.
+An agent going offline on its own node (``agent.offline``) is written by that node. The first
 time this process writes an online agent, entries of its id in other projects (it moved, or
 its id was free and taken again elsewhere) are dropped, so a lookup and a forwarded call find
 it where the stores have it now.
@@ -34,9 +37,7 @@ from bzzz.store.directory import AgentDirectory
 
 logger = logging.getLogger(__name__)
 
-# Envelopes that take agents offline: each node that applies one writes their offline entries.
 # (An erasure, ``retention.forget``, keeps the agent: its entry stays as the agent does.)
-_OFFLINE_KINDS = frozenset({"agent.offline", "node.lost"})
 WRITE_CHUNK = 256
 BUILT_KEPT = 8
 
@@ -78,12 +79,29 @@ class DirectoryWriter:
 
     def changed(self, agents: Sequence[domain.Agent], envelopes: Sequence[Envelope]) -> None:
         """The projector changed ``agents`` (a listener: it only notes them)."""
-        took_offline = any(env.type in _OFFLINE_KINDS for env in envelopes)
+        losses: dict[str, list[Envelope]] = {}
+        for env in envelopes:
+            if env.type == "node.lost":
+                losses.setdefault(str(env.payload.get("node_id")), []).append(env)
         for agent in agents:
-            if agent.node_id == self._node_id or (took_offline and not agent.online):
+            if agent.node_id == self._node_id or (
+                not agent.online and self._writes_lost(agent, losses.get(agent.node_id, ()))
+            ):
                 self._pending[agent.id] = agent
         if self._pending:
             self._wake.set()
+
+    def _writes_lost(self, agent: domain.Agent, losses: Sequence[Envelope]) -> bool:
+        """Whether this node writes the offline entry of a lost node's agent: it recorded the
+        loss, or the witness that did does not serve the agent's project (an older
+        ``node.lost`` names none: every node holding the agent writes it)."""
+        for env in losses:
+            served = env.payload.get("served")
+            if env.origin == self._node_id or not isinstance(served, list):
+                return True
+            if not ProjectSet.of(str(name) for name in served).serves(agent.project):
+                return True
+        return False
 
     async def run(self) -> None:
         """Write what changed as it changes; renew every entry within its TTL. Until cancelled."""

@@ -210,6 +210,7 @@ class PeerService:
         clock: Callable[[], datetime] = utcnow,
     ) -> None:
         self._bus = bus
+        self._projects = projects
         self._keys = board_keys(identity.node_id, projects)
         self._patterns = board_patterns(projects)
         self._log = log
@@ -429,6 +430,8 @@ class PeerService:
             "beat": peer.beat,
             "last_seen": iso(peer.last_seen),
             "detected_at": iso(now),
+            # What this witness holds: it writes those agents' offline directory entries.
+            "served": ["*"] if self._projects.every else sorted(self._projects.names),
         }
         envelope_id = lost_envelope_id(peer.id, peer.boot, peer.beat, peer.last_seen)
         await self._log.emit(
