@@ -23,12 +23,9 @@ pytestmark = pytest.mark.integration
 TOTAL = 300
 
 
-async def test_every_envelope_reaches_the_handler_although_the_client_dropped_deliveries(
-    nats_url: str,
-) -> None:
-    bus = JetStreamBus([nats_url], "gaps")
-    bus.pending_msgs_limit = 10  # a burst of 300 overflows it at once
-    await bus.start()
+async def _store_and_consume(bus: JetStreamBus, network: str) -> list[int]:
+    """Store TOTAL envelopes, then consume them as the node does: the sequences handled, in
+    the order handled (bounded: far below the server's own resend after ACK_WAIT)."""
     seen: list[int] = []
     everything = asyncio.Event()
 
@@ -37,10 +34,11 @@ async def test_every_envelope_reaches_the_handler_although_the_client_dropped_de
         if len(set(seen)) >= TOTAL:
             everything.set()
 
+    await bus.start()
     try:
         for n in range(TOTAL):
-            await bus.store(f"bzzz.gaps.node.n{n}", f"fact {n}".encode(), f"id-{n}")
-        consuming = asyncio.create_task(bus.consume("gaps-node", handler))
+            await bus.store(f"bzzz.{network}.node.n{n}", f"fact {n}".encode(), f"id-{n}")
+        consuming = asyncio.create_task(bus.consume(f"{network}-node", handler))
         try:
             async with asyncio.timeout(60):
                 await everything.wait()
@@ -50,6 +48,15 @@ async def test_every_envelope_reaches_the_handler_although_the_client_dropped_de
                 await consuming
     finally:
         await bus.close()
+    return seen
+
+
+async def test_every_envelope_reaches_the_handler_although_the_client_dropped_deliveries(
+    nats_url: str,
+) -> None:
+    bus = JetStreamBus([nats_url], "gaps")
+    bus.pending_msgs_limit = 10  # a burst of 300 overflows it at once
+    seen = await _store_and_consume(bus, "gaps")
 
     assert sorted(set(seen)) == list(range(1, TOTAL + 1))
     # The client did drop deliveries, and they came again.
@@ -86,28 +93,7 @@ async def test_deliveries_lost_with_nothing_after_them_are_consumed_again(
 
     monkeypatch.setattr(deliveries.NodeConsumer, "_subscribe", lossy_first)
     bus = JetStreamBus([nats_url], "tail")
-    await bus.start()
-    seen: list[int] = []
-    everything = asyncio.Event()
-
-    async def handler(batch: Sequence[BusMessage]) -> None:
-        seen.extend(msg.seq for msg in batch)
-        if len(set(seen)) >= TOTAL:
-            everything.set()
-
-    try:
-        for n in range(TOTAL):
-            await bus.store(f"bzzz.tail.node.n{n}", f"fact {n}".encode(), f"id-{n}")
-        consuming = asyncio.create_task(bus.consume("tail-node", handler))
-        try:
-            async with asyncio.timeout(60):  # far below ACK_WAIT, the server's own resend
-                await everything.wait()
-        finally:
-            consuming.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await consuming
-    finally:
-        await bus.close()
+    seen = await _store_and_consume(bus, "tail")
 
     assert vanished == list(range(lost_from + 1, TOTAL + 1))
     assert deliveries.ACK_WAIT > 60
