@@ -122,8 +122,8 @@ class Unreceived:
     A connection that drops can lose deliveries; one after them shows a gap in the consumer's
     sequence (``until_gap``), but when none comes (a quiet project) only the consumer's own
     count tells: its last delivered sequence past what the node has handled, with nothing
-    waiting in the client's buffer, seen twice in a row (once can be deliveries still on the
-    wire of a busy machine).
+    waiting in the client's buffer, seen twice with no delivery in between (once can be
+    deliveries still on the wire of a busy machine).
     """
 
     def __init__(self) -> None:
@@ -136,7 +136,7 @@ class Unreceived:
         return self._seen >= 2
 
     def reset(self) -> None:
-        """The consumer was made again."""
+        """A delivery came, or the consumer was made again."""
         self._seen = 0
 
 
@@ -207,6 +207,7 @@ class NodeConsumer:
                             *drain(sub, self._batch_size - 1),
                         ]
                         heard = loop.time()
+                        unreceived.reset()
                     except NatsTimeoutError:
                         batch = []  # nothing came: a drop at the tail of a burst shows now
                     rewound = bool(batch) and _rewound(batch[0], start_seq)
