@@ -2,10 +2,16 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+from dataclasses import replace
 from datetime import UTC, datetime
+
+import pytest
 
 from bzzz import domain
 from bzzz.agents.listing import DirectoryWriter
+from bzzz.errors import NetworkError
 from bzzz.eventlog import Caller
 from bzzz.network.directory import InMemoryDirectory
 from bzzz.network.envelope import Envelope
@@ -106,3 +112,78 @@ async def test_a_lost_nodes_agents_are_listed_offline_by_one_writer_each() -> No
     writer.changed([_agent("dev-2", "shop", "other")], [went])
     await writer.flush()
     assert (await directory.agents(None))[1] == {}
+
+
+class _Flaky(InMemoryDirectory):
+    """The directory, refusing the first write of each agent named in ``refuse``."""
+
+    def __init__(self, refuse: set[str]) -> None:
+        super().__init__()
+        self.refuse = refuse
+        self.puts: list[tuple[str, str]] = []
+
+    async def put(self, agent: domain.Agent, ttl: float | None) -> None:
+        if agent.id in self.refuse:
+            self.refuse.discard(agent.id)
+            raise NetworkError(f"the directory did not take {agent.id!r}")
+        self.puts.append((agent.id, agent.status))
+        await super().put(agent, ttl)
+
+
+async def test_a_failed_offline_write_is_tried_again() -> None:
+    directory = _Flaky({"dev-1"})
+    writer = DirectoryWriter(directory, AgentDirectory(), "witness", ttl=60)
+    writer.changed([_agent("dev-1", "shop", "lost")], [_lost("lost", "witness", ["shop"])])
+    with pytest.raises(NetworkError):
+        await writer.flush()
+    assert directory.puts == []
+    await writer.flush()
+    assert directory.puts == [("dev-1", "offline")]
+
+
+async def test_a_holder_writes_what_the_witness_left_listed_online() -> None:
+    """The witness serves shop and writes its agents; it failed (or stopped) before it wrote
+    dev-1: the star node, which holds dev-1 too, finds it still listed online and writes it.
+    ops-2's entry the other witness did write: nothing more is written for it."""
+    online = replace(_agent("dev-1", "shop", "lost"), status="idle")
+    done = replace(_agent("ops-2", "ops", "lost"), status="idle")
+    directory = _Flaky(set())
+    await directory.put(online, 60)
+    await directory.put(replace(done, status="offline"), None)
+    local = AgentDirectory()
+    went = [_agent("dev-1", "shop", "lost"), _agent("ops-2", "ops", "lost")]
+    for agent in went:
+        local.put(agent)
+    writer = DirectoryWriter(directory, local, "star", ttl=60)
+    writer.changed(went, [_lost("lost", "witness", ["shop", "ops"])])
+    await writer.flush()
+    directory.puts.clear()
+    assert (await directory.entries([("shop", "dev-1")]))["dev-1"].online
+
+    await writer.check_others()
+    await writer.flush()
+
+    assert directory.puts == [("dev-1", "offline")]
+    assert not (await directory.entries([("shop", "dev-1")]))["dev-1"].online
+
+
+async def test_a_busy_node_renews_its_entries_all_the_same() -> None:
+    """Changes noted more often than the renewal interval do not put renewals off: an agent
+    that does not change is written again within its TTL."""
+    directory = _Flaky(set())
+    local = AgentDirectory()
+    quiet = replace(_agent("quiet-1", "shop", "me"), status="idle")
+    busy = replace(_agent("busy-1", "shop", "me"), status="idle")
+    local.put(quiet)
+    local.put(busy)
+    writer = DirectoryWriter(directory, local, "me", ttl=0.6)  # renewed every 0.3 s
+    running = asyncio.create_task(writer.run())
+    try:
+        async with asyncio.timeout(10):
+            while directory.puts.count(("quiet-1", "idle")) < 2:
+                writer.changed([busy], [])  # a change every 50 ms: the writer never idles
+                await asyncio.sleep(0.05)
+    finally:
+        running.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await running

@@ -167,3 +167,26 @@ async def test_the_nodes_consumer_is_paced_by_acks_as_configured(nats_url: str) 
         await bus.close()
     assert info.config.ack_wait == deliveries.ACK_WAIT
     assert info.config.max_ack_pending == deliveries.MAX_ACK_PENDING
+
+
+def test_deliveries_count_as_unreceived_only_when_seen_missing_twice_unchanged() -> None:
+    unreceived = deliveries.Unreceived()
+    # Everything delivered was received: never.
+    assert not unreceived.check(delivered=9, expected=10, buffered=False)
+    assert not unreceived.check(delivered=9, expected=10, buffered=False)
+    # Delivered past what came, the buffer empty: once may be on the wire; twice is lost.
+    assert not unreceived.check(delivered=12, expected=10, buffered=False)
+    assert unreceived.check(delivered=12, expected=10, buffered=False)
+    # Still waiting in the client's buffer: not lost.
+    unreceived.reset()
+    assert not unreceived.check(delivered=12, expected=10, buffered=True)
+    assert not unreceived.check(delivered=12, expected=10, buffered=True)
+    # The count still moving: the server is sending.
+    assert not unreceived.check(delivered=12, expected=10, buffered=False)
+    assert not unreceived.check(delivered=15, expected=10, buffered=False)
+    assert unreceived.check(delivered=15, expected=10, buffered=False)
+    # A delivery between two looks starts the count again.
+    unreceived.reset()
+    assert not unreceived.check(delivered=15, expected=10, buffered=False)
+    unreceived.reset()
+    assert not unreceived.check(delivered=15, expected=10, buffered=False)

@@ -8,7 +8,11 @@ A lost node's agents (``node.lost``) are written offline by the witness that rec
 loss, for the projects it serves (its payload names them: it holds all their agents), and by
 every node holding them for the other projects (the witness has none of them): one writer
 where there were as many as the project's nodes, a storm's write load on a saturated network.
-An agent going offline on its own node (``agent.offline``) is written by that node. The first
+An agent going offline on its own node (``agent.offline``) is written by that node; a removed
+node's (``node.removed``) by every node holding them. A write that fails is tried again. The
+other nodes holding an agent whose entry one node writes look again ``CHECK_OTHERS_AFTER``
+seconds later (one batched read) and write it themselves if it is still listed online as they
+last saw it: the writer failed, or stopped before it wrote. The first
 time this process writes an online agent, entries of its id in other projects (it moved, or
 its id was free and taken again elsewhere) are dropped, so a lookup and a forwarded call find
 it where the stores have it now.
@@ -22,14 +26,17 @@ directories are cached (a bounded number) and kept up to date by difference as e
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
+import time
 from collections import OrderedDict
-from collections.abc import Awaitable, Iterable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 
 from bzzz import domain
-from bzzz.errors import BzzzError
+from bzzz.errors import BzzzError, NetworkError
+from bzzz.network import admission
 from bzzz.network.base import Directory
 from bzzz.network.envelope import Envelope
 from bzzz.projects import NO_PROJECT, ProjectSet
@@ -40,6 +47,10 @@ logger = logging.getLogger(__name__)
 # (An erasure, ``retention.forget``, keeps the agent: its entry stays as the agent does.)
 WRITE_CHUNK = 256
 BUILT_KEPT = 8
+# After a failed write, the next try.
+RETRY_AFTER = 5.0
+# How long after an offline change another node writes, this node checks that it did.
+CHECK_OTHERS_AFTER = 30.0
 
 
 def _shown(agent: domain.Agent) -> tuple[object, ...]:
@@ -73,46 +84,69 @@ class DirectoryWriter:
         # agent id -> (project, what was shown) as last written.
         self._written: dict[str, tuple[str | None, tuple[object, ...]]] = {}
         self._pending: dict[str, domain.Agent] = {}
+        # Offline agents whose entry another node writes, and when to check that it did.
+        self._others: dict[str, domain.Agent] = {}
+        self._others_due: float | None = None
         self._wake = asyncio.Event()
         # One flush at a time: a caller's flush returns once what was noted before is written.
         self._flushing = asyncio.Lock()
 
     def changed(self, agents: Sequence[domain.Agent], envelopes: Sequence[Envelope]) -> None:
         """The projector changed ``agents`` (a listener: it only notes them)."""
-        losses: dict[str, list[Envelope]] = {}
+        losses: dict[str, list[ProjectSet | None]] = {}
+        removed = False
         for env in envelopes:
             if env.type == "node.lost":
-                losses.setdefault(str(env.payload.get("node_id")), []).append(env)
+                losses.setdefault(str(env.payload.get("node_id")), []).append(self._left_to(env))
+            removed = removed or env.type == admission.REMOVED
         for agent in agents:
-            if agent.node_id == self._node_id or (
-                not agent.online and self._writes_lost(agent, losses.get(agent.node_id, ()))
+            if agent.node_id == self._node_id:
+                self._pending[agent.id] = agent
+            elif agent.online:
+                self._others.pop(agent.id, None)  # back on its node: that node lists it
+            elif removed or any(
+                left is None or not left.serves(agent.project)
+                for left in losses.get(agent.node_id, ())
             ):
                 self._pending[agent.id] = agent
+            else:
+                self._others[agent.id] = agent
+                if self._others_due is None:
+                    self._others_due = time.monotonic() + CHECK_OTHERS_AFTER
+                    self._wake.set()
         if self._pending:
             self._wake.set()
 
-    def _writes_lost(self, agent: domain.Agent, losses: Sequence[Envelope]) -> bool:
-        """Whether this node writes the offline entry of a lost node's agent: it recorded the
-        loss, or the witness that did does not serve the agent's project (an older
-        ``node.lost`` names none: every node holding the agent writes it)."""
-        for env in losses:
-            served = env.payload.get("served")
-            if env.origin == self._node_id or not isinstance(served, list):
-                return True
-            if not ProjectSet.of(str(name) for name in served).serves(agent.project):
-                return True
-        return False
+    def _left_to(self, loss: Envelope) -> ProjectSet | None:
+        """The projects whose agents a ``node.lost``'s witness writes offline, not this node:
+        None when this node writes them all (it is the witness, or an older envelope names
+        no projects: every node holding the agents writes them)."""
+        served = loss.payload.get("served")
+        if loss.origin == self._node_id or not isinstance(served, list):
+            return None
+        return ProjectSet.of(str(name) for name in served)
 
     async def run(self) -> None:
-        """Write what changed as it changes; renew every entry within its TTL. Until cancelled."""
+        """Write what changed as it changes; renew every entry within its TTL; check what
+        other nodes write. Until cancelled."""
+        renew_at = time.monotonic() + self.refresh_every
         while True:
-            try:
-                async with asyncio.timeout(self.refresh_every):
+            due = [renew_at]
+            if self._pending:  # left by a failed write
+                due.append(time.monotonic() + RETRY_AFTER)
+            if self._others_due is not None:
+                due.append(self._others_due)
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(max(0.0, min(due) - time.monotonic())):
                     await self._wake.wait()
-            except TimeoutError:
-                await self._guard(self.renew())
             self._wake.clear()
+            # Due however busy the node is: a node noting changes all the time renews too.
+            if time.monotonic() >= renew_at:
+                renew_at = time.monotonic() + self.refresh_every
+                await self._guard(self.renew())
             await self._guard(self.flush())
+            if self._others_due is not None and time.monotonic() >= self._others_due:
+                await self._guard(self.check_others())
 
     @staticmethod
     async def _guard(work: Awaitable[None]) -> None:
@@ -122,7 +156,7 @@ class DirectoryWriter:
             logger.warning("could not write the agent directory: %s", exc.message)
 
     async def flush(self) -> None:
-        """Write the noted changes."""
+        """Write the noted changes; those not written stay noted (NetworkError)."""
         async with self._flushing:
             await self._flush()
 
@@ -133,10 +167,36 @@ class DirectoryWriter:
             for agent in pending.values()
             if agent.online and agent.node_id == self._node_id and agent.id not in self._written
         ]
-        if first:
-            await self._drop_elsewhere(first)
-        # Lazily: a cancelled flush leaves no coroutine unawaited.
-        await _in_chunks(self._write(agent) for agent in pending.values())
+        try:
+            if first:
+                await self._drop_elsewhere(first)
+            failed = await _each(self._write, list(pending.values()))
+        except BzzzError:
+            failed = list(pending.values())
+        for agent in failed:
+            self._pending.setdefault(agent.id, agent)  # unless a newer change came
+        if failed:
+            raise NetworkError(f"{len(failed)} directory entries not written; trying again")
+
+    async def check_others(self) -> None:
+        """Write the offline entries another node should have written and did not: still
+        listed online, as this node last saw the agent before it went offline."""
+        others, self._others, self._others_due = self._others, {}, None
+        try:
+            listed = await self.directory.entries([(a.project, a.id) for a in others.values()])
+        except BzzzError:
+            self._others = others | self._others
+            self._others_due = time.monotonic() + RETRY_AFTER
+            raise
+        for agent in others.values():
+            entry = listed.get(agent.id)
+            current = self._local.get(agent.id)
+            if entry is None or not entry.online or current is None or current.online:
+                continue  # written, not listed at all, or back online since
+            if entry.node_id == agent.node_id and entry.last_activity <= agent.last_activity:
+                self._pending[agent.id] = current
+        if self._pending:
+            self._wake.set()
 
     async def _drop_elsewhere(self, agents: Sequence[domain.Agent]) -> None:
         """Drop entries of these agents' ids in other projects than theirs."""
@@ -174,6 +234,22 @@ class DirectoryWriter:
     async def _renewal(self, agent: domain.Agent) -> None:
         await self.directory.put(agent, self.ttl)
         self._written[agent.id] = (agent.project, _shown(agent))
+
+
+async def _each(
+    write: Callable[[domain.Agent], Awaitable[None]], agents: Sequence[domain.Agent]
+) -> list[domain.Agent]:
+    """``write`` each agent, WRITE_CHUNK at a time; the agents whose write failed."""
+    failed: list[domain.Agent] = []
+    for first in range(0, len(agents), WRITE_CHUNK):
+        part = agents[first : first + WRITE_CHUNK]
+        results = await asyncio.gather(*(write(agent) for agent in part), return_exceptions=True)
+        for agent, result in zip(part, results, strict=True):
+            if isinstance(result, BzzzError):
+                failed.append(agent)
+            elif isinstance(result, BaseException):
+                raise result
+    return failed
 
 
 async def _in_chunks(writes: Iterable[Awaitable[None]]) -> None:

@@ -212,6 +212,10 @@ class Directory(Protocol):
         project, or an agent that moved, may have several for a while)."""
         ...
 
+    async def entries(self, keys: Sequence[tuple[str | None, str]]) -> dict[str, domain.Agent]:
+        """The live entries of these (project, agent id) pairs, by agent id."""
+        ...
+
     async def agents(self, project: str | None) -> tuple[int, Mapping[str, domain.Agent]]:
         """(a version that changes with the set, the listed agents of ``project`` by id);
         ``None``: every listed agent; NO_PROJECT: those that declared none."""

@@ -122,17 +122,23 @@ class Unreceived:
     A connection that drops can lose deliveries; one after them shows a gap in the consumer's
     sequence (``until_gap``), but when none comes (a quiet project) only the consumer's own
     count tells: its last delivered sequence past what the node has handled, with nothing
-    waiting in the client's buffer, seen twice with no delivery in between (once can be
-    deliveries still on the wire of a busy machine).
+    waiting in the client's buffer, seen twice unchanged with no delivery in between (once
+    can be deliveries still on the wire of a busy machine; a count still moving, a server
+    still sending).
     """
 
     def __init__(self) -> None:
         self._seen = 0
+        self._delivered = 0
 
     def check(self, delivered: int, expected: int, buffered: bool) -> bool:
         """Note one look at the consumer (``delivered``: its last delivered sequence;
         ``expected``: the sequence of the next delivery the node awaits)."""
-        self._seen = self._seen + 1 if delivered >= expected and not buffered else 0
+        if delivered < expected or buffered:
+            self._seen = 0
+        else:
+            self._seen = self._seen + 1 if delivered == self._delivered else 1
+        self._delivered = delivered
         return self._seen >= 2
 
     def reset(self) -> None:

@@ -159,6 +159,12 @@ class InMemoryDirectory:
                 found.setdefault(agent.id, set()).add(agent.project)
         return found
 
+    async def entries(self, keys: Sequence[tuple[str | None, str]]) -> dict[str, domain.Agent]:
+        """The live entries of these (project, agent id) pairs, by agent id."""
+        live = self._live()
+        found = (live.get(entry_key(project, agent_id)) for project, agent_id in keys)
+        return {agent.id: agent for agent in found if agent is not None}
+
     async def agents(self, project: str | None) -> tuple[int, Mapping[str, domain.Agent]]:
         """The live entries of ``project`` (None: all), by key."""
         live = self._live()
@@ -284,6 +290,17 @@ class JetStreamDirectory:
                 found.setdefault(agent.id, set()).add(agent.project)
         asked = set(wanted)
         return {i: projects for i, projects in found.items() if i in asked}
+
+    async def entries(self, keys: Sequence[tuple[str | None, str]]) -> dict[str, domain.Agent]:
+        """The live entries of these (project, agent id) pairs, by agent id: batched direct
+        gets, LISTED_PER_REQUEST keys a request."""
+        wanted = [entry_key(project, agent_id) for project, agent_id in dict.fromkeys(keys)]
+        found: dict[str, domain.Agent] = {}
+        for first in range(0, len(wanted), LISTED_PER_REQUEST):
+            for data in await self.last_values(wanted[first : first + LISTED_PER_REQUEST]):
+                agent = decode(data)
+                found[agent.id] = agent
+        return found
 
     async def last_values(self, filters: list[str]) -> list[bytes]:
         """The live values of the newest entry of each key matching ``filters`` (direct get,
