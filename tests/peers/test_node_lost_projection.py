@@ -59,3 +59,45 @@ async def test_a_lost_node_projects_the_same_in_one_batch_or_several(tmp_path: P
     single = await _apply(tmp_path / "four.db", [1, 2, 3])
     assert whole == split == single
     assert whole == [("x", "idle"), ("y", "offline")]
+
+
+async def test_agent_rejoined_brings_back_only_the_origins_offline_agents_of_its_project(
+    tmp_path: Path,
+) -> None:
+    """A node puts its own agents of the subject's project back online; another node's
+    agent, an agent of another project, an unknown id and an online agent are left as they
+    are (every node serving the project decides the same)."""
+    other = NodeIdentity.generate()
+
+    def announce(node: NodeIdentity, agent_id: str, project: str) -> Envelope:
+        payload = {"agent_id": agent_id, "role": "r", "session_id": "s", "project": project}
+        subject = f"bzzz.main.p.{project}.agent.{agent_id}"
+        return seal(node, "main", "agent.announced", subject, payload, now=T0)
+
+    lost = {"node_id": NODE.node_id, "boot": "b", "beat": 1, "last_seen": domain.iso(T0),
+            "detected_at": domain.iso(T0 + timedelta(seconds=10))}  # fmt: skip
+    ids = ["mine", "elsewhere", "theirs", "nobody"]
+    back = {"agent_ids": ids, "reason": "its node was taken for lost"}
+    forged = {"agent_ids": ["mine"], "reason": "not its agent"}
+    log = [
+        announce(NODE, "mine", "shop"),
+        announce(NODE, "elsewhere", "ops"),
+        announce(other, "theirs", "shop"),
+        seal(WITNESS, "main", "node.lost", f"bzzz.main.node.{NODE.node_id}", lost, now=T0),
+        seal(other, "main", "agent.rejoined", "bzzz.main.p.shop.agent.theirs", forged, now=T0),
+        seal(NODE, "main", "agent.rejoined", "bzzz.main.p.shop.agent.mine", back, now=T0),
+    ]
+    db = Database(f"sqlite+aiosqlite:///{tmp_path / 'rejoin.db'}")
+    await db.open()
+    try:
+        numbered = list(zip(log, range(1, len(log) + 1), strict=True))
+        ctx = BatchContext(NODE.node_id, ProjectionLimits(), None)
+        result = await db.write(lambda session: apply_batch(session, numbered, ctx))
+        async with db.session() as session:
+            rows = await session.execute(select(AgentRow.id, AgentRow.status).order_by(AgentRow.id))
+            status = {str(i): str(s) for i, s in rows.all()}
+    finally:
+        await db.close()
+    assert status == {"elsewhere": "offline", "mine": "idle", "theirs": "idle"}
+    assert result.outcomes[log[4].id]["online"] == []  # the forged one: not its agent
+    assert result.outcomes[log[5].id]["online"] == ["mine"]

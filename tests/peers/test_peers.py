@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 from collections import Counter
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -247,21 +247,21 @@ async def test_a_post_made_while_the_node_is_taken_for_lost_waits_for_its_agents
     a, b = slow_pair
     await _announce(a, "arch-1", session="sa")
     await _announce(b, "rev-1")
-    # B's re-announcement of rev-1 is held until the post below is waiting for it.
+    # B's putting rev-1 back online is held until the post below is waiting for it.
     gate, reannouncing, waiting = asyncio.Event(), asyncio.Event(), asyncio.Event()
-    announce_again, settle = b.agents.announce_again, b.agents.settle_reclaim
+    rejoin, settle = b.agents.rejoin, b.agents.settle_reclaim
     assert settle is not None
 
-    async def held(agent: domain.Agent) -> None:
+    async def held(agents: Sequence[domain.Agent]) -> None:
         reannouncing.set()
         await gate.wait()
-        await announce_again(agent)
+        await rejoin(agents)
 
     async def watched() -> bool:
         waiting.set()
         return await settle()
 
-    b.agents.announce_again = held  # type: ignore[method-assign]
+    b.agents.rejoin = held  # type: ignore[method-assign]
     b.agents.settle_reclaim = watched
     await a.log.emit("node.lost", "node", b.node_id, _false_loss(b))
     async with asyncio.timeout(10):
@@ -281,26 +281,27 @@ async def test_a_post_made_while_the_node_is_taken_for_lost_waits_for_its_agents
     assert sent["delivery_results"]["recipients"] == ["arch-1"]
 
 
-async def test_a_node_taken_for_lost_announces_every_agent_again_when_one_announcement_fails(
+async def test_a_node_taken_for_lost_puts_every_agent_back_when_one_envelope_fails(
     slow_pair: tuple[Node, Node], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # Seen in bench/scale.py on a loaded machine: the first re-announcement's acknowledgement
     # came late and the node gave up on the 3,889 others, which stayed offline network-wide.
     monkeypatch.setattr(reclaim, "RECLAIM_RETRY_AFTER", 0.01)
+    monkeypatch.setattr(reclaim, "REJOIN_CHUNK", 1)  # an envelope each: the first one fails
     a, b = slow_pair
     for n in range(3):
         await _announce(b, f"rev-{n}")
     await a.peers.wait_for(lambda peers: b.node_id in peers, 5)
-    announce_again = b.agents.announce_again
+    rejoin = b.agents.rejoin
     failures = Counter[str]()
 
-    async def slow_first(agent: Any) -> None:
-        if agent.id == "rev-0" and not failures[agent.id]:
-            failures[agent.id] += 1
+    async def slow_first(agents: Sequence[domain.Agent]) -> None:
+        if agents[0].id == "rev-0" and not failures["rev-0"]:
+            failures["rev-0"] += 1
             raise NetworkError("the network did not store the message in time")
-        await announce_again(agent)
+        await rejoin(agents)
 
-    monkeypatch.setattr(b.agents, "announce_again", slow_first)
+    monkeypatch.setattr(b.agents, "rejoin", slow_first)
     await a.log.emit("node.lost", "node", b.node_id, _false_loss(b))
     for node in (a, b):
         directory = node.projector.directory
@@ -311,3 +312,32 @@ async def test_a_node_taken_for_lost_announces_every_agent_again_when_one_announ
 
         await node.projector.wait_until(all_online, 10)
     assert failures["rev-0"] == 1
+
+
+async def test_a_node_taken_for_lost_puts_its_agents_back_a_chunk_an_envelope(
+    slow_pair: tuple[Node, Node], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Seven agents of two projects come back in three agent.rejoined envelopes (chunks of
+    three per project), not seven announcements, and are online on both nodes."""
+    monkeypatch.setattr(reclaim, "REJOIN_CHUNK", 3)
+    a, b = slow_pair
+    ids = [f"rev-{n}" for n in range(7)]
+    for n, agent_id in enumerate(ids):
+        project = "shop" if n < 5 else "ops"
+        params = AnnounceInput(agent_id=agent_id, role="reviewer", project=project)
+        await b.agents.announce(Caller("s1"), params)
+    await a.peers.wait_for(lambda peers: b.node_id in peers, 5)
+    await a.log.emit("node.lost", "node", b.node_id, _false_loss(b))
+    for node in (a, b):
+        directory = node.projector.directory
+
+        def all_online(d: Any = directory) -> bool:
+            return all(d.get(i) is not None and d.get(i).online for i in ids)
+
+        await node.projector.wait_until(all_online, 10)
+    stored = [json.loads(m.data) for m in await b.bus.read_kind("agent")]
+    rejoined = sorted(
+        env["payload"]["agent_ids"] for env in stored if env["type"] == "agent.rejoined"
+    )
+    assert rejoined == [["rev-0", "rev-1", "rev-2"], ["rev-3", "rev-4"], ["rev-5", "rev-6"]]
+    assert sum(env["type"] == "agent.announced" for env in stored) == 7  # the first ones only

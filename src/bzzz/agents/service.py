@@ -6,7 +6,7 @@ import asyncio
 import hmac
 import logging
 from collections import OrderedDict
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -163,25 +163,18 @@ class AgentService:
             "agent_handle": handle,
         }
 
-    async def announce_again(self, agent: domain.Agent) -> None:
-        """Put this node's agent back online as it was: same key, owner and handle."""
-        params = AnnounceInput(
-            agent_id=agent.id,
-            role=agent.role,
-            capabilities=list(agent.capabilities),
-            specialization=agent.specialization,
-            max_tasks=agent.max_tasks,
-            project=agent.project,
-            task=agent.task,
-        )
-        payload = params.model_dump() | {
-            "session_id": agent.session_id,
-            "metadata": dict(agent.metadata),
-        }
-        await self._log.emit(
-            "agent.announced", "agent", agent.id, payload, project=agent.project or NO_PROJECT
-        )
-        self.leases.renew(agent.id)
+    async def rejoin(self, agents: Sequence[domain.Agent]) -> None:
+        """Put agents of this node of one project back online after a false ``node.lost``:
+        one ``agent.rejoined`` for them all (on their project's subject)."""
+        if not agents:
+            return
+        project = agents[0].project or NO_PROJECT
+        assert all((agent.project or NO_PROJECT) == project for agent in agents)
+        ids = [agent.id for agent in agents]
+        payload = {"agent_ids": ids, "reason": "its node was taken for lost"}
+        await self._log.emit("agent.rejoined", "agent", ids[0], payload, project=project)
+        for agent_id in ids:
+            self.leases.renew(agent_id)
 
     @classmethod
     def project_of_announce(cls, who: Principal, params: AnnounceInput) -> str:

@@ -2,9 +2,11 @@
 
 Peers record a node as lost when its heartbeats stop reaching them (a pause, a partition). If
 the node was alive all along, the log now says its agents are offline while their sessions are
-still connected here. When this node applies a ``node.lost`` about itself, it announces again
-exactly the agents that envelope took offline, and says it is online. A call of one of its
-sessions made in between waits for that (``settled``) instead of finding no agent.
+still connected here. When this node applies a ``node.lost`` about itself, it puts exactly the
+agents that envelope took offline back online (``agent.rejoined``: one envelope for up to
+REJOIN_CHUNK agents of a project, where an announcement each made thousands of envelopes on
+an already saturated network), and says it is online. A call of one of its sessions made in
+between waits for that (``settled``) instead of finding no agent.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ import asyncio
 import logging
 from collections.abc import Sequence
 
+from bzzz import domain
 from bzzz.agents.service import AgentService
 from bzzz.errors import BzzzError
 from bzzz.eventlog import EventLog
@@ -26,6 +29,8 @@ SETTLE_WITHIN = 10.0
 # Rounds of re-announcing the agents that failed, and the pause before each (times the round).
 RECLAIM_ATTEMPTS = 3
 RECLAIM_RETRY_AFTER = 1.0
+# Agents put back online by one envelope.
+REJOIN_CHUNK = 500
 
 
 class Reclaimer:
@@ -57,7 +62,7 @@ class Reclaimer:
 
     async def _reclaim(self, agent_ids: list[str]) -> None:
         logger.warning(
-            "the network took this node for lost; announcing %d agents again", len(agent_ids)
+            "the network took this node for lost; putting %d agents back online", len(agent_ids)
         )
         try:
             await self._log.emit(
@@ -65,37 +70,40 @@ class Reclaimer:
             )
         except BzzzError as exc:
             logger.warning("could not say this node is online again: %s", exc)
-        # One slow or failed announcement must not leave the others offline: each agent is
-        # announced on its own, and those that failed are tried again (a loaded node is the
-        # one most often taken for lost, and the one whose acknowledgements come late).
+        # One failed envelope must not leave the others offline: each chunk is emitted on its
+        # own, and those that failed are tried again (a loaded node is the one most often
+        # taken for lost, and the one whose acknowledgements come late).
         pending = agent_ids
         for attempt in range(1, RECLAIM_ATTEMPTS + 1):
-            pending = await self._announce_each(pending)
+            pending = await self._rejoin_chunks(pending)
             if not pending:
                 return
             if attempt < RECLAIM_ATTEMPTS:
                 await asyncio.sleep(RECLAIM_RETRY_AFTER * attempt)
-        logger.error("could not announce %d of this node's agents again", len(pending))
+        logger.error("could not put %d of this node's agents back online", len(pending))
 
-    async def _announce_each(self, agent_ids: list[str]) -> list[str]:
-        """Announce each agent again; the ids whose announcement failed."""
+    async def _rejoin_chunks(self, agent_ids: list[str]) -> list[str]:
+        """Put the agents still offline here back online, REJOIN_CHUNK of a project an
+        envelope; the ids whose envelope failed."""
+        by_project: dict[str, list[domain.Agent]] = {}
+        for agent_id in agent_ids:
+            agent = self._agents.directory.get(agent_id)
+            if agent is None or agent.online or agent.node_id != self._log.node_id:
+                continue  # back already, gone, or another node's now
+            by_project.setdefault(agent.project or "", []).append(agent)
         failed: list[str] = []
         first: BzzzError | None = None
-        for agent_id in agent_ids:
-            try:
-                await self._announce_again(agent_id)
-            except BzzzError as exc:
-                first = first or exc
-                failed.append(agent_id)
+        for agents in by_project.values():
+            for start in range(0, len(agents), REJOIN_CHUNK):
+                chunk = agents[start : start + REJOIN_CHUNK]
+                try:
+                    await self._agents.rejoin(chunk)
+                except BzzzError as exc:
+                    first = first or exc
+                    failed.extend(agent.id for agent in chunk)
         if first is not None:
-            logger.warning("could not announce %d agents again: %s", len(failed), first.message)
+            logger.warning("could not put %d agents back online: %s", len(failed), first.message)
         return failed
-
-    async def _announce_again(self, agent_id: str) -> None:
-        agent = self._agents.directory.get(agent_id)
-        if agent is None or agent.online or agent.node_id != self._log.node_id:
-            return
-        await self._agents.announce_again(agent)
 
     async def settled(self) -> bool:
         """Wait (bounded) for the re-announcements in flight; whether there were any."""

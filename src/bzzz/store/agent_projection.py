@@ -1,6 +1,6 @@
-"""The appliers of ``agent.announced`` and ``agent.offline``: who holds an agent id, and the
-online count the agent limit is checked against; an agent that goes offline ends its path
-reservations.
+"""The appliers of ``agent.announced``, ``agent.offline`` and ``agent.rejoined``: who holds an
+agent id, and the online count the agent limit is checked against; an agent that goes offline
+ends its path reservations.
 """
 
 from __future__ import annotations
@@ -14,7 +14,9 @@ from sqlalchemy.orm import Session
 
 from bzzz import domain
 from bzzz.domain import AgentStatus, canonical_agent_id
+from bzzz.network import subjects
 from bzzz.network.envelope import Envelope
+from bzzz.projects import subject_token
 from bzzz.store.models import AgentRow, ReservationRow
 from bzzz.store.projection import (
     CANONICAL_LENGTH,
@@ -292,6 +294,48 @@ def apply_agent_offline(session: Session, env: Envelope, limits: ProjectionLimit
     return Applied({"ok": True, "offline": went}, events)
 
 
+def apply_agent_rejoined(session: Session, env: Envelope, limits: ProjectionLimits) -> Applied:
+    """The origin's agents a false ``node.lost`` took offline, online again as they were.
+
+    One envelope for many agents of one project (its subject's), where announcing each again
+    made a storm of envelopes on a saturated network. Only agents still offline, held by the
+    origin, of the subject's project come back (every node serving that project decides the
+    same), each if the agent limit has room.
+    """
+    p = env.payload
+    ids = _check_names(p["agent_ids"], "agent_ids")
+    project = subjects.project_token(env.network, env.subject)
+    events = []
+    back: list[str] = []
+    full: list[str] = []
+    for agent_id in dict.fromkeys(ids):
+        row = _agent_row(session, agent_id)
+        if row is None or row.status != AgentStatus.OFFLINE.value or row.node_id != env.origin:
+            continue
+        if project is None or subject_token(row.project) != project:
+            continue
+        if online_agents(session) >= limits.max_agents:
+            full.append(agent_id)
+            continue
+        _count_online(session, 1)
+        set_last_activity(session, row, env.timestamp)
+        row.status = AgentStatus.IDLE.value
+        _refresh_status(row)
+        _activity(session, row.id, "announced", "online again: its node was taken for lost",
+                  env.id, env.timestamp)  # fmt: skip
+        events.append(
+            _event(
+                env,
+                "agent_announcement",
+                _address_of(row),
+                {"action": "announced", "agent": _agent_json(row)},
+                len(back),
+            )
+        )
+        back.append(agent_id)
+    return Applied({"ok": True, "online": back, "max_agents": full}, events)
+
+
 def end_reservations(session: Session, agent_ids: list[str]) -> int:
     """Delete the path reservations of agents that went offline or were erased."""
     if not agent_ids:
@@ -305,5 +349,6 @@ AGENT_APPLIERS: dict[str, Applier] = {
     for kind, fn in {
         "agent.announced": apply_agent_announced,
         "agent.offline": apply_agent_offline,
+        "agent.rejoined": apply_agent_rejoined,
     }.items()
 }
