@@ -571,6 +571,10 @@ class Harness:
         await self.cluster.close()
 
 
+# The code the nodes run: read as the run starts (a run lasts an hour; commits go on meanwhile).
+_CODE: dict[str, Any] = {}
+
+
 def write_report(args: argparse.Namespace, results: dict[str, Any], *, complete: bool) -> None:
     """The JSON file: the run's arguments, machine, code version and figures so far."""
     report = {
@@ -578,7 +582,7 @@ def write_report(args: argparse.Namespace, results: dict[str, Any], *, complete:
         "complete": complete,
         "args": {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()},
         "machine": machine(),
-        "code": code_version(),
+        "code": _CODE or code_version(),
         **results,
     }
     args.json.parent.mkdir(parents=True, exist_ok=True)
@@ -588,6 +592,7 @@ def write_report(args: argparse.Namespace, results: dict[str, Any], *, complete:
 async def run(args: argparse.Namespace) -> dict[str, Any]:
     """Every step in order, the figures so far written after each (a run stopped part way
     keeps them); the harness is torn down whatever happens."""
+    _CODE.update(code_version())
     with tempfile.TemporaryDirectory(prefix="bzzz-scale-") as tmp:
         harness = Harness(args, Path(tmp))
         began = time.monotonic()
