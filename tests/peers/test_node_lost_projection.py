@@ -101,3 +101,38 @@ async def test_agent_rejoined_brings_back_only_the_origins_offline_agents_of_its
     assert status == {"elsewhere": "offline", "mine": "idle", "theirs": "idle"}
     assert result.outcomes[log[4].id]["online"] == []  # the forged one: not its agent
     assert result.outcomes[log[5].id]["online"] == ["mine"]
+
+
+async def test_agent_rejoined_leaves_offline_an_id_a_look_alike_took_meanwhile(
+    tmp_path: Path,
+) -> None:
+    other = NodeIdentity.generate()
+
+    def announce(node: NodeIdentity, agent_id: str) -> Envelope:
+        payload = {"agent_id": agent_id, "role": "r", "session_id": "s", "project": "shop"}
+        subject = f"bzzz.main.p.shop.agent.{agent_id}"
+        return seal(node, "main", "agent.announced", subject, payload, now=T0)
+
+    lost = {"node_id": NODE.node_id, "boot": "b", "beat": 1, "last_seen": domain.iso(T0),
+            "detected_at": domain.iso(T0 + timedelta(seconds=10))}  # fmt: skip
+    back = {"agent_ids": ["ISO-A"], "reason": "its node was taken for lost"}
+    log = [
+        announce(NODE, "ISO-A"),
+        seal(WITNESS, "main", "node.lost", f"bzzz.main.node.{NODE.node_id}", lost, now=T0),
+        announce(other, "iso-a"),  # ISO-A is offline: its look-alike may be announced
+        seal(NODE, "main", "agent.rejoined", "bzzz.main.p.shop.agent.ISO-A", back, now=T0),
+    ]
+    db = Database(f"sqlite+aiosqlite:///{tmp_path / 'alike.db'}")
+    await db.open()
+    try:
+        for env, seq in zip(log, range(1, len(log) + 1), strict=True):  # and one batch each
+            ctx = BatchContext(NODE.node_id, ProjectionLimits(), None)
+            await db.write(
+                lambda session, one=[(env, seq)], ctx=ctx: apply_batch(session, one, ctx)
+            )
+        async with db.session() as session:
+            rows = await session.execute(select(AgentRow.id, AgentRow.status).order_by(AgentRow.id))
+            status = {str(i): str(s) for i, s in rows.all()}
+    finally:
+        await db.close()
+    assert status == {"ISO-A": "offline", "iso-a": "idle"}

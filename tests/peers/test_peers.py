@@ -341,3 +341,33 @@ async def test_a_node_taken_for_lost_puts_its_agents_back_a_chunk_an_envelope(
     )
     assert rejoined == [["rev-0", "rev-1", "rev-2"], ["rev-3", "rev-4"], ["rev-5", "rev-6"]]
     assert sum(env["type"] == "agent.announced" for env in stored) == 7  # the first ones only
+
+
+async def test_an_agent_whose_session_ended_while_taken_for_lost_stays_offline(
+    slow_pair: tuple[Node, Node],
+) -> None:
+    a, b = slow_pair
+    await _announce(b, "rev-1", session="s1")
+    await _announce(b, "rev-2", session="s2")
+    await a.peers.wait_for(lambda peers: b.node_id in peers, 5)
+    gate, rejoining = asyncio.Event(), asyncio.Event()
+    rejoin = b.agents.rejoin
+
+    async def held(agents: Sequence[domain.Agent]) -> None:
+        rejoining.set()
+        await gate.wait()
+        await rejoin(agents)
+
+    b.agents.rejoin = held  # type: ignore[method-assign]
+    await a.log.emit("node.lost", "node", b.node_id, _false_loss(b))
+    async with asyncio.timeout(10):
+        await rejoining.wait()  # both offline on B; s1 ends now: nothing to take offline
+    assert await b.agents.session_ended(Caller("s1")) == []
+    gate.set()
+    for node in (a, b):
+        directory = node.projector.directory
+        await node.projector.wait_until(
+            lambda d=directory: d.get("rev-2") is not None and d.get("rev-2").online,  # type: ignore[union-attr]
+            10,
+        )
+        assert not directory.get("rev-1").online  # type: ignore[union-attr]

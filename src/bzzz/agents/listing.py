@@ -84,9 +84,8 @@ class DirectoryWriter:
         # agent id -> (project, what was shown) as last written.
         self._written: dict[str, tuple[str | None, tuple[object, ...]]] = {}
         self._pending: dict[str, domain.Agent] = {}
-        # Offline agents whose entry another node writes, and when to check that it did.
-        self._others: dict[str, domain.Agent] = {}
-        self._others_due: float | None = None
+        # Offline agents whose entry another node writes, and when each was noted (in order).
+        self._others: dict[str, tuple[domain.Agent, float]] = {}
         self._wake = asyncio.Event()
         # One flush at a time: a caller's flush returns once what was noted before is written.
         self._flushing = asyncio.Lock()
@@ -110,10 +109,9 @@ class DirectoryWriter:
             ):
                 self._pending[agent.id] = agent
             else:
-                self._others[agent.id] = agent
-                if self._others_due is None:
-                    self._others_due = time.monotonic() + CHECK_OTHERS_AFTER
-                    self._wake.set()
+                self._others.pop(agent.id, None)  # noted again: now, at the end
+                self._others[agent.id] = (agent, time.monotonic())
+                self._wake.set()
         if self._pending:
             self._wake.set()
 
@@ -126,16 +124,24 @@ class DirectoryWriter:
             return None
         return ProjectSet.of(str(name) for name in served)
 
+    def _others_due(self) -> float | None:
+        """When the oldest noted agent of another writer is due a check."""
+        for _, noted in self._others.values():
+            return noted + CHECK_OTHERS_AFTER
+        return None
+
     async def run(self) -> None:
         """Write what changed as it changes; renew every entry within its TTL; check what
         other nodes write. Until cancelled."""
         renew_at = time.monotonic() + self.refresh_every
+        retry_at: float | None = None  # after a failed write
         while True:
             due = [renew_at]
-            if self._pending:  # left by a failed write
-                due.append(time.monotonic() + RETRY_AFTER)
-            if self._others_due is not None:
-                due.append(self._others_due)
+            others_due = self._others_due()
+            if others_due is not None:
+                due.append(others_due)
+            if retry_at is not None:
+                due.append(retry_at)
             with contextlib.suppress(TimeoutError):
                 async with asyncio.timeout(max(0.0, min(due) - time.monotonic())):
                     await self._wake.wait()
@@ -144,16 +150,22 @@ class DirectoryWriter:
             if time.monotonic() >= renew_at:
                 renew_at = time.monotonic() + self.refresh_every
                 await self._guard(self.renew())
-            await self._guard(self.flush())
-            if self._others_due is not None and time.monotonic() >= self._others_due:
+            if retry_at is None or time.monotonic() >= retry_at:
+                written = await self._guard(self.flush())
+                retry_at = None if written else time.monotonic() + RETRY_AFTER
+            others_due = self._others_due()
+            if others_due is not None and time.monotonic() >= others_due:
                 await self._guard(self.check_others())
 
     @staticmethod
-    async def _guard(work: Awaitable[None]) -> None:
+    async def _guard(work: Awaitable[None]) -> bool:
+        """``work``; False (logged) when the directory did not take it."""
         try:
             await work
         except BzzzError as exc:
             logger.warning("could not write the agent directory: %s", exc.message)
+            return False
+        return True
 
     async def flush(self) -> None:
         """Write the noted changes; those not written stay noted (NetworkError)."""
@@ -171,22 +183,29 @@ class DirectoryWriter:
             if first:
                 await self._drop_elsewhere(first)
             failed = await _each(self._write, list(pending.values()))
-        except BzzzError:
-            failed = list(pending.values())
+        except BaseException as exc:  # cancelled (a stop) or refused: none is taken as written
+            for agent in pending.values():
+                self._pending.setdefault(agent.id, agent)
+            if isinstance(exc, BzzzError):
+                raise NetworkError(f"{len(pending)} directory entries not written") from exc
+            raise
         for agent in failed:
             self._pending.setdefault(agent.id, agent)  # unless a newer change came
         if failed:
             raise NetworkError(f"{len(failed)} directory entries not written; trying again")
 
     async def check_others(self) -> None:
-        """Write the offline entries another node should have written and did not: still
-        listed online, as this node last saw the agent before it went offline."""
-        others, self._others, self._others_due = self._others, {}, None
+        """Write the offline entries another node should have written and did not, of the
+        agents noted CHECK_OTHERS_AFTER ago or more: still listed online, as this node last
+        saw the agent before it went offline."""
+        until = time.monotonic() - CHECK_OTHERS_AFTER
+        due = [i for i, (_, noted) in self._others.items() if noted <= until]
+        others = {i: self._others.pop(i)[0] for i in due}
         try:
             listed = await self.directory.entries([(a.project, a.id) for a in others.values()])
         except BzzzError:
-            self._others = others | self._others
-            self._others_due = time.monotonic() + RETRY_AFTER
+            retry = time.monotonic() - CHECK_OTHERS_AFTER + RETRY_AFTER
+            self._others = {i: (a, retry) for i, a in others.items()} | self._others
             raise
         for agent in others.values():
             entry = listed.get(agent.id)

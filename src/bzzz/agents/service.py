@@ -48,6 +48,7 @@ from bzzz.store.repository import Repository
 logger = logging.getLogger(__name__)
 
 INFO_CACHE_SIZE = 10_000
+ENDED_KEPT = 10_000
 # Reasons an envelope was not applied that say nothing about the request's own rules.
 _FAILURE_REASONS = ("bad payload", "unknown envelope type", "the network rejected it")
 
@@ -102,6 +103,9 @@ class AgentService:
         # Set by the node when it does not serve every project: lookups of the others read
         # the network's agent directory.
         self.remote: RemoteAgents | None = None
+        # Sessions that ended here (the newest ENDED_KEPT): their agents a false loss took
+        # offline stay offline (no agent.offline was needed, so none was written).
+        self.ended_sessions: OrderedDict[str, None] = OrderedDict()
 
     async def announce(
         self, caller: Caller, params: AnnounceInput, *, extra: dict[str, Any] | None = None
@@ -165,7 +169,9 @@ class AgentService:
 
     async def rejoin(self, agents: Sequence[domain.Agent]) -> None:
         """Put agents of this node of one project back online after a false ``node.lost``:
-        one ``agent.rejoined`` for them all (on their project's subject)."""
+        one ``agent.rejoined`` for them all (on their project's subject). An agent whose
+        session ended meanwhile stays offline."""
+        agents = [agent for agent in agents if agent.session_id not in self.ended_sessions]
         if not agents:
             return
         project = agents[0].project or NO_PROJECT
@@ -481,6 +487,9 @@ class AgentService:
 
     async def session_ended(self, caller: Caller, reason: str = "session ended") -> list[str]:
         """Take the agents a session announced offline; returns their ids."""
+        self.ended_sessions[caller.session_id] = None
+        while len(self.ended_sessions) > ENDED_KEPT:
+            self.ended_sessions.popitem(last=False)
         agents = self.directory.of_session(self._log.node_id, caller.session_id)
         if not agents:
             return []

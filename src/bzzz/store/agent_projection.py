@@ -314,6 +314,8 @@ def apply_agent_rejoined(session: Session, env: Envelope, limits: ProjectionLimi
             continue
         if project is None or subject_token(row.project) != project:
             continue
+        if _canonical_id(session, agent_id) is None:
+            continue  # a look-alike of it came online meanwhile: it holds the name now
         if online_agents(session) >= limits.max_agents:
             full.append(agent_id)
             continue

@@ -163,6 +163,10 @@ def apply_batch(
         for env, _ in envelopes
         if env.type == "agent.announced" and env.id not in result.outcomes
     ]
+    for env, _ in envelopes:
+        back = env.payload.get("agent_ids") if env.type == "agent.rejoined" else None
+        if isinstance(back, list) and env.id not in result.outcomes:
+            announced.extend(back)  # read with the announcements: up to 500 rows each
     prefetch_agents(session, announced)
     for env, seq in envelopes:
         if env.id in result.outcomes:
