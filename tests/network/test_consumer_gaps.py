@@ -169,24 +169,33 @@ async def test_the_nodes_consumer_is_paced_by_acks_as_configured(nats_url: str) 
     assert info.config.max_ack_pending == deliveries.MAX_ACK_PENDING
 
 
+# Looks at the consumer in turn, the node awaiting its delivery 10: (a delivery came just
+# before, the consumer's last delivered sequence, anything in the client's buffer, lost?).
+_LOOKS = [
+    # Everything delivered was received: never.
+    (False, 9, False, False),
+    (False, 9, False, False),
+    # Delivered past what came, the buffer empty: once may be on the wire; twice is lost.
+    (False, 12, False, False),
+    (False, 12, False, True),
+    # Still waiting in the client's buffer: not lost.
+    (True, 12, True, False),
+    (False, 12, True, False),
+    # The count still moving: the server is sending.
+    (False, 12, False, False),
+    (False, 15, False, False),
+    (False, 15, False, True),
+    # A delivery between two looks starts the count again.
+    (True, 15, False, False),
+    (True, 15, False, False),
+]
+
+
 def test_deliveries_count_as_unreceived_only_when_seen_missing_twice_unchanged() -> None:
     unreceived = deliveries.Unreceived()
-    # Everything delivered was received: never.
-    assert not unreceived.check(delivered=9, expected=10, buffered=False)
-    assert not unreceived.check(delivered=9, expected=10, buffered=False)
-    # Delivered past what came, the buffer empty: once may be on the wire; twice is lost.
-    assert not unreceived.check(delivered=12, expected=10, buffered=False)
-    assert unreceived.check(delivered=12, expected=10, buffered=False)
-    # Still waiting in the client's buffer: not lost.
-    unreceived.reset()
-    assert not unreceived.check(delivered=12, expected=10, buffered=True)
-    assert not unreceived.check(delivered=12, expected=10, buffered=True)
-    # The count still moving: the server is sending.
-    assert not unreceived.check(delivered=12, expected=10, buffered=False)
-    assert not unreceived.check(delivered=15, expected=10, buffered=False)
-    assert unreceived.check(delivered=15, expected=10, buffered=False)
-    # A delivery between two looks starts the count again.
-    unreceived.reset()
-    assert not unreceived.check(delivered=15, expected=10, buffered=False)
-    unreceived.reset()
-    assert not unreceived.check(delivered=15, expected=10, buffered=False)
+    seen = []
+    for came, delivered, buffered, _ in _LOOKS:
+        if came:
+            unreceived.reset()
+        seen.append(unreceived.check(delivered=delivered, expected=10, buffered=buffered))
+    assert seen == [lost for *_, lost in _LOOKS]
