@@ -33,6 +33,7 @@ from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 from bzzz import domain
 from bzzz.errors import BzzzError, NetworkError
@@ -51,6 +52,8 @@ BUILT_KEPT = 8
 RETRY_AFTER = 5.0
 # How long after an offline change another node writes, this node checks that it did.
 CHECK_OTHERS_AFTER = 30.0
+
+_T = TypeVar("_T")
 
 
 def _shown(agent: domain.Agent) -> tuple[object, ...]:
@@ -184,15 +187,18 @@ class DirectoryWriter:
                 await self._drop_elsewhere(first)
             failed = await _each(self._write, list(pending.values()))
         except BaseException as exc:  # cancelled (a stop) or refused: none is taken as written
-            for agent in pending.values():
-                self._pending.setdefault(agent.id, agent)
+            self._note_again(pending.values())
             if isinstance(exc, BzzzError):
                 raise NetworkError(f"{len(pending)} directory entries not written") from exc
             raise
-        for agent in failed:
-            self._pending.setdefault(agent.id, agent)  # unless a newer change came
+        self._note_again(failed)
         if failed:
             raise NetworkError(f"{len(failed)} directory entries not written; trying again")
+
+    def _note_again(self, agents: Iterable[domain.Agent]) -> None:
+        """Unwritten agents back among the noted, unless a newer change of one came."""
+        for agent in agents:
+            self._pending.setdefault(agent.id, agent)
 
     async def check_others(self) -> None:
         """Write the offline entries another node should have written and did not, of the
@@ -220,12 +226,13 @@ class DirectoryWriter:
     async def _drop_elsewhere(self, agents: Sequence[domain.Agent]) -> None:
         """Drop entries of these agents' ids in other projects than theirs."""
         listed = await self.directory.listed_projects([agent.id for agent in agents])
-        await _in_chunks(
-            self.directory.remove(project, agent.id)
+        elsewhere = [
+            (project, agent.id)
             for agent in agents
             for project in listed.get(agent.id, ())
             if project != agent.project
-        )
+        ]
+        await _all(lambda entry: self.directory.remove(*entry), elsewhere)
 
     async def _write(self, agent: domain.Agent) -> None:
         was = self._written.get(agent.id)
@@ -248,38 +255,33 @@ class DirectoryWriter:
     async def renew(self) -> None:
         """Write every online agent of this node again (a TTL counts from the last write)."""
         mine = self._local.online_of_node(self._node_id)
-        await _in_chunks(self._renewal(agent) for agent in mine)
+        await _all(self._renewal, mine)
 
     async def _renewal(self, agent: domain.Agent) -> None:
         await self.directory.put(agent, self.ttl)
         self._written[agent.id] = (agent.project, _shown(agent))
 
 
-async def _each(
-    write: Callable[[domain.Agent], Awaitable[None]], agents: Sequence[domain.Agent]
-) -> list[domain.Agent]:
-    """``write`` each agent, WRITE_CHUNK at a time; the agents whose write failed."""
-    failed: list[domain.Agent] = []
-    for first in range(0, len(agents), WRITE_CHUNK):
-        part = agents[first : first + WRITE_CHUNK]
-        results = await asyncio.gather(*(write(agent) for agent in part), return_exceptions=True)
-        for agent, result in zip(part, results, strict=True):
+async def _each(write: Callable[[_T], Awaitable[None]], items: Sequence[_T]) -> list[_T]:
+    """``write`` each item, WRITE_CHUNK at a time; the items whose write the directory refused
+    (any other exception, a cancellation included, is raised)."""
+    failed: list[_T] = []
+    for first in range(0, len(items), WRITE_CHUNK):
+        part = items[first : first + WRITE_CHUNK]
+        results = await asyncio.gather(*(write(item) for item in part), return_exceptions=True)
+        for item, result in zip(part, results, strict=True):
             if isinstance(result, BzzzError):
-                failed.append(agent)
+                failed.append(item)
             elif isinstance(result, BaseException):
                 raise result
     return failed
 
 
-async def _in_chunks(writes: Iterable[Awaitable[None]]) -> None:
-    batch: list[Awaitable[None]] = []
-    for write in writes:
-        batch.append(write)
-        if len(batch) >= WRITE_CHUNK:
-            await asyncio.gather(*batch)
-            batch = []
-    if batch:
-        await asyncio.gather(*batch)
+async def _all(write: Callable[[_T], Awaitable[None]], items: Sequence[_T]) -> None:
+    """``write`` each item (``_each``); NetworkError if the directory refused any."""
+    failed = await _each(write, items)
+    if failed:
+        raise NetworkError(f"the directory did not take {len(failed)} of {len(items)} writes")
 
 
 @dataclass(slots=True)

@@ -24,9 +24,10 @@ from bzzz.store.projection import Outcome
 
 logger = logging.getLogger(__name__)
 
-# How long a session's call waits for its agents to be announced again.
+# How long a session's call waits for its agents to be put back online.
 SETTLE_WITHIN = 10.0
-# Rounds of re-announcing the agents that failed, and the pause before each (times the round).
+# Rounds of putting back the agents whose envelope failed, and the pause before each (times
+# the round).
 RECLAIM_ATTEMPTS = 3
 RECLAIM_RETRY_AFTER = 1.0
 # Agents put back online by one envelope.
@@ -34,7 +35,7 @@ REJOIN_CHUNK = 500
 
 
 class Reclaimer:
-    """Listens to the projector; re-announces this node's agents after a false node.lost."""
+    """Listens to the projector; puts this node's agents back online after a false node.lost."""
 
     def __init__(self, log: EventLog, agents: AgentService) -> None:
         self._log = log
@@ -106,14 +107,14 @@ class Reclaimer:
         return failed
 
     async def settled(self) -> bool:
-        """Wait (bounded) for the re-announcements in flight; whether there were any."""
+        """Wait (bounded) for the agents being put back online; whether there were any."""
         if not self._tasks:
             return False
         await asyncio.wait(set(self._tasks), timeout=SETTLE_WITHIN)
         return True
 
     async def close(self) -> None:
-        """Cancel re-announcements still in flight."""
+        """Cancel the putting back still in flight."""
         for task in list(self._tasks):
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
