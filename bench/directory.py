@@ -30,7 +30,7 @@ from bzzz.eventlog import LOCAL_CALLER, Caller
 from bzzz.network.directory import JetStreamDirectory
 from bzzz.network.embedded import EmbeddedNats
 from bzzz.network.jetstream import JetStreamBus
-from bzzz.node import Node
+from bzzz.node.core import Node
 from bzzz.schemas import AnnounceInput, FilterCriteria, LookupInput
 
 RESULTS = Path(__file__).resolve().parent / "results"

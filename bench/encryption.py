@@ -45,7 +45,7 @@ from bzzz.network.envelope import seal
 from bzzz.network.identity import NodeIdentity
 from bzzz.network.jetstream import JetStreamBus, stream_name
 from bzzz.network.sealing import Keyring, NetworkKey, encode_secret, new_secret
-from bzzz.node import Node
+from bzzz.node.core import Node
 from mcp_throughput import ServerProcess, announce_own, bzzz_command, call, mcp_session
 
 RESULTS = Path(__file__).resolve().parent / "results"

@@ -1,6 +1,6 @@
 """Escalation rules with 10,000 active threads: cost per posted message, and the monitor's sweep.
 
-In-process: a real ``bzzz.node.Node`` on the in-memory bus and SQLite in a temporary data
+In-process: a real ``bzzz.node.core.Node`` on the in-memory bus and SQLite in a temporary data
 directory, the design's two default rules, a hand-moved clock. The threads (and, in a share of
 them, a decision with a disagreeing stance) are sealed as envelopes and published straight to
 the bus; the node's projector applies them like any other. Then it measures:
@@ -37,7 +37,7 @@ from bzzz.config import load_settings
 from bzzz.eventlog import Caller
 from bzzz.network.envelope import seal
 from bzzz.network.memory import InMemoryBus
-from bzzz.node import Node
+from bzzz.node.core import Node
 from bzzz.schemas import AnnounceInput, PostInput
 
 RESULTS = Path(__file__).resolve().parent / "results"

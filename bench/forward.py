@@ -23,12 +23,12 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
-from bzzz import node_admin
 from bzzz.config import load_settings
 from bzzz.eventlog import Caller
 from bzzz.network.embedded import EmbeddedNats
 from bzzz.network.sealing import encode_secret, new_secret
-from bzzz.node import Node
+from bzzz.node import admin as node_admin
+from bzzz.node.core import Node
 from bzzz.principal import Principal, Scope
 from bzzz.schemas import AnnounceInput, GetInput, PostInput
 

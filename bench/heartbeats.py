@@ -27,7 +27,7 @@ from typing import Any
 import httpx
 
 from bzzz.config import load_settings
-from bzzz.node import Node
+from bzzz.node.core import Node
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))

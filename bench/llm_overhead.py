@@ -34,7 +34,7 @@ from bzzz.llm.client import OpenAIModelClient
 from bzzz.llm.testing import ScriptedModelServer, Step
 from bzzz.llm.types import ModelRequest
 from bzzz.network.memory import InMemoryBus
-from bzzz.node import Node
+from bzzz.node.core import Node
 from bzzz.schemas import AnnounceInput, PostInput
 from bzzz.store.projection import Outcome
 

@@ -1,6 +1,6 @@
 """Lookup with 100,000 announced agents: latency per kind of address, and the node's peak RSS.
 
-In-process: a real ``bzzz.node.Node`` with its embedded NATS JetStream bus (``--bus memory``:
+In-process: a real ``bzzz.node.core.Node`` with its embedded NATS JetStream bus (``--bus memory``:
 the in-memory bus) and SQLite in a temporary data directory. The agents are announced as
 ``agent.announced`` envelopes sealed by ten peer-node identities (``bzzz.network.envelope.seal``)
 and published straight to the bus, many in flight at once; the node's projector verifies and
@@ -46,7 +46,7 @@ from bzzz.eventlog import LOCAL_CALLER
 from bzzz.network.envelope import seal
 from bzzz.network.identity import NodeIdentity
 from bzzz.network.memory import InMemoryBus
-from bzzz.node import Node
+from bzzz.node.core import Node
 from bzzz.schemas import AnnounceInput, LookupInput, validate_input
 
 SCRIPT = Path(__file__).resolve()

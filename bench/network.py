@@ -51,7 +51,7 @@ from bzzz.network.envelope import Envelope, seal
 from bzzz.network.identity import NodeIdentity
 from bzzz.network.jetstream import JetStreamBus, stream_name
 from bzzz.network.sealing import encode_secret, new_secret
-from bzzz.node import Node
+from bzzz.node.core import Node
 from bzzz.schemas import AnnounceInput, PostInput
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))

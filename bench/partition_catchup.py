@@ -28,7 +28,7 @@ from bzzz.network.embedded import EmbeddedNats
 from bzzz.network.envelope import Envelope, seal
 from bzzz.network.identity import NodeIdentity
 from bzzz.network.jetstream import stream_name
-from bzzz.node import Node
+from bzzz.node.core import Node
 from bzzz.schemas import AnnounceInput
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))

@@ -33,7 +33,7 @@ from bzzz.eventlog import Caller
 from bzzz.network import partitions
 from bzzz.network.identity import NodeIdentity
 from bzzz.network.jetstream import stream_name
-from bzzz.node import Node
+from bzzz.node.core import Node
 from bzzz.principal import LOCAL
 from bzzz.schemas import AnnounceInput, PostInput
 

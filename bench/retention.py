@@ -27,7 +27,7 @@ from bzzz.config import Settings, load_settings
 from bzzz.domain import utcnow
 from bzzz.eventlog import Caller
 from bzzz.network.embedded import EmbeddedNats
-from bzzz.node import Node
+from bzzz.node.core import Node
 from bzzz.principal import LOCAL
 from bzzz.schemas import AnnounceInput, PostInput
 

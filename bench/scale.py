@@ -7,7 +7,7 @@
 loopback, its JetStream stores in a temporary directory; the log, the agent directory and the
 peer board are R3 (``bzzz.stream_replicas = 3``). Each server serves ``/varz`` and ``/jsz``.
 
-**Nodes.** ``--nodes`` nodes in all, each a ``bzzz.node.Node`` with its own data directory
+**Nodes.** ``--nodes`` nodes in all, each a ``bzzz.node.core.Node`` with its own data directory
 (identity, SQLite store), NATS connection and durable consumer filtered to its
 ``bzzz.projects``: ``star`` serves ``*``; ``one`` serves only the first project; the others
 serve ``ceil(2 * projects / (nodes - 2))`` projects each, in turn, so every project has two

@@ -1,7 +1,7 @@
 """One worker process of ``bench/scale.py``: several BZZZ nodes on one asyncio loop, driven by
 the harness over this process's stdin and stdout.
 
-Each node is a full ``bzzz.node.Node`` of its own: its own data directory (so its own Ed25519
+Each node is a full ``bzzz.node.core.Node`` of its own: its own data directory (so its own Ed25519
 identity, SQLite store and slot lock), its own NATS connection, its own durable JetStream
 consumer (filtered by its ``bzzz.projects``), its own directory writer and forwarding queue
 groups. They share only the interpreter, so a packed process's RSS is divided by its nodes;
@@ -36,7 +36,7 @@ from bzzz.network import subjects
 from bzzz.network.envelope import seal
 from bzzz.network.identity import KEY_FILE
 from bzzz.network.jetstream import JetStreamBus
-from bzzz.node import Node
+from bzzz.node.core import Node
 from bzzz.principal import LOCAL, Principal, Scope
 from bzzz.schemas import AnnounceInput, FilterCriteria, LookupInput, PostInput
 from bzzz.store.models import AgentRow, MessageRow

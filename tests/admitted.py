@@ -6,11 +6,11 @@ waits until an admitted node admits it (or shares the first one's data directory
 
 from __future__ import annotations
 
-from bzzz import node_admin
 from bzzz.network import admission
 from bzzz.network.identity import NodeIdentity, origin_of
 from bzzz.network.memory import InMemoryBus
-from bzzz.node import Node
+from bzzz.node import admin as node_admin
+from bzzz.node.core import Node
 
 WAIT = 10.0
 

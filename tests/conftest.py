@@ -27,7 +27,7 @@ from bzzz.config import Settings, load_settings
 from bzzz.network import sealing
 from bzzz.network.embedded import EmbeddedNats
 from bzzz.network.memory import InMemoryBus
-from bzzz.node import Node
+from bzzz.node.core import Node
 from bzzz.store.database import Database
 
 # The network key the nodes of a test share, as an operator gives every node of a network the

@@ -32,7 +32,7 @@ import yaml
 from e2e.support import bzzz_executable, free_port, kill_orphans
 from nats.errors import Error as NatsError
 
-from bzzz.cli_serve import check_exposure
+from bzzz.cli.serve import check_exposure
 from bzzz.config import ENV_ALIASES, Settings, load_settings
 from bzzz.errors import ConfigError
 from bzzz.network import partitions

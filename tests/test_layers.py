@@ -18,15 +18,10 @@ from pathlib import Path
 import bzzz
 
 # Top to bottom. A module belongs to the layer of its first name under ``bzzz`` (its folder
-# or its own name); ``cli*`` matches cli.py and every cli_*.py.
+# or its own name).
 LAYERS: tuple[tuple[str, frozenset[str]], ...] = (
-    ("faces", frozenset({"cli*", "api", "mcp", "ui"})),
-    (
-        "node",
-        frozenset(
-            {"node", "node_admin", "node_forward", "node_network", "node_slots", "node_status"}
-        ),
-    ),
+    ("faces", frozenset({"cli", "api", "mcp", "ui"})),
+    ("node", frozenset({"node"})),
     (
         "services",
         frozenset(
@@ -164,7 +159,7 @@ def layer_of(module: str) -> int | None:
     """The index of the module's layer in LAYERS (0 is the top), None when it has none."""
     first = module.split(".")[1] if "." in module else ""
     for index, (_, names) in enumerate(LAYERS):
-        if first in names or ("cli*" in names and first.startswith("cli")):
+        if first in names:
             return index
     return None
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from bzzz.config import Settings
 from bzzz.eventlog import LOCAL_CALLER, Caller
 from bzzz.network.memory import InMemoryBus
-from bzzz.node import Node
+from bzzz.node.core import Node
 from bzzz.schemas import AnnounceInput, LookupInput
 
 

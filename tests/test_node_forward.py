@@ -32,7 +32,7 @@ from bzzz.network.forward import (
 )
 from bzzz.network.identity import NodeIdentity
 from bzzz.network.memory import InMemoryBus
-from bzzz.node import Node
+from bzzz.node.core import Node
 from bzzz.principal import ANONYMOUS, Principal, Scope
 from bzzz.schemas import AnnounceInput, GetInput, PostInput, ThreadInput
 

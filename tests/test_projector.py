@@ -20,7 +20,7 @@ from bzzz.network.base import Stored
 from bzzz.network.envelope import Envelope, seal
 from bzzz.network.identity import NodeIdentity
 from bzzz.network.memory import InMemoryBus
-from bzzz.node import Node
+from bzzz.node.core import Node
 from bzzz.schemas import AnnounceInput, GetInput, LookupInput
 from bzzz.store.models import AppliedEnvelope, Base
 

@@ -37,7 +37,7 @@ from typing import Any
 # child itself (slower, still correct).
 PRELOAD = (
     "bzzz.cli",
-    "bzzz.cli_serve",
+    "bzzz.cli.serve",
     "bzzz.api.app",
     "bzzz.node",
     "bzzz.mcp.server",

@@ -8,7 +8,7 @@ import pytest
 
 from bzzz.errors import AgentNotFound, BzzzError, PermissionDenied, RateLimited, ThreadNotFound
 from bzzz.eventlog import LOCAL_CALLER, Caller
-from bzzz.node import Node
+from bzzz.node.core import Node
 from bzzz.principal import ALL, Principal, Scope, principal
 from bzzz.schemas import (
     AnnounceInput,

@@ -17,7 +17,7 @@ from bzzz.config import load_settings
 from bzzz.errors import BzzzError
 from bzzz.eventlog import Caller
 from bzzz.network.memory import InMemoryBus
-from bzzz.node import Node
+from bzzz.node.core import Node
 from bzzz.principal import ALL, Principal, Scope, principal
 from bzzz.schemas import (
     AnnounceInput,

@@ -33,7 +33,7 @@ from bzzz.config import Settings
 from bzzz.mcp.server import BzzzMCP, build_server
 from bzzz.network.identity import KEY_FILE
 from bzzz.network.memory import InMemoryBus
-from bzzz.node import Node
+from bzzz.node.core import Node
 from bzzz.principal import Scope
 from bzzz.reservations.schemas import ReserveInput
 from bzzz.schemas import SubscribeInput, ThreadInput

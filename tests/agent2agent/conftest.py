@@ -16,7 +16,7 @@ from bzzz.api.app import build_app
 from bzzz.config import Settings
 from bzzz.mcp.server import build_server
 from bzzz.network.memory import InMemoryBus
-from bzzz.node import Node
+from bzzz.node.core import Node
 from bzzz.principal import LOCAL, Scope
 
 

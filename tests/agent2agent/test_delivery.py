@@ -15,7 +15,7 @@ from bzzz.api.a2a_cards import a2a_task
 from bzzz.config import Settings
 from bzzz.eventlog import Caller
 from bzzz.network.memory import InMemoryBus
-from bzzz.node import Node
+from bzzz.node.core import Node
 from bzzz.principal import LOCAL
 from bzzz.schemas import PostInput
 from bzzz.store.repository import Repository

@@ -16,7 +16,7 @@ from bzzz.config import EscalationRuleConfig, Settings
 from bzzz.conversations.monitor import ThreadMonitor
 from bzzz.mcp.server import build_server
 from bzzz.network.memory import InMemoryBus
-from bzzz.node import Node
+from bzzz.node.core import Node
 
 
 @pytest.fixture

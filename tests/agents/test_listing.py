@@ -17,7 +17,7 @@ from bzzz.eventlog import Caller
 from bzzz.network.directory import InMemoryDirectory
 from bzzz.network.envelope import Envelope
 from bzzz.network.memory import InMemoryBus
-from bzzz.node import Node
+from bzzz.node.core import Node
 from bzzz.schemas import AnnounceInput
 from bzzz.store.directory import AgentDirectory
 

@@ -14,7 +14,7 @@ from alembic.config import Config
 from bzzz.domain import canonical_agent_id
 from bzzz.errors import InvalidParameters
 from bzzz.eventlog import Caller
-from bzzz.node import Node
+from bzzz.node.core import Node
 from bzzz.schemas import AnnounceInput
 from bzzz.store.database import MIGRATIONS
 

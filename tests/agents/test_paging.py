@@ -9,7 +9,7 @@ import pytest
 
 from bzzz.errors import InvalidParameters
 from bzzz.eventlog import LOCAL_CALLER, Caller
-from bzzz.node import Node
+from bzzz.node.core import Node
 from bzzz.schemas import AnnounceInput, GetInput, PostInput, ThreadInput
 
 ENTRIES = 23

@@ -10,7 +10,7 @@ from receiver import http_receiver  # noqa: F401 - the fixture
 
 from bzzz.api.app import build_app
 from bzzz.mcp.server import build_server
-from bzzz.node import Node
+from bzzz.node.core import Node
 
 
 @pytest.fixture

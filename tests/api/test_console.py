@@ -22,7 +22,7 @@ from bzzz.eventlog import Caller
 from bzzz.llm.types import TokenUsage
 from bzzz.mcp.server import build_server
 from bzzz.network.memory import InMemoryBus
-from bzzz.node import Node
+from bzzz.node.core import Node
 from bzzz.principal import LOCAL, Scope
 from bzzz.schemas import PostInput
 

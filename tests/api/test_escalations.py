@@ -13,7 +13,7 @@ from bzzz.config import EscalationRuleConfig, Settings
 from bzzz.conversations.monitor import ThreadMonitor
 from bzzz.mcp.server import build_server
 from bzzz.network.memory import InMemoryBus
-from bzzz.node import Node
+from bzzz.node.core import Node
 
 from .test_rest import HANDLE, announce, refused
 

@@ -16,7 +16,7 @@ import pytest
 from jsonschema import Draft202012Validator
 
 from bzzz.config import Settings
-from bzzz.node import Node
+from bzzz.node.core import Node
 from bzzz.principal import LOCAL, Scope
 
 A = {"X-Bzzz-Session": "team-a"}

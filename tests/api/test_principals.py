@@ -9,7 +9,7 @@ from audit.support import chain_of
 from mcp import Client
 
 from bzzz.mcp.server import build_server
-from bzzz.node import Node
+from bzzz.node.core import Node
 from bzzz.principal import LOCAL, Scope
 
 from .test_console import Net, net  # noqa: F401 - the fixture

@@ -8,7 +8,7 @@ from typing import Any
 import httpx
 import pytest
 
-from bzzz.node import Node
+from bzzz.node.core import Node
 
 HANDLE = "X-Bzzz-Agent-Handle"
 

@@ -12,7 +12,7 @@ import pytest
 from bzzz.api.app import build_app
 from bzzz.api.stream import BATCH
 from bzzz.mcp.server import build_server
-from bzzz.node import Node
+from bzzz.node.core import Node
 
 from .test_rest import HANDLE, events_of
 

@@ -16,7 +16,7 @@ from bzzz.eventlog import Caller
 from bzzz.events.webhooks import WebhookDispatcher
 from bzzz.mcp.server import build_server
 from bzzz.network.memory import InMemoryBus
-from bzzz.node import Node
+from bzzz.node.core import Node
 from bzzz.schemas import SubscribeInput
 
 from .test_rest import announce, refused

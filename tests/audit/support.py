@@ -10,7 +10,7 @@ from mcp import Client
 
 from bzzz.audit import reading
 from bzzz.audit.records import Record
-from bzzz.node import Node
+from bzzz.node.core import Node
 
 
 async def call(client: Client, tool: str, arguments: dict[str, Any]) -> dict[str, Any]:

@@ -12,7 +12,7 @@ from mcp import Client
 from bzzz.config import load_settings
 from bzzz.mcp.server import build_server
 from bzzz.network.memory import InMemoryBus
-from bzzz.node import Node
+from bzzz.node.core import Node
 
 from .support import call, sql
 

@@ -18,7 +18,7 @@ from bzzz.config import load_settings
 from bzzz.mcp.server import build_server
 from bzzz.network.identity import NodeIdentity, verify_signature
 from bzzz.network.memory import InMemoryBus
-from bzzz.node import Node
+from bzzz.node.core import Node
 from bzzz.store.database import Database
 
 from .support import call, chain_of

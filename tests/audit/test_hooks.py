@@ -11,7 +11,7 @@ from bzzz.api.app import build_app
 from bzzz.errors import BzzzError
 from bzzz.llm.types import CompletionOptions, ModelReply, ModelRequest, TokenUsage
 from bzzz.mcp.server import build_server
-from bzzz.node import Node
+from bzzz.node.core import Node
 
 from .support import chain_of
 

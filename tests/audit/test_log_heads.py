@@ -17,7 +17,7 @@ from access.support import bzzz_cli, cli_env
 from bzzz.audit.records import Action, Record, chain, digest, stamp
 from bzzz.config import load_settings
 from bzzz.domain import utcnow
-from bzzz.node import Node
+from bzzz.node.core import Node
 
 pytestmark = pytest.mark.integration
 

@@ -15,7 +15,7 @@ from bzzz.audit.records import digest
 from bzzz.audit.verify import verify, verify_chain
 from bzzz.mcp.server import build_server
 from bzzz.mcp.sessions import PRINCIPAL_STATE
-from bzzz.node import Node
+from bzzz.node.core import Node
 from bzzz.principal import Scope, principal
 from bzzz.store.models import AuditRecordRow
 

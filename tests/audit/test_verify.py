@@ -10,7 +10,7 @@ import pytest
 from bzzz.audit import reading
 from bzzz.audit.records import Action, Record, chain, stamp
 from bzzz.audit.verify import Report, verify
-from bzzz.node import Node
+from bzzz.node.core import Node
 
 from .support import chain_of, sql
 

@@ -20,11 +20,12 @@ import pytest
 from access.support import bzzz_cli, cli_env
 from e2e.support import bzzz_executable
 
-from bzzz import cli_metrics, cli_output
+from bzzz.cli import metrics as cli_metrics
+from bzzz.cli import output as cli_output
 from bzzz.config import load_settings
 from bzzz.eventlog import Caller
 from bzzz.network.memory import InMemoryBus
-from bzzz.node import Node
+from bzzz.node.core import Node
 from bzzz.principal import LOCAL, Scope
 from bzzz.schemas import SubscribeInput
 

@@ -14,7 +14,7 @@ from bzzz.config import EscalationRuleConfig, Settings
 from bzzz.conversations.monitor import ThreadMonitor
 from bzzz.eventlog import LOCAL_CALLER, Caller
 from bzzz.network.memory import InMemoryBus
-from bzzz.node import Node
+from bzzz.node.core import Node
 from bzzz.schemas import AnnounceInput, PostInput, SubscribeInput, ThreadInput
 
 NodeFactory = Callable[..., AbstractAsyncContextManager[Node]]

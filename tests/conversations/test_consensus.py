@@ -17,7 +17,7 @@ from bzzz.config import load_settings
 from bzzz.domain import Reaction
 from bzzz.errors import InvalidParameters
 from bzzz.network.memory import InMemoryBus
-from bzzz.node import Node
+from bzzz.node.core import Node
 from bzzz.store.repository import Repository
 
 from .conftest import (

@@ -15,7 +15,7 @@ from bzzz.config import Settings, load_settings
 from bzzz.errors import ConfigError
 from bzzz.events.webhooks import verify_signature
 from bzzz.network.memory import InMemoryBus
-from bzzz.node import Node
+from bzzz.node.core import Node
 
 from .conftest import (
     NodeFactory,

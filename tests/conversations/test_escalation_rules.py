@@ -12,7 +12,7 @@ from bzzz.clock import ManualClock
 from bzzz.config import default_escalation_rules
 from bzzz.conversations.escalation import evaluate
 from bzzz.eventlog import LOCAL_CALLER, Caller
-from bzzz.node import Node
+from bzzz.node.core import Node
 from bzzz.schemas import PostInput
 
 from .conftest import (

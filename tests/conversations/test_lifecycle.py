@@ -13,7 +13,7 @@ from bzzz.config import Settings
 from bzzz.errors import InvalidParameters, ThreadNotFound
 from bzzz.mcp.descriptions import THREAD
 from bzzz.network.memory import InMemoryBus
-from bzzz.node import Node
+from bzzz.node.core import Node
 
 from .conftest import (
     NOTIFY,

@@ -12,7 +12,7 @@ from bzzz.access.keys import principal_key
 from bzzz.clock import ManualClock
 from bzzz.errors import BzzzError, ThreadNotFound
 from bzzz.eventlog import Caller
-from bzzz.node import Node
+from bzzz.node.core import Node
 from bzzz.principal import ALL, Principal, Scope, principal
 from bzzz.schemas import AnnounceInput, GetInput, PostInput, ThreadInput
 

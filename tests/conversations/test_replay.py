@@ -13,7 +13,7 @@ from bzzz.clock import ManualClock
 from bzzz.errors import InvalidParameters, PermissionDenied, ThreadNotFound
 from bzzz.eventlog import LOCAL_CALLER, Caller
 from bzzz.network.memory import InMemoryBus
-from bzzz.node import Node
+from bzzz.node.core import Node
 from bzzz.principal import ALL, LOCAL, Principal, Scope, principal
 from bzzz.schemas import AnnounceInput, GetInput, PostInput, ThreadInput, validate_input
 

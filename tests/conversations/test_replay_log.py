@@ -13,12 +13,12 @@ import nats
 import pytest
 from e2e.support import bzzz_executable, kill_orphans
 
-from bzzz import cli_replay
+from bzzz.cli import replay as cli_replay
 from bzzz.config import load_settings
 from bzzz.errors import InvalidParameters, ThreadNotFound
 from bzzz.eventlog import LOCAL_CALLER, Caller
 from bzzz.network.jetstream import stream_name
-from bzzz.node import Node
+from bzzz.node.core import Node
 from bzzz.schemas import AnnounceInput, GetInput, PostInput, ThreadInput
 
 pytestmark = pytest.mark.integration

@@ -11,7 +11,7 @@ from bzzz.config import Settings
 from bzzz.errors import AgentNotFound, InvalidParameters, ThreadNotFound
 from bzzz.eventlog import LOCAL_CALLER, Caller
 from bzzz.network.memory import InMemoryBus
-from bzzz.node import Node
+from bzzz.node.core import Node
 from bzzz.schemas import AnnounceInput, GetInput, PostInput, ThreadInput, validate_input
 
 

@@ -28,7 +28,7 @@ from bzzz.mcp.server import build_server
 from bzzz.network.envelope import SEALED
 from bzzz.network.jetstream import stream_name
 from bzzz.network.sealing import KeyMissing, box_key_id, encode_secret, is_sealed
-from bzzz.node import Node
+from bzzz.node.core import Node
 from bzzz.principal import LOCAL
 from bzzz.store.models import AuditRecordRow, MessageRow
 

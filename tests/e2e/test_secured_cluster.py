@@ -12,7 +12,7 @@ import pytest
 from bzzz.config import Settings, load_settings
 from bzzz.eventlog import LOCAL_CALLER, Caller
 from bzzz.network.jetstream import stream_name
-from bzzz.node import Node
+from bzzz.node.core import Node
 from bzzz.schemas import AnnounceInput, LookupInput
 
 from .cluster import NatsCluster

@@ -12,7 +12,7 @@ from receiver import ReceiverFactory, http_receiver  # noqa: F401 - the fixture
 from bzzz.config import Settings
 from bzzz.events.webhooks import WebhookDispatcher
 from bzzz.network.memory import InMemoryBus
-from bzzz.node import Node
+from bzzz.node.core import Node
 
 
 async def _idle(self: WebhookDispatcher) -> None:

@@ -14,7 +14,7 @@ import pytest
 from bzzz.cli import main
 from bzzz.config import Settings
 from bzzz.eventlog import Caller
-from bzzz.node import Node
+from bzzz.node.core import Node
 from bzzz.schemas import SubscribeInput
 
 from .conftest import ReceiverFactory

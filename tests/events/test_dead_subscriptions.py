@@ -18,7 +18,7 @@ from bzzz.cli import main
 from bzzz.config import Settings
 from bzzz.network.envelope import Envelope
 from bzzz.network.memory import InMemoryBus
-from bzzz.node import Node
+from bzzz.node.core import Node
 
 from .conftest import ReceiverFactory
 from .test_webhooks import announce, subscribe_webhook

@@ -12,7 +12,7 @@ from sqlalchemy import func, select
 
 from bzzz.eventlog import LOCAL_CALLER, Caller
 from bzzz.mcp.server import build_server
-from bzzz.node import Node
+from bzzz.node.core import Node
 from bzzz.schemas import AnnounceInput, SubscribeInput
 from bzzz.store.models import Base
 

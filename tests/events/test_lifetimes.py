@@ -11,7 +11,7 @@ from mcp import Client
 from bzzz.errors import InvalidParameters, PermissionDenied
 from bzzz.eventlog import Caller
 from bzzz.mcp.server import build_server
-from bzzz.node import Node
+from bzzz.node.core import Node
 from bzzz.schemas import SubscribeInput, validate_input
 
 from .test_subscribe import announce, events, subscribe

@@ -19,7 +19,7 @@ from bzzz.api.app import build_app
 from bzzz.errors import PermissionDenied
 from bzzz.eventlog import Caller
 from bzzz.mcp.server import build_server
-from bzzz.node import Node
+from bzzz.node.core import Node
 from bzzz.principal import ALL, Principal, Scope, principal
 from bzzz.schemas import AnnounceInput, SubscribeInput
 

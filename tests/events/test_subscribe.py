@@ -11,7 +11,7 @@ from bzzz.domain import EVENT_TYPES
 from bzzz.errors import ErrorCode, InvalidParameters
 from bzzz.eventlog import LOCAL_CALLER, Caller
 from bzzz.network.memory import InMemoryBus
-from bzzz.node import Node
+from bzzz.node.core import Node
 from bzzz.schemas import AnnounceInput, PostInput, SubscribeInput, ThreadInput, validate_input
 
 

@@ -13,7 +13,7 @@ from mcp import Client
 
 from bzzz.events.service import GENERIC_DELIVERY_ERROR, delivery_view
 from bzzz.mcp.server import build_server
-from bzzz.node import Node
+from bzzz.node.core import Node
 
 from .conftest import ReceiverFactory
 from .test_targets import FORBIDDEN_SPELLINGS, LOOPBACK_SPELLINGS

@@ -19,7 +19,7 @@ from bzzz.errors import InvalidParameters
 from bzzz.eventlog import Caller
 from bzzz.events.webhooks import SIGNATURE_HEADER, sign_body, verify_signature
 from bzzz.network.memory import InMemoryBus
-from bzzz.node import Node
+from bzzz.node.core import Node
 from bzzz.schemas import AnnounceInput, SubscribeInput
 
 from .conftest import ReceiverFactory

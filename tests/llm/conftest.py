@@ -10,7 +10,7 @@ import pytest
 from bzzz.config import OpenAISettings, Settings
 from bzzz.llm.testing import ScriptedModelServer
 from bzzz.network.memory import InMemoryBus
-from bzzz.node import Node
+from bzzz.node.core import Node
 
 from .support import TaskWatcher
 

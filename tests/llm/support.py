@@ -10,7 +10,7 @@ from bzzz.llm.classifier import INSIGHT_PROMPT
 from bzzz.llm.collaboration import DRAFT_REQUEST
 from bzzz.llm.testing import Step
 from bzzz.network.envelope import Envelope
-from bzzz.node import Node
+from bzzz.node.core import Node
 from bzzz.store.projection import Outcome
 
 

@@ -9,7 +9,7 @@ from bzzz.eventlog import LOCAL_CALLER, Caller
 from bzzz.llm.classifier import parse_stance
 from bzzz.llm.testing import ScriptedModelServer, Step
 from bzzz.network.memory import InMemoryBus
-from bzzz.node import Node
+from bzzz.node.core import Node
 from bzzz.schemas import AnnounceInput, GetInput, PostInput, ThreadInput
 
 from .conftest import use_model

@@ -20,7 +20,7 @@ from bzzz.llm.testing import ScriptedModelServer, Step
 from bzzz.mcp.server import build_server
 from bzzz.network.envelope import Envelope
 from bzzz.network.memory import InMemoryBus
-from bzzz.node import Node
+from bzzz.node.core import Node
 
 from .support import RESULT, LogWatcher, Panel, TaskWatcher, _text, asked, role_of
 

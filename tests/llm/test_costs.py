@@ -20,7 +20,7 @@ from bzzz.llm.testing import ScriptedModelServer, Step
 from bzzz.llm.types import CompletionOptions
 from bzzz.mcp.server import build_server
 from bzzz.network.memory import InMemoryBus
-from bzzz.node import Node
+from bzzz.node.core import Node
 from bzzz.schemas import AnnounceInput, SubscribeInput
 
 from .conftest import use_model

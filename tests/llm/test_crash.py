@@ -6,7 +6,7 @@ from mcp import Client
 
 from bzzz.llm.testing import ScriptedModelServer, Step
 from bzzz.mcp.server import build_server
-from bzzz.node import Node
+from bzzz.node.core import Node
 
 from .test_runtime import assign, call
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from bzzz.llm.knowledge import KnowledgeBase, query_words
 from bzzz.llm.memory import Episode, MemoryStore
-from bzzz.node import Node
+from bzzz.node.core import Node
 
 
 async def test_the_most_relevant_entries_of_the_project_come_first_and_no_other_projects(

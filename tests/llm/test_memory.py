@@ -11,7 +11,7 @@ from mcp import Client
 
 from bzzz.llm.testing import ScriptedModelServer, Step
 from bzzz.mcp.server import build_server
-from bzzz.node import Node
+from bzzz.node.core import Node
 
 from .support import TaskWatcher
 

@@ -15,7 +15,7 @@ from bzzz.eventlog import LOCAL_CALLER, Caller
 from bzzz.llm.testing import ScriptedModelServer, Step
 from bzzz.llm.types import CompletionOptions
 from bzzz.network.memory import InMemoryBus
-from bzzz.node import Node
+from bzzz.node.core import Node
 from bzzz.schemas import AnnounceInput, GetInput, PostInput
 
 from .conftest import use_model

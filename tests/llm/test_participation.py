@@ -16,7 +16,7 @@ from bzzz.llm.progress import ProgressReporter
 from bzzz.llm.testing import ScriptedModelServer, Step
 from bzzz.mcp.server import build_server
 from bzzz.network.memory import InMemoryBus
-from bzzz.node import Node
+from bzzz.node.core import Node
 
 from .support import LogWatcher
 

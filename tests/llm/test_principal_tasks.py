@@ -8,7 +8,7 @@ import asyncio
 from bzzz.access.keys import STATELESS
 from bzzz.eventlog import Caller
 from bzzz.llm.testing import ScriptedModelServer, Step
-from bzzz.node import Node
+from bzzz.node.core import Node
 from bzzz.schemas import GetInput, PostInput
 
 from .support import TaskWatcher

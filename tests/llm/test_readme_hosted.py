@@ -20,7 +20,7 @@ from bzzz.config import load_settings
 from bzzz.eventlog import Caller
 from bzzz.llm.testing import ScriptedModelServer
 from bzzz.network.memory import InMemoryBus
-from bzzz.node import Node
+from bzzz.node.core import Node
 from bzzz.schemas import AnnounceInput, PostInput
 
 from .support import TaskWatcher

@@ -15,7 +15,7 @@ from bzzz.llm.testing import ScriptedModelServer, Step
 from bzzz.llm.tools import ToolBox
 from bzzz.llm.types import ToolCall
 from bzzz.mcp.server import build_server
-from bzzz.node import Node
+from bzzz.node.core import Node
 
 from .support import TaskWatcher
 

@@ -6,7 +6,7 @@ from bzzz.config import Settings
 from bzzz.eventlog import Caller
 from bzzz.llm.testing import ScriptedModelServer, Step
 from bzzz.network.memory import InMemoryBus
-from bzzz.node import Node
+from bzzz.node.core import Node
 from bzzz.schemas import AnnounceInput, PostInput, ThreadInput
 
 from .conftest import use_model

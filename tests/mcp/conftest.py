@@ -14,7 +14,7 @@ from mcp_checks import ClientFactory
 
 from bzzz.mcp.server import BzzzMCP, build_server
 from bzzz.mcp.sessions import SessionRegistry
-from bzzz.node import Node
+from bzzz.node.core import Node
 
 
 @pytest.fixture

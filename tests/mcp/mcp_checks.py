@@ -12,7 +12,7 @@ from mcp import Client
 from mcp_types import CallToolResult
 from sqlalchemy import func, select
 
-from bzzz.node import Node
+from bzzz.node.core import Node
 from bzzz.store.models import Base
 
 # Opens a new in-memory client session: ``async with connect() as client``.

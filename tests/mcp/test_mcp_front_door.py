@@ -9,7 +9,7 @@ import pytest
 from mcp_checks import ClientFactory, announce, assert_error_response, call_ok
 
 from bzzz.mcp.server import build_server
-from bzzz.node import Node
+from bzzz.node.core import Node
 from bzzz.schemas import ACTED_ON_TYPES, slip_for
 
 

@@ -16,7 +16,7 @@ from mcp.client.streamable_http import streamable_http_client
 
 from bzzz.api.app import build_app
 from bzzz.mcp.server import build_server
-from bzzz.node import Node
+from bzzz.node.core import Node
 
 BASE = "http://127.0.0.1:7331"
 MODES = ["stateless", "legacy"]

@@ -23,7 +23,7 @@ from mcp_checks import (
 from bzzz.config import load_settings
 from bzzz.mcp.server import build_server
 from bzzz.network.memory import InMemoryBus
-from bzzz.node import Node
+from bzzz.node.core import Node
 
 BIG = "a" * 100_000
 LONG_ADDRESS = "bzzz://" + "a" * 5000

@@ -14,7 +14,7 @@ from bzzz.conversations.monitor import ThreadMonitor
 from bzzz.eventlog import Caller
 from bzzz.llm.types import TokenUsage
 from bzzz.network.memory import InMemoryBus
-from bzzz.node import Node
+from bzzz.node.core import Node
 from bzzz.schemas import AnnounceInput, PostInput, ThreadInput
 
 STUCK = EscalationRuleConfig.model_validate(

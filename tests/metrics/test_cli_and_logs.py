@@ -19,7 +19,7 @@ from bzzz.config import LoggingSettings, load_settings
 from bzzz.errors import ConfigError
 from bzzz.mcp.server import build_server
 from bzzz.metrics.logs import RequestIds, configure, request_id
-from bzzz.node import Node
+from bzzz.node.core import Node
 
 from .conftest import Scenario
 

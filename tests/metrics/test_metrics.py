@@ -15,7 +15,7 @@ from bzzz.api.app import build_app
 from bzzz.config import load_settings
 from bzzz.mcp.server import build_server
 from bzzz.metrics import metrics_json, metrics_of
-from bzzz.node import Node
+from bzzz.node.core import Node
 
 from .conftest import Scenario
 

@@ -15,7 +15,6 @@ import httpx
 import nats
 import pytest
 
-from bzzz import node_admin
 from bzzz.api.app import build_app
 from bzzz.config import Settings, load_settings
 from bzzz.errors import BzzzError, InvalidParameters
@@ -26,7 +25,8 @@ from bzzz.network.envelope import Envelope, seal, unseal
 from bzzz.network.identity import NodeIdentity
 from bzzz.network.jetstream import stream_name
 from bzzz.network.sealing import Keyring
-from bzzz.node import Node
+from bzzz.node import admin as node_admin
+from bzzz.node.core import Node
 from bzzz.schemas import AnnounceInput, PostInput
 from bzzz.store.repository import Repository
 

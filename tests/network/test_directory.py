@@ -13,7 +13,7 @@ import pytest
 from bzzz.config import Settings, load_settings
 from bzzz.eventlog import LOCAL_CALLER, Caller
 from bzzz.network.directory import JetStreamDirectory, decode, directory_bucket
-from bzzz.node import Node
+from bzzz.node.core import Node
 from bzzz.principal import ALL, Scope, principal
 from bzzz.schemas import AnnounceInput, FilterCriteria, LookupInput
 

@@ -12,7 +12,7 @@ from bzzz.config import Settings, load_settings
 from bzzz.errors import ConfigError, NetworkError
 from bzzz.eventlog import LOCAL_CALLER, Caller
 from bzzz.network.jetstream import JetStreamBus, stream_name
-from bzzz.node import Node
+from bzzz.node.core import Node
 from bzzz.schemas import AnnounceInput, LookupInput
 
 from .nats_operator import operator_server

@@ -36,7 +36,7 @@ from bzzz.network import subjects
 from bzzz.network.envelope import Envelope, seal
 from bzzz.network.identity import NodeIdentity
 from bzzz.network.sealing import NetworkKey, key_payload, new_secret
-from bzzz.node import Node
+from bzzz.node.core import Node
 from bzzz.principal import LOCAL, Scope
 from bzzz.projects import NO_PROJECT
 from bzzz.schemas import AnnounceInput, PostInput

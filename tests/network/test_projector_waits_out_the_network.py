@@ -17,7 +17,7 @@ from bzzz.errors import NetworkError
 from bzzz.eventlog import Caller
 from bzzz.network import restate
 from bzzz.network.memory import InMemoryBus
-from bzzz.node import Node
+from bzzz.node.core import Node
 from bzzz.principal import LOCAL
 from bzzz.schemas import AnnounceInput
 

@@ -23,7 +23,7 @@ from bzzz.eventlog import Caller
 from bzzz.network import partitions, subjects
 from bzzz.network.embedded import EmbeddedNats
 from bzzz.network.jetstream import stream_name
-from bzzz.node import Node
+from bzzz.node.core import Node
 from bzzz.principal import LOCAL
 from bzzz.projects import ProjectSet
 from bzzz.schemas import AnnounceInput, PostInput, ThreadInput

@@ -15,7 +15,7 @@ from bzzz.network import subjects
 from bzzz.network.base import BatchHandler, subject_matches
 from bzzz.network.envelope import seal
 from bzzz.network.memory import InMemoryBus
-from bzzz.node import Node
+from bzzz.node.core import Node
 from bzzz.principal import LOCAL
 from bzzz.projects import ProjectSet
 from bzzz.schemas import AnnounceInput

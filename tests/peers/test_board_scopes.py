@@ -22,7 +22,7 @@ from bzzz.domain import utcnow
 from bzzz.network.envelope import seal
 from bzzz.network.identity import NodeIdentity
 from bzzz.network.memory import InMemoryBus
-from bzzz.node import Node
+from bzzz.node.core import Node
 from bzzz.peers.service import PeerSettings, board_keys, board_patterns, board_view
 from bzzz.projects import ProjectSet
 

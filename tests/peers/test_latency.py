@@ -16,11 +16,11 @@ from e2e.support import bzzz_executable
 from mcp import Client
 from prometheus_client.parser import text_string_to_metric_families
 
-from bzzz import node_admin
 from bzzz.api.app import build_app
 from bzzz.config import Settings, load_settings
 from bzzz.mcp.server import build_server
-from bzzz.node import Node
+from bzzz.node import admin as node_admin
+from bzzz.node.core import Node
 from bzzz.peers.latency import RoundTrips
 
 pytestmark = pytest.mark.integration

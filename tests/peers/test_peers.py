@@ -20,7 +20,7 @@ from bzzz.eventlog import LOCAL_CALLER, Caller
 from bzzz.network.envelope import seal
 from bzzz.network.identity import NodeIdentity
 from bzzz.network.memory import InMemoryBus
-from bzzz.node import Node
+from bzzz.node.core import Node
 from bzzz.peers import reclaim
 from bzzz.peers.service import lost_envelope_id
 from bzzz.schemas import AnnounceInput, PostInput, SubscribeInput

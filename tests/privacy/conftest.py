@@ -11,7 +11,7 @@ import pytest
 from bzzz.config import OpenAISettings, Settings
 from bzzz.llm.testing import ScriptedModelServer
 from bzzz.network.memory import InMemoryBus
-from bzzz.node import Node
+from bzzz.node.core import Node
 from bzzz.store.projection import Outcome
 
 HostedNode = Callable[..., AbstractAsyncContextManager[Node]]

@@ -15,7 +15,7 @@ from bzzz.config import load_settings
 from bzzz.eventlog import LOCAL_CALLER, Caller
 from bzzz.llm.testing import ScriptedModelServer, Step
 from bzzz.mcp.server import build_server
-from bzzz.node import Node
+from bzzz.node.core import Node
 from bzzz.privacy.redact import Redactor, default_redactor, redact, redact_data, redact_messages
 from bzzz.privacy.secrets import entropy
 from bzzz.schemas import AnnounceInput, GetInput, PostInput

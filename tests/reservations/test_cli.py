@@ -12,7 +12,7 @@ from access.support import bzzz_cli, cli_env
 from bzzz.config import load_settings
 from bzzz.eventlog import Caller
 from bzzz.network.memory import InMemoryBus
-from bzzz.node import Node
+from bzzz.node.core import Node
 from bzzz.reservations.schemas import ReserveInput
 from bzzz.schemas import AnnounceInput
 

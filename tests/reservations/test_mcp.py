@@ -8,7 +8,7 @@ from mcp import Client
 
 from bzzz.audit import reading
 from bzzz.mcp.server import build_server
-from bzzz.node import Node
+from bzzz.node.core import Node
 
 
 async def _call(client: Client, tool: str, arguments: dict[str, Any]) -> dict[str, Any]:

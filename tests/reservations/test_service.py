@@ -18,7 +18,7 @@ from bzzz.domain import iso
 from bzzz.errors import ErrorCode, InvalidParameters, PermissionDenied, ReservationConflict
 from bzzz.eventlog import LOCAL_CALLER, Caller
 from bzzz.network.memory import InMemoryBus
-from bzzz.node import Node
+from bzzz.node.core import Node
 from bzzz.principal import LOCAL, Scope, principal
 from bzzz.reservations.schemas import ReserveInput
 from bzzz.schemas import AnnounceInput, GetInput, SubscribeInput

@@ -10,7 +10,7 @@ from bzzz.audit import reading
 from bzzz.audit.records import Action, stamp
 from bzzz.audit.verify import Report, verify
 from bzzz.config import RetentionSettings
-from bzzz.node import Node
+from bzzz.node.core import Node
 from bzzz.principal import LOCAL
 
 

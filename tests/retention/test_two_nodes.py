@@ -18,7 +18,7 @@ from bzzz.domain import utcnow
 from bzzz.eventlog import Caller
 from bzzz.network.jetstream import stream_name
 from bzzz.network.sealing import Keyring, NetworkKey
-from bzzz.node import Node
+from bzzz.node.core import Node
 from bzzz.principal import LOCAL
 from bzzz.retention.strip import opened_fields
 from bzzz.schemas import AnnounceInput, PostInput, ThreadInput

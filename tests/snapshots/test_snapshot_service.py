@@ -22,7 +22,7 @@ from bzzz.eventlog import Caller
 from bzzz.network.identity import NodeIdentity
 from bzzz.network.memory import InMemoryBus
 from bzzz.network.snapshots import read_header, seal_snapshot
-from bzzz.node import Node
+from bzzz.node.core import Node
 from bzzz.principal import LOCAL, Principal, Scope
 from bzzz.schemas import AnnounceInput, PostInput, ThreadInput
 from bzzz.store import snapshot as rows

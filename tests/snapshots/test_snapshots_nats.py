@@ -20,7 +20,7 @@ from admitted import admit
 
 from bzzz.config import Settings, load_settings
 from bzzz.network.snapshots import read_header, snapshot_bucket
-from bzzz.node import Node
+from bzzz.node.core import Node
 from bzzz.principal import LOCAL
 
 from .test_snapshot_service import _play, state

@@ -15,7 +15,7 @@ from sqlalchemy import select
 from bzzz.eventlog import Caller
 from bzzz.network.base import Stored
 from bzzz.network.memory import InMemoryBus
-from bzzz.node import Node
+from bzzz.node.core import Node
 from bzzz.schemas import AnnounceInput, PostInput, SubscribeInput, ThreadInput
 from bzzz.store.database import Database
 from bzzz.store.models import Base

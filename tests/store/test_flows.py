@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from bzzz.eventlog import LOCAL_CALLER, Caller
-from bzzz.node import Node
+from bzzz.node.core import Node
 from bzzz.schemas import GetInput, LookupInput, PostInput, ThreadInput, validate_input
 
 from .support import run_main_flows

@@ -6,7 +6,7 @@ import pytest
 from ulid import ULID
 
 from bzzz.eventlog import LOCAL_CALLER, Caller
-from bzzz.node import Node
+from bzzz.node.core import Node
 from bzzz.schemas import GetInput, PostInput
 
 from .support import RecordingBus, run_main_flows, snapshot

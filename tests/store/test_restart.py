@@ -10,7 +10,7 @@ from bzzz.config import Settings, load_settings
 from bzzz.errors import InvalidParameters
 from bzzz.eventlog import LOCAL_CALLER, Caller
 from bzzz.network.memory import InMemoryBus
-from bzzz.node import Node
+from bzzz.node.core import Node
 from bzzz.schemas import AnnounceInput, GetInput, LookupInput, ThreadInput
 
 from .support import BOOKKEEPING, NODE_LOCAL, run_main_flows, snapshot

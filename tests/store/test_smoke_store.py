@@ -1,7 +1,7 @@
 """The store opens and migrates on both databases."""
 
 from bzzz.eventlog import LOCAL_CALLER, Caller
-from bzzz.node import Node
+from bzzz.node.core import Node
 from bzzz.schemas import AnnounceInput, LookupInput
 
 

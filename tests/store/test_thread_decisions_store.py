@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from bzzz.config import EscalationRuleConfig
 from bzzz.eventlog import LOCAL_CALLER, Caller
-from bzzz.node import Node
+from bzzz.node.core import Node
 from bzzz.schemas import AnnounceInput, GetInput, PostInput, ThreadInput
 
 SPLIT = EscalationRuleConfig.model_validate(

@@ -27,7 +27,7 @@ from bzzz.conversations.monitor import ThreadMonitor
 from bzzz.events.webhooks import WebhookDispatcher
 from bzzz.mcp.server import build_server
 from bzzz.network.memory import InMemoryBus
-from bzzz.node import Node
+from bzzz.node.core import Node
 from bzzz.principal import LOCAL, Scope
 
 CHROMIUM = "/usr/bin/chromium"

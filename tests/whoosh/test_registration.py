@@ -15,7 +15,7 @@ from bzzz.errors import ConfigError
 from bzzz.llm.pricing import shipped_prices
 from bzzz.mcp.server import build_server
 from bzzz.network.memory import InMemoryBus
-from bzzz.node import Node
+from bzzz.node.core import Node
 
 from .conftest import PUBLIC_URL, TOKEN, FakeWhoosh
 

@@ -76,7 +76,7 @@ from bzzz.api.audit import OUTCOME_STATE
 from bzzz.api.handlers import caller_of, failure
 from bzzz.errors import AgentNotFound, BzzzError, ErrorCode
 from bzzz.eventlog import Caller
-from bzzz.node import Node
+from bzzz.node.core import Node
 from bzzz.schemas import PostInput, validate_input
 from bzzz.store.repository import Repository
 

@@ -29,7 +29,7 @@ from bzzz.mcp.server import BzzzMCP
 from bzzz.mcp.sessions import PRINCIPAL_STATE, principal_of
 from bzzz.metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE
 from bzzz.metrics import render_metrics
-from bzzz.node import Node
+from bzzz.node.core import Node
 from bzzz.principal import ANONYMOUS, Principal
 
 RESOURCE_METADATA_PATH = "/.well-known/oauth-protected-resource"

@@ -17,7 +17,7 @@ from bzzz.api import answers as a
 from bzzz.api.handlers import API, Operation, body_of, caller_of, query_of
 from bzzz.conversations.humans import HumanDesk
 from bzzz.mcp.sessions import principal_of
-from bzzz.node import Node
+from bzzz.node.core import Node
 from bzzz.schemas import AddressText, GetInput, MintedId
 
 

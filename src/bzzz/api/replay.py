@@ -15,7 +15,7 @@ from starlette.requests import Request
 
 from bzzz.api import answers as a
 from bzzz.api.handlers import API, Operation, caller_of
-from bzzz.node import Node
+from bzzz.node.core import Node
 from bzzz.schemas import GetInput, validate_input
 
 

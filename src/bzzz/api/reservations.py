@@ -13,7 +13,7 @@ from starlette.requests import Request
 
 from bzzz.api.answers import Answer
 from bzzz.api.handlers import API, Operation, caller_of, query_of
-from bzzz.node import Node
+from bzzz.node.core import Node
 from bzzz.reservations.schemas import Pattern, ReserveInput
 from bzzz.schemas import Identifier
 

@@ -23,7 +23,7 @@ from bzzz.domain import iso
 from bzzz.errors import PermissionDenied, ThreadNotFound
 from bzzz.eventlog import Caller
 from bzzz.metrics.views import metrics_json
-from bzzz.node import Node
+from bzzz.node.core import Node
 from bzzz.principal import Scope
 from bzzz.schemas import (
     AnnounceInput,

@@ -12,7 +12,7 @@ from bzzz.api import console, replay, reservations, rest, stream, whoosh
 from bzzz.api.handlers import Operation, routes_of
 from bzzz.api.openapi import OPENAPI_PATH, document
 from bzzz.api.ui import ui_routes
-from bzzz.node import Node
+from bzzz.node.core import Node
 
 
 def operations(node: Node) -> list[Operation]:

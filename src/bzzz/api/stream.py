@@ -41,7 +41,7 @@ from bzzz import domain
 from bzzz.api.handlers import API, Operation, caller_of, query_of
 from bzzz.errors import BzzzError, InvalidParameters
 from bzzz.eventlog import Caller
-from bzzz.node import Node
+from bzzz.node.core import Node
 from bzzz.schemas import SubscribeInput
 from bzzz.store.database import Database
 from bzzz.store.models import EventRow, SealedJSON

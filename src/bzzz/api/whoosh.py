@@ -32,7 +32,7 @@ from bzzz.api.handlers import API, Operation, body_of, caller_of
 from bzzz.conversations.placement import require_of_project
 from bzzz.errors import InvalidParameters
 from bzzz.llm.types import TASK_TYPES
-from bzzz.node import Node
+from bzzz.node.core import Node
 from bzzz.schemas import GetInput, Identifier, PostInput, Priority, ThreadInput, validate_input
 
 TaskType = Literal["chat_completion", "code_review", "documentation", "architecture_analysis"]

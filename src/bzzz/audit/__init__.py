@@ -5,5 +5,5 @@
 chain and the heads; ``projection`` applies ``audit.head`` envelopes (registered with the
 store by the trail); ``model`` records the hosted agents' model calls. The calls of the faces
 are recorded beside them: ``mcp/audit.py`` (tool calls, resource reads), ``api/audit.py``
-(HTTP changes), ``cli_audit.py``.
+(HTTP changes), ``cli/audit.py``.
 """

@@ -150,7 +150,7 @@ class ConversationService:
         orchestrator assigning a task, a person inviting an agent), recorded as
         ``token:…``; it posts to addresses, not into threads.
 
-        A forwarded post (``bzzz.node_forward``) names ``sender`` (as the forwarding node found
+        A forwarded post (``bzzz.node.forward``) names ``sender`` (as the forwarding node found
         it) and ``message_id`` (``msg-<ULID>``, its envelope's id: a retry is stored once).
         """
         started = time.perf_counter()

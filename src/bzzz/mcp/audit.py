@@ -25,7 +25,7 @@ from bzzz.mcp.sessions import SessionRegistry, principal_of
 from bzzz.principal import Principal
 
 if TYPE_CHECKING:
-    from bzzz.node import Node
+    from bzzz.node.core import Node
 
 AUDIT_URI = "bzzz://audit"
 RECENT = 200

@@ -12,7 +12,7 @@ from pydantic import Field
 from bzzz.eventlog import Caller
 from bzzz.mcp import descriptions as text
 from bzzz.mcp.models import ToolResponse
-from bzzz.node import Node
+from bzzz.node.core import Node
 from bzzz.reservations.schemas import DEFAULT_TTL, ReserveInput
 from bzzz.schemas import validate_input
 

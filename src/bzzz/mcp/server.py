@@ -45,7 +45,7 @@ from bzzz.mcp.models import (
 )
 from bzzz.mcp.reserve import register_reserve
 from bzzz.mcp.sessions import SessionRegistry
-from bzzz.node import Node
+from bzzz.node.core import Node
 from bzzz.principal import Scope
 from bzzz.schemas import (
     AnnounceInput,

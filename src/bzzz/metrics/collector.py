@@ -45,7 +45,7 @@ LATENCY_MEASURED = (
 
 
 class Measured(Protocol):
-    """What the metrics read of a node: the node passes itself (``bzzz.node.Node``).
+    """What the metrics read of a node: the node passes itself (``bzzz.node.core.Node``).
 
     Also read when the node has them: ``hosted.status()`` (the hosted agents' prompt
     compression) and ``peers.pinger.round_trips`` (the latency to each peer).

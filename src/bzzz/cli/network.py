@@ -2,7 +2,7 @@
 
 ``identity`` reads the data directory's key; ``peers`` reads the network's peer board;
 ``node`` joins the network's log as a local process does and acts with the data directory's
-key (``node_admin``). None of them starts a node.
+key (``node/admin.py``). None of them starts a node.
 """
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ import asyncio
 import sys
 from typing import TYPE_CHECKING, Any
 
-from bzzz import cli_output as out
-from bzzz import cli_start as start
+from bzzz.cli import output as out
+from bzzz.cli import start as start
 
 if TYPE_CHECKING:
     from bzzz.config import Settings
@@ -78,7 +78,7 @@ def identity(args: argparse.Namespace, settings: Settings) -> int:
 
 def node(args: argparse.Namespace, settings: Settings) -> int:
     """Run `bzzz node admit|remove|list`."""
-    from bzzz import node_admin
+    from bzzz.node import admin as node_admin
 
     if args.node_command == "list":
         listed = asyncio.run(node_admin.admitted(settings))

@@ -3,7 +3,7 @@ subscriptions and this node's webhook deliveries.
 
 The lists read the data directory's store (no node starts); ``subscriptions delete`` stores a
 removal on the network's log, ``webhooks redrive`` queues dead deliveries in this node's store
-(``events.admin``). Tables never cut an id or a URL (``cli_output``).
+(``events.admin``). Tables never cut an id or a URL (``cli/output.py``).
 """
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ import asyncio
 import sys
 from typing import TYPE_CHECKING, Any
 
-from bzzz import cli_output as out
-from bzzz import cli_start as start
+from bzzz.cli import output as out
+from bzzz.cli import start as start
 
 if TYPE_CHECKING:
     from bzzz.config import Settings

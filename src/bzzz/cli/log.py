@@ -24,7 +24,7 @@ import logging
 from collections.abc import AsyncIterator, Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from bzzz import cli_start as start
+from bzzz.cli import start as start
 
 if TYPE_CHECKING:
     from bzzz.config import Settings
@@ -130,7 +130,7 @@ class DirectoryLog:
 
     async def _refusal(self, before_seq: int | None = None) -> str | None:
         """Why the network would not apply this node's envelopes (None: it would)."""
-        from bzzz.node_admin import derive
+        from bzzz.node.admin import derive
 
         me, bzzz = self.identity, self.settings.bzzz
         listed = frozenset(bzzz.trusted_nodes)

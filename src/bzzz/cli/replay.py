@@ -15,8 +15,8 @@ import argparse
 import asyncio
 from typing import TYPE_CHECKING, Any
 
-from bzzz import cli_output as out
-from bzzz import cli_start as start
+from bzzz.cli import output as out
+from bzzz.cli import start as start
 
 if TYPE_CHECKING:
     from bzzz.config import Settings
@@ -84,7 +84,7 @@ async def _entries(thread_id: str, settings: Settings) -> list[Entry]:
     from bzzz.network.identity import KEY_FILE, NodeIdentity
     from bzzz.network.join import joined_bus
     from bzzz.network.sealing import keyring_of
-    from bzzz.node_network import trusted_origins
+    from bzzz.node.network import trusted_origins
     from bzzz.principal import LOCAL
     from bzzz.schemas import MintedId
 

@@ -7,7 +7,7 @@ import json
 import sys
 from typing import TYPE_CHECKING, Any
 
-from bzzz import cli_output as out
+from bzzz.cli import output as out
 
 if TYPE_CHECKING:
     from bzzz.config import Settings

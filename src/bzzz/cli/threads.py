@@ -11,8 +11,8 @@ import argparse
 import asyncio
 from typing import TYPE_CHECKING, Any
 
-from bzzz import cli_output as out
-from bzzz import cli_start as start
+from bzzz.cli import output as out
+from bzzz.cli import start as start
 
 if TYPE_CHECKING:
     from bzzz.config import Settings

@@ -19,7 +19,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
-from bzzz import cli_output as out
+from bzzz.cli import output as out
 from bzzz.errors import BzzzError, InvalidParameters
 
 if TYPE_CHECKING:

@@ -3,8 +3,8 @@
 ``retention run`` and ``forget`` act as the local user of the data directory (an admin of every
 project) through a tool node: with a node running on the same directory they join its network,
 with none they start the embedded server for the time of the command. What they change is
-recorded on the audit trail (``cli_audit.recorded``). ``retention status`` reads the settings
-and the data directory's store alone.
+recorded on the audit trail (``cli/audit.py``: ``recorded``). ``retention status`` reads the
+settings and the data directory's store alone.
 """
 
 from __future__ import annotations
@@ -15,8 +15,8 @@ import json
 import sys
 from typing import TYPE_CHECKING, Any
 
-from bzzz import cli_output as out
-from bzzz import cli_start as start
+from bzzz.cli import output as out
+from bzzz.cli import start as start
 
 if TYPE_CHECKING:
     from sqlalchemy.ext.asyncio import AsyncSession

@@ -20,7 +20,7 @@ import re
 import sys
 from typing import TYPE_CHECKING, Any
 
-from bzzz import cli_output as out
+from bzzz.cli import output as out
 from bzzz.errors import InvalidParameters
 from bzzz.projects import NO_PROJECT
 
@@ -118,10 +118,10 @@ async def _add(args: argparse.Namespace, settings: Settings) -> int:
 
 async def _announce(settings: Settings, agent: RemoteAgent, params: dict[str, Any]) -> None:
     """Record the agent and store its announcement on the log; undo the record if refused."""
-    from bzzz import cli_log
     from bzzz.a2a import registry
     from bzzz.a2a.bridge import session_of
     from bzzz.access.keys import handle_hash, mint_handle
+    from bzzz.cli import log as cli_log
     from bzzz.principal import node_principal
 
     data_dir = settings.node.data_dir.expanduser()
@@ -156,8 +156,8 @@ async def _announce(settings: Settings, agent: RemoteAgent, params: dict[str, An
 
 async def _check_held(settings: Settings, agent_id: str, node_id: str) -> None:
     """The node here applied the announcement: refuse if another holder kept the id."""
-    from bzzz import cli_start as start
     from bzzz.a2a.bridge import session_of
+    from bzzz.cli import start as start
     from bzzz.store.repository import Repository
 
     async with start.opened_store(settings) as db, db.session() as session:
@@ -200,8 +200,8 @@ def _list(args: argparse.Namespace, settings: Settings) -> int:
 
 
 async def _remove(args: argparse.Namespace, settings: Settings) -> int:
-    from bzzz import cli_log
     from bzzz.a2a import registry
+    from bzzz.cli import log as cli_log
 
     data_dir = settings.node.data_dir.expanduser()
     known = registry.load(data_dir)

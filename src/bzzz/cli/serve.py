@@ -15,7 +15,7 @@ import signal
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from bzzz import cli_start as start
+from bzzz.cli import start as start
 from bzzz.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -57,7 +57,7 @@ async def _serve_stdio(settings: Settings) -> None:
 
     from bzzz.mcp import stdio
     from bzzz.mcp.server import build_server
-    from bzzz.node import Node
+    from bzzz.node.core import Node
 
     # stdout is claimed first: nothing the node starts (nats-server included) inherits it.
     with stdio.claimed_stdout() as wire:
@@ -79,7 +79,7 @@ async def _serve_http(settings: Settings) -> None:
     from bzzz.api.server import http_server
     from bzzz.mcp.server import build_server
     from bzzz.metrics.logs import RequestIds
-    from bzzz.node import Node
+    from bzzz.node.core import Node
 
     host = settings.node.http_host
     check_exposure(settings)

@@ -17,7 +17,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from bzzz import cli_output as out
+from bzzz.cli import output as out
 from bzzz.errors import BzzzError, ConfigError
 
 if TYPE_CHECKING:
@@ -78,7 +78,7 @@ async def with_tool_node(
     settings: Any, args: Any, command: Callable[[Any, Any], Awaitable[int]]
 ) -> int:
     """Run one CLI ``command(args, node)`` on a tool node that joins the network for it."""
-    from bzzz.node import Node
+    from bzzz.node.core import Node
 
     async with Node(settings, address="cli", tool=True) as node:
         return await command(args, node)

@@ -14,7 +14,7 @@ import json
 import sys
 from typing import TYPE_CHECKING, Any
 
-from bzzz import cli_output as out
+from bzzz.cli import output as out
 
 if TYPE_CHECKING:
     from bzzz.access.network_keys import KeyInfo
@@ -66,7 +66,7 @@ def _age(key: dict[str, Any]) -> str:
 
 async def _rotate(args: argparse.Namespace, settings: Settings) -> int:
     from bzzz.domain import utcnow
-    from bzzz.node import Node
+    from bzzz.node.core import Node
     from bzzz.principal import LOCAL
 
     async with Node(settings, address="cli", tool=True) as node:

@@ -1,8 +1,8 @@
 """The Node: builds the services, runs them, stops them (the composition root).
 
-Beside it: ``node_slots.py`` (the slot a process holds in the data directory, the node's
-secrets), ``node_network.py`` (the allow-list of origins, admission), ``node_admin.py`` (the
-CLI's admission commands).
+Beside it in ``node/``: ``slots.py`` (the slot a process holds in the data directory, the
+node's secrets), ``network.py`` (the allow-list of origins, admission), ``admin.py`` (the
+CLI's admission commands), ``forward.py`` (the front door), ``status.py`` (``/healthz``).
 """
 
 from __future__ import annotations
@@ -50,16 +50,16 @@ from bzzz.network.embedded import EmbeddedNats
 from bzzz.network.identity import NodeIdentity
 from bzzz.network.join import make_bus
 from bzzz.network.sealing import KeyMissing, Keyring, keyring_of
-from bzzz.node_forward import FrontDoor, Local, Routing
-from bzzz.node_network import (
+from bzzz.node.forward import FrontDoor, Local, Routing
+from bzzz.node.network import (
     Listing,
     join_admitted,
     open_listing,
     open_snapshots,
     trusted_origins,
 )
-from bzzz.node_slots import claim_slot, load_secret
-from bzzz.node_status import node_status
+from bzzz.node.slots import claim_slot, load_secret
+from bzzz.node.status import node_status
 from bzzz.peers.reclaim import Reclaimer
 from bzzz.peers.service import PeerService, PeerSettings
 from bzzz.projector import Projector
@@ -673,5 +673,5 @@ class Node:
             self._slot_lock = None
 
     def status(self) -> dict[str, Any]:
-        """A snapshot for /healthz and `bzzz status` (``node_status.py``)."""
+        """A snapshot for /healthz and `bzzz status` (``node/status.py``)."""
         return node_status(self)

@@ -3,7 +3,7 @@
 The commands act as the local user of the data directory (an admin of every project), as a
 stdio process does, through the access service's own rules. ``list`` reads the data
 directory's store (current while a node runs there). ``create`` and ``revoke`` store one
-envelope on the network's log with the data directory's key (``cli_log``): with a node running
+envelope on the network's log with the data directory's key (``cli/log.py``): with a node running
 on the same directory they join its embedded server; with none, they start it for the time of
 the command. Once the command answers, the change is on the log and every node applies it.
 """
@@ -16,8 +16,8 @@ import json
 import sys
 from typing import TYPE_CHECKING, Any
 
-from bzzz import cli_output as out
-from bzzz import cli_start as start
+from bzzz.cli import output as out
+from bzzz.cli import start as start
 from bzzz.errors import InvalidParameters
 
 if TYPE_CHECKING:
@@ -73,8 +73,8 @@ async def _stored_tokens(settings: Settings) -> TokenRegistry:
 
 
 async def _create(args: argparse.Namespace, settings: Settings) -> int:
-    from bzzz import cli_log
     from bzzz.access.tokens import TokenRegistry, parse_duration
+    from bzzz.cli import log as cli_log
     from bzzz.domain import utcnow
     from bzzz.principal import LOCAL, Scope
 
@@ -137,7 +137,7 @@ def _list(args: argparse.Namespace, tokens: TokenRegistry) -> int:
 
 
 async def _revoke(args: argparse.Namespace, settings: Settings) -> int:
-    from bzzz import cli_log
+    from bzzz.cli import log as cli_log
     from bzzz.domain import utcnow
     from bzzz.principal import LOCAL
 

@@ -1,20 +1,20 @@
 """The `bzzz` command: its parser, and the one place where errors become exit codes.
 
-Each command group lives in a module of its own, which adds its part of the parser
+Each command group lives in a module of this package, which adds its part of the parser
 (``add_parser``) and runs it:
 
-    cli_serve       serve                         cli_tokens      token create|list|revoke
-    cli_events      subscriptions, webhooks       cli_keys        keys list|rotate
-    cli_network     peers, identity, node         cli_audit       audit list|verify|export
-    cli_threads     escalations, slurp            cli_retention   retention, forget
-    cli_a2a         a2a add|list|remove
-    cli_metrics     metrics, costs                cli_settings    config show
-    cli_replay      thread replay                 cli_reservations  reservations list
+    serve         serve                         tokens        token create|list|revoke
+    events        subscriptions, webhooks       keys          keys list|rotate
+    network       peers, identity, node         audit         audit list|verify|export
+    threads       escalations, slurp            retention     retention, forget
+    a2a           a2a add|list|remove
+    metrics       metrics, costs                settings      config show
+    replay        thread replay                 reservations  reservations list
 
-``cli_output`` prints (JSON, tables that never cut an id), ``cli_start`` opens stores and
-starts nodes, ``cli_log`` stores one change on the network's log. The modules import what a
-command needs inside the command: `bzzz --help` and `bzzz <command> --help` load no database,
-NATS, model or web library, nor the settings.
+``output`` prints (JSON, tables that never cut an id), ``start`` opens stores and starts
+nodes, ``log`` stores one change on the network's log. The modules import what a command
+needs inside the command: `bzzz --help` and `bzzz <command> --help` load no database, NATS,
+model or web library, nor the settings.
 """
 
 from __future__ import annotations
@@ -26,23 +26,21 @@ import sys
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from bzzz import (
-    __version__,
-    cli_a2a,
-    cli_audit,
-    cli_events,
-    cli_keys,
-    cli_metrics,
-    cli_network,
-    cli_replay,
-    cli_reservations,
-    cli_retention,
-    cli_serve,
-    cli_settings,
-    cli_snapshot,
-    cli_threads,
-    cli_tokens,
-)
+from bzzz import __version__
+from bzzz.cli import a2a as cli_a2a
+from bzzz.cli import audit as cli_audit
+from bzzz.cli import events as cli_events
+from bzzz.cli import keys as cli_keys
+from bzzz.cli import metrics as cli_metrics
+from bzzz.cli import network as cli_network
+from bzzz.cli import replay as cli_replay
+from bzzz.cli import reservations as cli_reservations
+from bzzz.cli import retention as cli_retention
+from bzzz.cli import serve as cli_serve
+from bzzz.cli import settings as cli_settings
+from bzzz.cli import snapshot as cli_snapshot
+from bzzz.cli import threads as cli_threads
+from bzzz.cli import tokens as cli_tokens
 from bzzz.errors import BzzzError
 
 if TYPE_CHECKING:
