@@ -5,8 +5,13 @@ them at start (as its own, under ``hosted-a2a-<id>``, so no lease ends them) and
 log shows one added. A task assigned to one is sent as an A2A message; the answer (a message,
 or a task followed with ``tasks/get`` until it ends) comes back as ``task_complete`` or
 ``task_failed``. Any other post to one is sent too, and its answer is posted back to the sender.
-Every request follows the webhook SSRF rules (``guard``). A request that does not get through
-is retried with backoff for ``webhooks.max_age``; an A2A error answer is final.
+Every request follows the webhook SSRF rules (``guard``) and reads at most
+``a2a.max_answer_bytes`` of the answer. A request that does not get through (no connection, a
+timeout, an HTTP error status) is retried with backoff for ``webhooks.max_age``; everything
+else is final and fails the task with its reason: an A2A error answer, a target the rules
+refuse, an answer past the limit, an answer that is not A2A. A task's reported result is cut
+to ``MAX_RESULT_CHARS``; a report the network refuses is followed by a ``task_failed`` saying
+why, so no task is left pending.
 """
 
 from __future__ import annotations
@@ -21,18 +26,19 @@ from typing import Any
 import httpx
 from a2a.client import A2AClientError, ClientConfig, ClientFactory
 from a2a.client.card_resolver import parse_agent_card
+from a2a.client.errors import A2AClientTimeoutError
 from a2a.types import GetTaskRequest, Message, Part, Role, SendMessageRequest, Task, TaskState
 from a2a.utils.errors import A2AError
-from google.protobuf.json_format import ParseDict
+from google.protobuf.json_format import ParseDict, ParseError
 from google.protobuf.struct_pb2 import Value
 
 from bzzz import domain
 from bzzz.a2a import registry
-from bzzz.a2a.guard import RefusedTarget, guarded_client
+from bzzz.a2a.guard import Refused, RefusedTarget, TooLarge, guarded_client
 from bzzz.a2a.registry import RemoteAgent
 from bzzz.agents.service import AgentService
 from bzzz.backoff import backoff
-from bzzz.config import WebhookSettings
+from bzzz.config import A2ASettings, WebhookSettings
 from bzzz.conversations.service import ConversationService
 from bzzz.errors import BzzzError
 from bzzz.eventlog import Caller
@@ -46,6 +52,11 @@ from bzzz.store.repository import Repository
 logger = logging.getLogger(__name__)
 
 SESSION_PREFIX = "hosted-a2a-"
+# A result posted back is one message's content (at most 256 KiB of JSON): cut the text well
+# below it, so even escaped it fits.
+MAX_RESULT_CHARS = 32 * 1024
+# What an answer that is not A2A raises in the A2A client as it reads it.
+_NOT_A2A = (ValueError, TypeError, KeyError, AttributeError, RecursionError, ParseError)
 _ENDED = {
     TaskState.TASK_STATE_COMPLETED: "completed",
     TaskState.TASK_STATE_FAILED: "failed",
@@ -68,6 +79,21 @@ def text_of_parts(parts: Sequence[Any]) -> str:
     return "\n".join(p.text for p in parts if p.text)
 
 
+def _passing(exc: A2AClientError) -> bool:
+    """Whether the A2A client's error is the network's (retried), not the answer's (final)."""
+    cause = exc.__cause__
+    return isinstance(exc, A2AClientTimeoutError) or isinstance(
+        cause, (httpx.TransportError, httpx.TimeoutException, httpx.HTTPStatusError)
+    )
+
+
+def _cut(text: str) -> str:
+    """The text, cut to what one posted result may carry."""
+    if len(text) <= MAX_RESULT_CHARS:
+        return text
+    return f"{text[:MAX_RESULT_CHARS]}\n[… cut: {len(text)} characters in all]"
+
+
 class A2ABridge:
     """Announces this data directory's remote A2A agents and delivers to them."""
 
@@ -80,6 +106,7 @@ class A2ABridge:
         db: Database,
         policy: TargetPolicy,
         settings: WebhookSettings,
+        limits: A2ASettings | None = None,
         *,
         resolver: Resolver = system_resolver,
     ) -> None:
@@ -89,7 +116,10 @@ class A2ABridge:
         self._conversations = conversations
         self._db = db
         self._settings = settings
-        self._http = guarded_client(policy, settings.timeout, resolver)
+        self.limits = limits or A2ASettings()
+        self._http = guarded_client(
+            policy, settings.timeout, resolver, max_bytes=self.limits.max_answer_bytes
+        )
         self.remote: dict[str, RemoteAgent] = {}
         self._jobs: dict[str, asyncio.Task[None]] = {}
         self._started = False
@@ -248,10 +278,25 @@ class A2ABridge:
                 if event.HasField("message"):
                     found: Message = event.message
                     return found
+        except TooLarge as exc:
+            raise A2AError(
+                f"the agent's answer is larger than {exc.limit} bytes (a2a.max_answer_bytes): "
+                "not read"
+            ) from None
         except RefusedTarget as exc:
             raise A2AError(f"refused by the SSRF rules: {exc}") from None
-        except (A2AClientError, httpx.TransportError) as exc:
+        except Refused as exc:
+            raise A2AError(str(exc)) from None
+        except A2AClientError as exc:
+            if _passing(exc):
+                raise Unreachable(str(exc) or type(exc).__name__) from None
+            raise A2AError(f"the agent's answer is not A2A: {str(exc)[:300]}") from None
+        except httpx.InvalidURL as exc:
+            raise A2AError(f"the agent's endpoint is no valid URL: {exc}") from None
+        except httpx.TransportError as exc:
             raise Unreachable(str(exc) or type(exc).__name__) from None
+        except _NOT_A2A as exc:
+            raise A2AError(f"the agent's answer is not A2A: {str(exc)[:300]}") from None
         raise A2AError("the agent answered neither a task nor a message")
 
     async def _followed(self, client: Any, task: Task) -> Task:
@@ -296,12 +341,12 @@ class A2ABridge:
     @staticmethod
     def _ending(answer: Task | Message) -> tuple[str, dict[str, Any]]:
         if isinstance(answer, Message):
-            return "task_complete", {"result": text_of_parts(answer.parts)}
+            return "task_complete", {"result": _cut(text_of_parts(answer.parts))}
         state = answer.status.state
         said = text_of_parts(answer.status.message.parts)
         if state == TaskState.TASK_STATE_COMPLETED:
             text = "\n".join(text_of_parts(a.parts) for a in answer.artifacts) or said
-            return "task_complete", {"result": text, "a2a_task_id": answer.id}
+            return "task_complete", {"result": _cut(text), "a2a_task_id": answer.id}
         what = _ENDED.get(state, TaskState.Name(state).removeprefix("TASK_STATE_").lower())
         return "task_failed", {"error": f"A2A task {what}: {said}"[:2000], "a2a_task_id": answer.id}
 
@@ -318,6 +363,10 @@ class A2ABridge:
             await self._conversations.post(self.caller(agent), params)
         except BzzzError as exc:
             logger.error("A2A agent %s could not report task %s: %s", agent.agent_id, task.id, exc)
+            if kind != "task_failed":
+                # The answer could not be recorded: the task ends failed, with the reason.
+                why = f"A2A: the agent's answer could not be recorded: {exc.message}"
+                await self._report(agent, task, "task_failed", {"error": why[:2000]})
 
     async def _deliver_post(self, agent: RemoteAgent, message_id: str) -> None:
         async with self._db.session() as session:
@@ -349,7 +398,7 @@ class A2ABridge:
         params = PostInput(
             target_address=f"bzzz://{posted.sender}",
             message_type="text",
-            content={"text": reply, "in_reply_to": posted.id, "via": "a2a"},
+            content={"text": _cut(reply), "in_reply_to": posted.id, "via": "a2a"},
         )
         try:
             await self._conversations.post(self.caller(agent), params)

@@ -3,7 +3,10 @@
 A card that carries signatures is accepted only if one verifies against a key of the JWK set
 its protected header names (``jku``, fetched under the same SSRF rules); a card without
 signatures is accepted as it is, unless the caller asks for a signed one. An unreachable URL,
-a non-A2A answer and a bad signature are refused with a message that says which.
+a non-A2A answer and a bad signature are refused with a message that says which. A URL is
+read in its normal form (``guard.normal_url``), so any spelling of its host ends in one clear
+refusal or in the request that was checked; a card or key set past the client's limit
+(``a2a.max_card_bytes``) is refused before it is read whole.
 """
 
 from __future__ import annotations
@@ -18,7 +21,7 @@ from a2a.client.card_resolver import parse_agent_card
 from a2a.types import AgentCard
 from google.protobuf.json_format import MessageToDict, ParseError
 
-from bzzz.a2a.guard import RefusedTarget
+from bzzz.a2a.guard import Refused, TooLarge, normal_url
 from bzzz.errors import InvalidParameters, NetworkError
 
 CARD_PATH = "/.well-known/agent-card.json"
@@ -49,11 +52,21 @@ def card_url_of(url: str) -> str:
 
 
 async def _get_json(http: httpx.AsyncClient, url: str, what: str) -> Any:
+    url = normal_url(url, "url")
     try:
         response = await http.get(url, headers={"Accept": "application/json"})
-    except RefusedTarget as exc:
+    except TooLarge as exc:
         raise InvalidParameters(
-            f"{what} at {url} is refused: {exc}", details={"url": url}
+            f"{what} at {url} is larger than {exc.limit} bytes (a2a.max_card_bytes): refused",
+            details={"field": "url", "url": url, "max_bytes": exc.limit},
+        ) from None
+    except Refused as exc:
+        raise InvalidParameters(
+            f"{what} at {url} is refused: {exc}", details={"field": "url", "url": url}
+        ) from None
+    except httpx.InvalidURL as exc:
+        raise InvalidParameters(
+            f"{what} at {url!r} is no valid URL: {exc}", details={"field": "url"}
         ) from None
     except httpx.HTTPError as exc:
         raise NetworkError(
@@ -67,7 +80,7 @@ async def _get_json(http: httpx.AsyncClient, url: str, what: str) -> Any:
         )
     try:
         return response.json()
-    except ValueError:
+    except (ValueError, RecursionError):
         raise InvalidParameters(
             f"{what} at {url} is not JSON: not an A2A agent", details={"url": url}
         ) from None
@@ -77,7 +90,7 @@ async def fetch_card(
     http: httpx.AsyncClient, url: str, *, require_signature: bool = False
 ) -> RemoteCard:
     """The card at ``url`` (an agent's base URL or its card's URL), checked and verified."""
-    where = card_url_of(url)
+    where = card_url_of(normal_url(url, "url"))
     data = await _get_json(http, where, "the agent card")
     card = _parsed(data, where)
     if card.signatures:

@@ -1,8 +1,10 @@
 """`bzzz a2a add|list|remove`: A2A agents elsewhere, put on the network by this data directory.
 
 ``add`` fetches the agent's card (under the webhook SSRF rules: loopback and private hosts
-only on a node that serves loopback alone, or with ``webhooks.allow_private``), checks it is a
-well-formed A2A card, verifies its JWS signatures when it carries any (a bad one is refused),
+only on a node that serves loopback alone, or with ``webhooks.allow_private``; at most
+``a2a.max_card_bytes`` of it read), checks it is a well-formed A2A card, verifies its JWS
+signatures when it carries any (a bad one is refused), refuses it when its endpoint is one
+deliveries would never reach (the same check, ``bzzz.a2a.guard``),
 records it in the data directory's registry (``a2a-agents.json``) and announces the agent on
 the network's log with the data directory's node key, as `bzzz token create` stores its
 envelope. The node on this directory then delivers the agent's posts and tasks over A2A
@@ -65,7 +67,7 @@ def agent_id_of(name: str) -> str:
 
 async def _add(args: argparse.Namespace, settings: Settings) -> int:
     from bzzz.a2a import cards, registry
-    from bzzz.a2a.guard import guarded_client
+    from bzzz.a2a.guard import check_endpoint, guarded_client, normal_url
     from bzzz.access.service import serves_loopback_only
     from bzzz.domain import RESERVED_AGENT_IDS, iso, utcnow
     from bzzz.events.targets import TargetPolicy
@@ -75,8 +77,12 @@ async def _add(args: argparse.Namespace, settings: Settings) -> int:
         allow_private=settings.webhooks.allow_private,
         loopback_only=serves_loopback_only(settings.node.http_host),
     )
-    async with guarded_client(policy, settings.webhooks.timeout) as http:
-        card = await cards.fetch_card(http, args.url, require_signature=args.require_signature)
+    # Any spelling of the host becomes the one the rules check, or one clear refusal.
+    url = normal_url(args.url, "url", policy)
+    limit = settings.a2a.max_card_bytes
+    async with guarded_client(policy, settings.webhooks.timeout, max_bytes=limit) as http:
+        card = await cards.fetch_card(http, url, require_signature=args.require_signature)
+    endpoint = await check_endpoint(policy, card.endpoint, "endpoint")
     agent_id = args.agent_id or agent_id_of(card.name)
     if agent_id.lower() in RESERVED_AGENT_IDS:
         raise InvalidParameters(f"agent id '{agent_id}' is reserved; pass another --agent-id")
@@ -96,7 +102,7 @@ async def _add(args: argparse.Namespace, settings: Settings) -> int:
         role=params.role,
         project=params.project,
         card_url=card.card_url,
-        endpoint=card.endpoint,
+        endpoint=endpoint,
         protocol_version=card.protocol_version,
         name=card.name,
         description=str(card.card.get("description") or ""),

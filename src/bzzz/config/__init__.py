@@ -9,8 +9,8 @@ Each section sits with its defaults beside the sections of the same part of the 
 ``network.py`` (``[bzzz]``, ``[snapshots]``), ``node.py`` (``[node]``, ``[logging]``),
 ``llm.py`` (``[openai]``, ``[cost]``), ``agents.py``, ``conversations.py`` (``[conversation]``,
 ``[escalation]`` and the rules), ``integrations.py`` (``[webhooks]``, ``[slurp]``,
-``[whoosh]``), ``security.py`` (``[auth]``, ``[limits]``, ``[privacy]``, ``[encryption]``,
-``[audit]``, ``[retention]``).
+``[whoosh]``, ``[a2a]``), ``security.py`` (``[auth]``, ``[limits]``, ``[privacy]``,
+``[encryption]``, ``[audit]``, ``[retention]``).
 ``settings.py`` gathers them in ``Settings``; ``loading.py`` reads the file and the environment.
 Import them from ``bzzz.config``.
 """
@@ -24,7 +24,12 @@ from bzzz.config.conversations import (
     EscalationSettings,
     default_escalation_rules,
 )
-from bzzz.config.integrations import SlurpSettings, WebhookSettings, WhooshSettings
+from bzzz.config.integrations import (
+    A2ASettings,
+    SlurpSettings,
+    WebhookSettings,
+    WhooshSettings,
+)
 from bzzz.config.llm import CostSettings, ModelPrice, OpenAISettings
 from bzzz.config.loading import ENV_ALIASES, ENV_PREFIX, load_settings, unknown_variables
 from bzzz.config.network import BzzzSettings, SnapshotSettings
@@ -44,6 +49,7 @@ __all__ = [
     "ENV_PREFIX",
     "SECRET_KEYS",
     "URL_KEYS",
+    "A2ASettings",
     "AgentsSettings",
     "AuditSettings",
     "AuthSettings",

@@ -1,5 +1,5 @@
-"""What the node calls out to: subscribers' webhooks (``[webhooks]``), SLURP (``[slurp]``)
-and WHOOSH (``[whoosh]``).
+"""What the node calls out to: subscribers' webhooks (``[webhooks]``), SLURP (``[slurp]``),
+WHOOSH (``[whoosh]``) and remote A2A agents (``[a2a]``).
 """
 
 from __future__ import annotations
@@ -56,4 +56,24 @@ class WebhookSettings(_Section):
         False,
         description="allow callbacks to loopback/private addresses on a node that serves more "
         "than loopback (a loopback-only node always allows them)",
+    )
+
+
+class A2ASettings(_Section):
+    """Remote A2A agents (``bzzz a2a add``): how much of what they send is read.
+
+    Their requests follow ``[webhooks]`` (timeout, backoff, ``max_age``, ``allow_private``); a
+    body past its limit is refused as soon as its ``Content-Length`` or its bytes go past it,
+    never read whole.
+    """
+
+    max_answer_bytes: int = Field(
+        4 << 20,
+        ge=1024,
+        description="bytes an A2A agent's answer may have; a bigger one fails the task",
+    )
+    max_card_bytes: int = Field(
+        256 << 10,
+        ge=1024,
+        description="bytes an agent card (and its JWK set) may have; a bigger one fails the add",
     )

@@ -119,3 +119,10 @@ class SnapshotSettings(_Section):
         description="a node starting on an empty store loads the newest snapshot of its "
         "projects, then replays only the envelopes after it",
     )
+    max_bytes: int = Field(
+        256 << 20,
+        ge=1 << 20,
+        description="bytes a snapshot object may have: a bigger one is refused from the object "
+        "store's metadata before any of it is read (the node replays the log instead), and "
+        "this node writes none bigger",
+    )

@@ -10,7 +10,12 @@ from pydantic import Field
 from bzzz.config.agents import AgentsSettings
 from bzzz.config.base import _Section
 from bzzz.config.conversations import ConversationSettings, EscalationSettings
-from bzzz.config.integrations import SlurpSettings, WebhookSettings, WhooshSettings
+from bzzz.config.integrations import (
+    A2ASettings,
+    SlurpSettings,
+    WebhookSettings,
+    WhooshSettings,
+)
 from bzzz.config.llm import CostSettings, OpenAISettings
 from bzzz.config.network import BzzzSettings, SnapshotSettings
 from bzzz.config.node import LoggingSettings, NodeSettings
@@ -56,6 +61,7 @@ class Settings(_Section):
     audit: AuditSettings = Field(default_factory=AuditSettings)
     retention: RetentionSettings = Field(default_factory=RetentionSettings)
     snapshots: SnapshotSettings = Field(default_factory=SnapshotSettings)
+    a2a: A2ASettings = Field(default_factory=A2ASettings)
 
     def database_url(self) -> str:
         """The database URL in force: the configured one or SQLite in the data directory."""

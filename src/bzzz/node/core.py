@@ -408,6 +408,7 @@ class Node:
             self.db,
             self.subscriptions.targets,
             self.settings.webhooks,
+            self.settings.a2a,
         )
         if self.slot == 0:
             self.projector.add_applied_listener(self.a2a.on_applied)

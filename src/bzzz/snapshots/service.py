@@ -16,7 +16,9 @@ exact only for the set it was taken on, and a node loads the one of its own set.
   admission envelopes give the admitted set now, and its ``keys.added`` envelopes (from nodes
   admitted at their point of the log) the keys the rows were sealed under; the snapshot must be
   this network's and this set's, signed by its writer, the writer admitted, its hash and seal
-  intact. A refused one is logged, counted (``refused``) and the node replays the whole log.
+  intact, and it no bigger than ``snapshots.max_bytes`` (checked from the object store's
+  metadata before any of it is read). A refused one is logged, counted (``refused``) and the
+  node replays the whole log.
   Loaded, the store resumes where a restart would, after the snapshot's sequence: everything,
   network-wide kinds included, is in the snapshot up to it and in the log after it.
 """
@@ -118,7 +120,11 @@ class SnapshotService:
             return
         fetching = time.perf_counter()
         try:
-            data = await self._store.get(self.name)
+            data = await self._store.get(self.name, self.settings.max_bytes)
+        except SnapshotRefused as exc:
+            # Too big (from its metadata, nothing of it read) or not what it says it is.
+            self._refuse(exc)
+            return
         except NetworkError as exc:
             # The object store is beside the log, not part of it: without it, replay.
             self.failures += 1
@@ -134,12 +140,7 @@ class SnapshotService:
             verified = time.perf_counter()
             loaded = await self._loaded(snapshot)
         except SnapshotRefused as exc:
-            self.refused[exc.reason] += 1
-            logger.warning(
-                "refused the snapshot of projects %s (%s): replaying the whole log",
-                self.covers,
-                exc.reason,
-            )
+            self._refuse(exc)
             return
         self.start, self.start_sequence = SNAPSHOT, snapshot.sequence
         self._base = snapshot.sequence
@@ -157,6 +158,14 @@ class SnapshotService:
             snapshot.sequence,
             snapshot.writer,
             loaded,
+        )
+
+    def _refuse(self, exc: SnapshotRefused) -> None:
+        self.refused[exc.reason] += 1
+        logger.warning(
+            "refused the snapshot of projects %s (%s): replaying the whole log",
+            self.covers,
+            exc.reason,
         )
 
     async def _verified(self, data: bytes) -> Snapshot:
@@ -286,6 +295,13 @@ class SnapshotService:
                 dumped.rows,
                 self._keyring,
             )
+            if len(data) > self.settings.max_bytes:
+                # No node with this limit would load it: a new node replays the log instead.
+                raise NetworkError(
+                    f"the snapshot of projects {self.covers} is {len(data)} bytes, past "
+                    f"snapshots.max_bytes ({self.settings.max_bytes}): not stored",
+                    details={"bytes": len(data), "max_bytes": self.settings.max_bytes},
+                )
             await self._store.put(self.name, data, Hint(dumped.sequence, self.node_id))
             self._base, self._pending = dumped.sequence, max(0, self._pending - pending)
             self._last_at = time.monotonic()
