@@ -15,6 +15,7 @@ is no httpx error, so no client library wraps it as a network failure.
 
 from __future__ import annotations
 
+import re
 from collections.abc import AsyncIterator
 
 import httpx
@@ -23,6 +24,7 @@ from bzzz.errors import InvalidParameters
 from bzzz.events.targets import Resolver, TargetPolicy, parse_target, system_resolver
 
 DEFAULT_MAX_BYTES = 4 << 20
+_USERINFO = re.compile(r"^([^:/?#]*://)[^/?#]*@")
 
 
 class Refused(Exception):
@@ -133,6 +135,11 @@ def target_host(url: str) -> str:
         return url[:200]
 
 
+def shown_url(url: str) -> str:
+    """A URL as a message may show it: its user part (a credential, maybe) masked, cut."""
+    return repr(_USERINFO.sub(r"\1***@", url[:200]))
+
+
 def normal_url(url: str, field: str, policy: TargetPolicy | None = None) -> str:
     """``url`` in normal form: its host as the rules read it, its port always valid.
 
@@ -145,8 +152,7 @@ def normal_url(url: str, field: str, policy: TargetPolicy | None = None) -> str:
         target = parse_target(url) if policy is None else policy.check_url(url)
     except InvalidParameters as exc:
         raise InvalidParameters(
-            f"{field} {url[:200]!r} is refused: {reason_of(exc)}",
-            details={"field": field, "url": url[:200]},
+            f"{field} {shown_url(url)} is refused: {reason_of(exc)}", details={"field": field}
         ) from None
     return f"{target.scheme}://{target.authority}{target.path}"
 
@@ -167,8 +173,7 @@ async def check_endpoint(
         return normal
     if refusal is not None:
         raise InvalidParameters(
-            f"{field} {url[:200]!r} is refused: {refusal}",
-            details={"field": field, "url": url[:200]},
+            f"{field} {shown_url(url)} is refused: {refusal}", details={"field": field}
         )
     return normal
 
