@@ -87,6 +87,14 @@ def _passing(exc: A2AClientError) -> bool:
     )
 
 
+def _state_name(state: int) -> str:
+    """A task state's name as a reason shows it (any number the agent sent)."""
+    try:
+        return TaskState.Name(state).removeprefix("TASK_STATE_").lower()
+    except ValueError:
+        return f"in state {int(state)}"
+
+
 def _cut(text: str) -> str:
     """The text, cut to what one posted result may carry."""
     if len(text) <= MAX_RESULT_CHARS:
@@ -334,6 +342,14 @@ class A2ABridge:
             self.failed += 1
             await self._report(agent, task, "task_failed", {"error": f"A2A: {exc.message}"[:2000]})
             return
+        except Exception:
+            # Whatever else the A2A client raised on this answer, the task must not stay
+            # pending: it fails, and the log keeps the details (never shown to the assigner).
+            logger.exception("A2A task %s to %s failed", task.id, agent.agent_id)
+            self.failed += 1
+            why = "A2A: the agent's answer could not be read"
+            await self._report(agent, task, "task_failed", {"error": why})
+            return
         kind, content = self._ending(answer)
         self.delivered += 1
         await self._report(agent, task, kind, content)
@@ -347,7 +363,7 @@ class A2ABridge:
         if state == TaskState.TASK_STATE_COMPLETED:
             text = "\n".join(text_of_parts(a.parts) for a in answer.artifacts) or said
             return "task_complete", {"result": _cut(text), "a2a_task_id": answer.id}
-        what = _ENDED.get(state, TaskState.Name(state).removeprefix("TASK_STATE_").lower())
+        what = _ENDED.get(state) or _state_name(state)
         return "task_failed", {"error": f"A2A task {what}: {said}"[:2000], "a2a_task_id": answer.id}
 
     async def _report(
