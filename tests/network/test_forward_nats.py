@@ -26,7 +26,7 @@ async def _member(
     bus = JetStreamBus([nats_url], NET, create=False)
     await bus.start()
 
-    async def handler(data: bytes) -> bytes:
+    async def handler(data: bytes, reply: str) -> bytes:
         if data != b"ready?":
             seen[name] += 1
         return name.encode()
@@ -82,7 +82,7 @@ async def test_a_slow_call_holds_up_no_other_call_of_the_same_member(nats_url: s
     await bus.start()
     release = asyncio.Event()
 
-    async def handler(data: bytes) -> bytes:
+    async def handler(data: bytes, reply: str) -> bytes:
         if data == b"slow":
             await release.wait()
         return data
@@ -101,3 +101,38 @@ async def test_a_slow_call_holds_up_no_other_call_of_the_same_member(nats_url: s
         await asyncio.gather(serving, return_exceptions=True)
         await bus.close()
     assert quick == b"quick"
+
+
+async def test_a_request_on_a_reply_subject_of_the_bus_is_answered_there_and_told_to_the_handler(
+    nats_url: str,
+) -> None:
+    bus = JetStreamBus([nats_url], NET, create=False)
+    await bus.start()
+    heard: list[str] = []
+
+    async def handler(data: bytes, reply: str) -> bytes:
+        heard.append(reply)
+        return data.upper()
+
+    subject = forward_subject(NET, "p8")
+    serving = asyncio.create_task(bus.serve_requests([subject], QUEUE, handler))
+    try:
+        await eventually(lambda: bus.request(subject, b"?", 1.0), lambda a: a is not None)
+        inboxes = [bus.new_inbox() for _ in range(3)]
+        answers = await asyncio.gather(
+            *(
+                bus.request(subject, f"call {n}".encode(), 2.0, reply=r)
+                for n, r in enumerate(inboxes)
+            )
+        )
+        nobody = await bus.request(forward_subject(NET, "none"), b"x", 2.0, reply=bus.new_inbox())
+        with pytest.raises(ValueError):
+            await bus.request(subject, b"x", 1.0, reply="_INBOX.not-mine.1")
+    finally:
+        serving.cancel()
+        await asyncio.gather(serving, return_exceptions=True)
+        await bus.close()
+    assert answers == [b"CALL 0", b"CALL 1", b"CALL 2"]
+    assert set(inboxes) <= set(heard)  # each handler run was told its own reply subject
+    assert len(set(inboxes)) == 3
+    assert nobody is None  # no responders: at once, as without a reply subject of its own
