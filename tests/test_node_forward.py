@@ -356,3 +356,18 @@ async def test_a_client_without_a_session_acts_as_a_p2_agent_through_the_p1_node
         )
     inbox = (await b.front.get(OWNER, GetInput(address="bzzz://w-2@p2/inbox")))["content"]
     assert len(inbox["messages"]) == 1
+
+
+async def test_a_node_the_serving_nodes_do_not_admit_is_told_why_its_calls_went_unanswered(
+    nodes: tuple[Node, Node], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    a, b = nodes
+    monkeypatch.setattr(b.front.wire, "admits", lambda key, node_id: node_id != a.node_id)
+    refused = await _error(a.front.get(OWNER, GetInput(address="bzzz://w-2@p2")))
+
+    assert refused["code"] == "NETWORK_ERROR"
+    assert refused["details"]["last_answer"] == (
+        f"the answer did not open (refused: node {a.node_id} is not admitted)"
+    )
+    assert b.front.counts["in"] == {"refused": a.front.routing.attempts}
+    assert a.front.counts["out"] == {"retried": 3, "unanswered": 1}

@@ -9,10 +9,12 @@ from collections.abc import AsyncIterator
 
 import pytest
 from e2e.support import eventually
+from nats.js.api import StorageType
 
 from bzzz.network.base import Unanswered
-from bzzz.network.forward import QUEUE, forward_subject
+from bzzz.network.forward import ONCE_TTL, QUEUE, forward_subject
 from bzzz.network.jetstream import JetStreamBus
+from bzzz.network.once import JetStreamOnce, once_bucket
 
 pytestmark = pytest.mark.integration
 
@@ -136,3 +138,23 @@ async def test_a_request_on_a_reply_subject_of_the_bus_is_answered_there_and_tol
     assert set(inboxes) <= set(heard)  # each handler run was told its own reply subject
     assert len(set(inboxes)) == 3
     assert nobody is None  # no responders: at once, as without a reply subject of its own
+
+
+async def test_a_request_id_claimed_through_one_connection_is_refused_through_every_other(
+    nats_url: str,
+) -> None:
+    buses = [JetStreamBus([nats_url], NET, create=False) for _ in range(2)]
+    for bus in buses:
+        await bus.start()
+    try:
+        first, second = (JetStreamOnce(bus.client, NET, ONCE_TTL) for bus in buses)
+        claims = [await first.claim("01ID-A"), await second.claim("01ID-A")]
+        claims += [await second.claim("01ID-B"), await first.claim("01ID-B")]
+        info = await buses[0].client.jetstream().stream_info(f"KV_{once_bucket(NET)}")
+    finally:
+        for bus in buses:
+            await bus.close()
+    assert claims == [True, False, True, False]
+    # Kept in memory on the servers, each id past its window and no longer.
+    assert info.config.storage == StorageType.MEMORY
+    assert info.config.max_age == ONCE_TTL

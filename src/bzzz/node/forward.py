@@ -308,9 +308,13 @@ class FrontDoor:
             self.counts["out"]["ok"] += 1
             return result
         self.counts["out"]["unanswered"] += 1
+        details: dict[str, Any] = {"project": project, "attempts": self.routing.attempts}
+        if isinstance(failure, BadAnswer):
+            # The last member answered what this node could not take (a refusal naming why:
+            # this node not admitted, a network key it lacks): the caller's operator needs it.
+            details["last_answer"] = failure.message
         raise NetworkError(
-            f"no node serving project {project!r} answered in time",
-            details={"project": project, "attempts": self.routing.attempts},
+            f"no node serving project {project!r} answered in time", details=details
         ) from failure
 
     # --- the landing side -------------------------------------------------------------------
