@@ -7,6 +7,11 @@ NATS request/reply to B, which runs it); the two alternate, one at a time, so bo
 machine. Reads of the agent's inbox are timed the same way. Figures are service-layer calls
 (``node.front``, what the MCP tool and the REST route call), without HTTP.
 
+Then the wire's own parts, one at a time on the same nodes: sealing and signing a forwarded
+post's request, opening and verifying it, the same for an inbox read's answer (10 messages), with
+the network key and without it (what sealing adds), and claiming a request id in the network's
+record (the KV bucket's create-only key).
+
     .venv/bin/python bench/forward.py [--posts 1000] [--json bench/results/forward.json]
 """
 
@@ -26,6 +31,8 @@ from typing import Any
 from bzzz.config import load_settings
 from bzzz.eventlog import Caller
 from bzzz.network.embedded import EmbeddedNats
+from bzzz.network.forward import ONCE_TTL, ForwardRequest, ForwardWire, WireCaller, WirePrincipal
+from bzzz.network.once import JetStreamOnce
 from bzzz.network.sealing import encode_secret, new_secret
 from bzzz.node import admin as node_admin
 from bzzz.node.core import Node
@@ -109,6 +116,7 @@ async def measure(url: str, work: Path, posts: int) -> dict[str, Any]:
                 for key, value in sample.items():
                     times[key].append(value)
         forwarding = a.front.status()
+        wire = await _wire_parts(a, b, await b.front.get(OWNER, inbox), posts)
     figures = {key: _figures(values) for key, values in times.items()}
     return {
         "posts": posts,
@@ -123,7 +131,63 @@ async def measure(url: str, work: Path, posts: int) -> dict[str, Any]:
             figures["fwd_post"]["p50_ms"] / figures["post"]["p50_ms"], 2
         ),
         "forwarding_counts_on_a": forwarding,
+        "wire_parts_us": wire,
     }
+
+
+def _us(values: list[float]) -> dict[str, float]:
+    ordered = sorted(values)
+    return {"p50": round(percentile(ordered, 50), 1), "p99": round(percentile(ordered, 99), 1)}
+
+
+async def _wire_parts(a: Node, b: Node, answer: dict[str, Any], n: int) -> dict[str, Any]:
+    """Microseconds of each part of a forwarded call's wire, sealed and clear; an id's claim."""
+    admits = a.projector.admission.admits
+    parts: dict[str, dict[str, float]] = {}
+    for label, keyring in (("sealed", a.keyring), ("clear", None)):
+        mine = ForwardWire(a.identity, a.network, admits, keyring)
+        theirs = ForwardWire(b.identity, b.network, admits, keyring)
+        times: dict[str, list[float]] = {k: [] for k in ("request", "open", "answer", "result")}
+        for i in range(n):
+            body = ForwardRequest(
+                id=f"bench-{label}-{i}",
+                network=a.network,
+                project="p2",
+                op="post",
+                params=_post("s-1", i).model_dump(mode="json"),
+                caller=WireCaller(
+                    session_id=OWNER.session_id, principal=WirePrincipal.of(OWNER.principal)
+                ),
+                sender="s-1",
+                reply=a.bus.new_inbox(),
+                origin=a.node_id,
+                origin_key=a.identity.public_key_b64,
+                at=time.time(),
+            )
+            started = time.perf_counter()
+            data = mine.request(body)
+            opened_at = time.perf_counter()
+            theirs.open_request(data)
+            answered_at = time.perf_counter()
+            sent = theirs.answer_ok(body.id, answer)
+            read_at = time.perf_counter()
+            mine.result_of(sent, body.id)
+            done = time.perf_counter()
+            times["request"].append((opened_at - started) * 1e6)
+            times["open"].append((answered_at - opened_at) * 1e6)
+            times["answer"].append((read_at - answered_at) * 1e6)
+            times["result"].append((done - read_at) * 1e6)
+        parts[label] = {k: _us(v) for k, v in times.items()} | {
+            "answer_bytes": len(sent),
+            "request_bytes": len(data),
+        }
+    used = JetStreamOnce(b.bus.client, b.network, ONCE_TTL)  # type: ignore[attr-defined]
+    claims: list[float] = []
+    for i in range(n):
+        started = time.perf_counter()
+        await used.claim(f"bench-claim-{i}")
+        claims.append((time.perf_counter() - started) * 1e6)
+    return parts | {"claim_id": _us(claims)}
 
 
 async def main() -> None:

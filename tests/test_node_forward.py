@@ -22,13 +22,10 @@ from bzzz.metrics.collector import forwarding_family
 from bzzz.network.forward import (
     QUEUE,
     ForwardRequest,
+    ForwardWire,
     WireCaller,
     WirePrincipal,
-    answer_ok,
     forward_subject,
-    raise_answer,
-    request_id_of,
-    sign_request,
 )
 from bzzz.network.identity import NodeIdentity
 from bzzz.network.memory import InMemoryBus
@@ -193,7 +190,7 @@ async def test_a_forwarded_call_is_on_the_serving_nodes_audit_trail(
     assert a.status()["forwarding"]["out"] == {"ok": 1}
 
 
-def _forwarded_post(a: Node, request_id: str, key: str) -> bytes:
+def _forwarded_post(a: Node, request_id: str, key: str, reply: str = "_INBOX.a.1") -> bytes:
     post = PostInput(target_address="bzzz://w-2@p2", message_type="text", content={"n": 1})
     body = ForwardRequest(
         id=request_id,
@@ -204,11 +201,12 @@ def _forwarded_post(a: Node, request_id: str, key: str) -> bytes:
         caller=WireCaller(session_id=OWNER.session_id, principal=WirePrincipal.of(OWNER.principal)),
         sender="s-1",
         key=key,
+        reply=reply,
         origin=a.node_id,
         origin_key=a.identity.public_key_b64,
         at=time.time(),
     )
-    return sign_request(a.identity, body)
+    return a.front.wire.request(body)
 
 
 async def test_a_post_retried_under_a_new_request_id_is_stored_once(
@@ -216,24 +214,25 @@ async def test_a_post_retried_under_a_new_request_id_is_stored_once(
 ) -> None:
     a, b = nodes
     key = "msg-01J00000000000000000000000"
-    first = raise_answer(await b.front.answer(_forwarded_post(a, "r-1", key)), "r-1", _any)
-    again = raise_answer(await b.front.answer(_forwarded_post(a, "r-2", key)), "r-2", _any)
+    reply = "_INBOX.a.1"
+    first = a.front.wire.result_of(
+        await b.front.answer(_forwarded_post(a, "r-1", key), reply), "r-1"
+    )
+    again = a.front.wire.result_of(
+        await b.front.answer(_forwarded_post(a, "r-2", key), reply), "r-2"
+    )
     inbox = await b.front.get(OWNER, GetInput(address="bzzz://w-2@p2/inbox"))
 
     assert first["message_id"] == again["message_id"] == key
     assert again["delivery_results"]["recipients"] == ["w-2"]
     assert [m["id"] for m in inbox["content"]["messages"]] == [key]
-    replayed = raise_answer_error(await b.front.answer(_forwarded_post(a, "r-2", key)), "r-2")
+    replayed = _refused(a, await b.front.answer(_forwarded_post(a, "r-2", key), reply), "r-2")
     assert replayed.details["reason"] == "replayed request id"
 
 
-def _any(key: str, node_id: str) -> bool:
-    return True
-
-
-def raise_answer_error(data: bytes, request_id: str) -> BzzzError:
+def _refused(a: Node, data: bytes, request_id: str) -> BzzzError:
     with pytest.raises(BzzzError) as raised:
-        raise_answer(data, request_id, _any)
+        a.front.wire.result_of(data, request_id)
     return raised.value
 
 
@@ -269,14 +268,16 @@ async def test_a_member_that_hangs_or_forges_its_answer_is_passed_over_for_anoth
     nodes: tuple[Node, Node],
 ) -> None:
     a, b = nodes
-    intruder = NodeIdentity.generate()  # holds the NATS login, not admitted
+    # Holds the NATS login and even the network key (it opens the request), but is not admitted.
+    intruder = ForwardWire(NodeIdentity.generate(), a.network, lambda *_: True, a.keyring)
     hits: Counter[str] = Counter()
 
-    async def forge(data: bytes) -> bytes:
+    async def forge(data: bytes, reply: str) -> bytes:
         hits["forge"] += 1
-        return answer_ok(intruder, request_id_of(data), {"success": True, "forged": True})
+        request = intruder.open_request(data)
+        return intruder.answer_ok(request.id, {"success": True, "forged": True})
 
-    async def hang(data: bytes) -> bytes:
+    async def hang(data: bytes, reply: str) -> bytes:
         hits["hang"] += 1
         await asyncio.Event().wait()
         return b""
@@ -355,3 +356,18 @@ async def test_a_client_without_a_session_acts_as_a_p2_agent_through_the_p1_node
         )
     inbox = (await b.front.get(OWNER, GetInput(address="bzzz://w-2@p2/inbox")))["content"]
     assert len(inbox["messages"]) == 1
+
+
+async def test_a_node_the_serving_nodes_do_not_admit_is_told_why_its_calls_went_unanswered(
+    nodes: tuple[Node, Node], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    a, b = nodes
+    monkeypatch.setattr(b.front.wire, "admits", lambda key, node_id: node_id != a.node_id)
+    refused = await _error(a.front.get(OWNER, GetInput(address="bzzz://w-2@p2")))
+
+    assert refused["code"] == "NETWORK_ERROR"
+    assert refused["details"]["last_answer"] == (
+        f"the answer did not open (refused: node {a.node_id} is not admitted)"
+    )
+    assert b.front.counts["in"] == {"refused": a.front.routing.attempts}
+    assert a.front.counts["out"] == {"retried": 3, "unanswered": 1}

@@ -26,19 +26,29 @@ import pytest
 from mcp import Client, ClientSession
 from mcp.client.streamable_http import streamable_http_client
 
+from bzzz.errors import BzzzError
 from bzzz.network.forward import (
     ForwardRequest,
+    ForwardWire,
     WireCaller,
     WirePrincipal,
     forward_subject,
-    sign_request,
 )
 from bzzz.network.identity import NodeIdentity
 from bzzz.principal import Principal, Scope
 
 from .cluster import NatsCluster
 from .conftest import NodeFactory
-from .support import HttpNode, bzzz_cli, call, call_error, eventually, http_session, start_network
+from .support import (
+    TEST_KEYRING,
+    HttpNode,
+    bzzz_cli,
+    call,
+    call_error,
+    eventually,
+    http_session,
+    start_network,
+)
 
 pytestmark = pytest.mark.integration
 
@@ -148,9 +158,17 @@ def _key_of(node: HttpNode) -> NodeIdentity:
     return NodeIdentity.load_or_create(node.data_dir)
 
 
-def _request(signer: NodeIdentity, request_id: str, op: str, params: dict[str, Any]) -> bytes:
+def _wire(signer: NodeIdentity) -> ForwardWire:
+    """Requests sealed under the network's key (an attacker with a node's data directory has
+    it) and signed by ``signer``; answers taken from any signer (the test reads refusals)."""
+    return ForwardWire(signer, NETWORK, lambda key, node_id: True, TEST_KEYRING)
+
+
+def _body(
+    signer: NodeIdentity, request_id: str, op: str, params: dict[str, Any], reply: str
+) -> ForwardRequest:
     who = Principal("token:forger", "token", frozenset({"*"}), frozenset({"*"}), Scope.ADMIN)
-    body = ForwardRequest(
+    return ForwardRequest(
         id=request_id,
         network=NETWORK,
         project="p2",
@@ -158,11 +176,11 @@ def _request(signer: NodeIdentity, request_id: str, op: str, params: dict[str, A
         params=params,
         caller=WireCaller(session_id="principal-forger", principal=WirePrincipal.of(who)),
         sender="forger" if op == "post" else None,
+        reply=reply,
         origin=signer.node_id,
         origin_key=signer.public_key_b64,
         at=time.time(),
     )
-    return sign_request(signer, body)
 
 
 async def test_calls_about_p2_through_the_p1_node_are_answered_as_the_p2_node_answers(
@@ -310,29 +328,43 @@ async def _forged_requests_are_refused(nats_url: str, admitted: HttpNode) -> Non
     nc = await nats.connect(nats_url.split(","))
     subject = forward_subject(NETWORK, "p2")
     post = {"target_address": "bzzz://w-2@p2", "message_type": "text", "content": {"x": 1}}
+
+    async def ask(data: bytes, inbox: str) -> bytes:
+        sub = await nc.subscribe(inbox, max_msgs=1)
+        await nc.publish(subject, data, reply=inbox)
+        return bytes((await sub.next_msg(timeout=5)).data)
+
     try:
-        stranger = NodeIdentity.generate()
-        unadmitted = await nc.request(subject, _request(stranger, "f-1", "post", post), 5)
-        forged = json.loads(_request(_key_of(admitted), "f-2", "post", post))
-        forged["body"]["params"]["content"] = {"x": 2}  # changed after signing
-        bad_signature = await nc.request(subject, json.dumps(forged).encode(), 5)
+        stranger, key = NodeIdentity.generate(), _key_of(admitted)
+        inbox = nc.new_inbox()
+        unadmitted = await ask(
+            _wire(stranger).request(_body(stranger, "f-1", "post", post, inbox)), inbox
+        )
+        inbox = nc.new_inbox()
+        clear = json.loads(
+            ForwardWire(key, NETWORK, lambda *_: True).request(
+                _body(key, "f-2", "post", post, inbox)
+            )
+        )
+        clear["body"]["params"]["content"] = {"x": 2}  # changed after signing, sealed again
+        forged = TEST_KEYRING.seal(
+            json.dumps(clear).encode(), f"bzzz.fwd.request|{NETWORK}".encode()
+        )
+        bad_signature = await ask(forged.encode(), inbox)
         read = {"address": "bzzz://w-2@p2/inbox"}
-        genuine = _request(_key_of(admitted), "f-3", "get", read)
-        first = await nc.request(subject, genuine, 5)
-        replayed = await nc.request(subject, genuine, 5)
+        inbox = nc.new_inbox()
+        genuine = _wire(key).request(_body(key, "f-3", "get", read, inbox))
+        first = await ask(genuine, inbox)
+        replayed = await ask(genuine, inbox)
     finally:
         await nc.close()
-    assert _refusal(unadmitted) == f"node {stranger.node_id} is not admitted"
-    assert _refusal(bad_signature) == "bad signature"
-    assert json.loads(first.data)["body"]["ok"] is True  # an admitted node's key: answered
-    assert _refusal(replayed) == "replayed request id"
-
-
-def _refusal(msg: Any) -> str:
-    answer = json.loads(msg.data)["body"]  # signed by the node that answered
-    assert answer["ok"] is False
-    assert answer["error"]["code"] == "PERMISSION_DENIED"
-    return str(answer["error"]["details"]["reason"])
+    assert json.loads(unadmitted) == {"refused": f"node {stranger.node_id} is not admitted"}
+    assert json.loads(bad_signature) == {"refused": "bad signature"}
+    assert _wire(key).result_of(first, "f-3")["success"] is True  # an admitted node's key
+    with pytest.raises(BzzzError) as refused:
+        _wire(key).result_of(replayed, "f-3")  # sealed and signed by the node that refused it
+    assert refused.value.to_response()["code"] == "PERMISSION_DENIED"
+    assert refused.value.details["reason"] == "replayed request id"
 
 
 async def test_killing_the_serving_node_during_forwarded_posts_loses_no_acknowledged_post(

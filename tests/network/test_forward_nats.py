@@ -9,10 +9,12 @@ from collections.abc import AsyncIterator
 
 import pytest
 from e2e.support import eventually
+from nats.js.api import StorageType
 
 from bzzz.network.base import Unanswered
-from bzzz.network.forward import QUEUE, forward_subject
+from bzzz.network.forward import ONCE_TTL, QUEUE, forward_subject
 from bzzz.network.jetstream import JetStreamBus
+from bzzz.network.once import JetStreamOnce, once_bucket
 
 pytestmark = pytest.mark.integration
 
@@ -26,7 +28,7 @@ async def _member(
     bus = JetStreamBus([nats_url], NET, create=False)
     await bus.start()
 
-    async def handler(data: bytes) -> bytes:
+    async def handler(data: bytes, reply: str) -> bytes:
         if data != b"ready?":
             seen[name] += 1
         return name.encode()
@@ -82,7 +84,7 @@ async def test_a_slow_call_holds_up_no_other_call_of_the_same_member(nats_url: s
     await bus.start()
     release = asyncio.Event()
 
-    async def handler(data: bytes) -> bytes:
+    async def handler(data: bytes, reply: str) -> bytes:
         if data == b"slow":
             await release.wait()
         return data
@@ -101,3 +103,58 @@ async def test_a_slow_call_holds_up_no_other_call_of_the_same_member(nats_url: s
         await asyncio.gather(serving, return_exceptions=True)
         await bus.close()
     assert quick == b"quick"
+
+
+async def test_a_request_on_a_reply_subject_of_the_bus_is_answered_there_and_told_to_the_handler(
+    nats_url: str,
+) -> None:
+    bus = JetStreamBus([nats_url], NET, create=False)
+    await bus.start()
+    heard: list[str] = []
+
+    async def handler(data: bytes, reply: str) -> bytes:
+        heard.append(reply)
+        return data.upper()
+
+    subject = forward_subject(NET, "p8")
+    serving = asyncio.create_task(bus.serve_requests([subject], QUEUE, handler))
+    try:
+        await eventually(lambda: bus.request(subject, b"?", 1.0), lambda a: a is not None)
+        inboxes = [bus.new_inbox() for _ in range(3)]
+        answers = await asyncio.gather(
+            *(
+                bus.request(subject, f"call {n}".encode(), 2.0, reply=r)
+                for n, r in enumerate(inboxes)
+            )
+        )
+        nobody = await bus.request(forward_subject(NET, "none"), b"x", 2.0, reply=bus.new_inbox())
+        with pytest.raises(ValueError):
+            await bus.request(subject, b"x", 1.0, reply="_INBOX.not-mine.1")
+    finally:
+        serving.cancel()
+        await asyncio.gather(serving, return_exceptions=True)
+        await bus.close()
+    assert answers == [b"CALL 0", b"CALL 1", b"CALL 2"]
+    assert set(inboxes) <= set(heard)  # each handler run was told its own reply subject
+    assert len(set(inboxes)) == 3
+    assert nobody is None  # no responders: at once, as without a reply subject of its own
+
+
+async def test_a_request_id_claimed_through_one_connection_is_refused_through_every_other(
+    nats_url: str,
+) -> None:
+    buses = [JetStreamBus([nats_url], NET, create=False) for _ in range(2)]
+    for bus in buses:
+        await bus.start()
+    try:
+        first, second = (JetStreamOnce(bus.client, NET, ONCE_TTL) for bus in buses)
+        claims = [await first.claim("01ID-A"), await second.claim("01ID-A")]
+        claims += [await second.claim("01ID-B"), await first.claim("01ID-B")]
+        info = await buses[0].client.jetstream().stream_info(f"KV_{once_bucket(NET)}")
+    finally:
+        for bus in buses:
+            await bus.close()
+    assert claims == [True, False, True, False]
+    # Kept in memory on the servers, each id past its window and no longer.
+    assert info.config.storage == StorageType.MEMORY
+    assert info.config.max_age == ONCE_TTL

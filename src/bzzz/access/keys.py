@@ -3,6 +3,12 @@
 A sessionless (2026-07-28) caller has no session to hold its agents. A credentialed one holds
 them as its principal (``principal-…``); an anonymous one holds each through the
 ``agent_handle`` that ``bzzz_announce`` minted (``handle-…``), passed back as an argument.
+
+A session's key is a digest of the transport's session id (:func:`session_key`): an MCP
+session id (``Mcp-Session-Id``) or a named HTTP session (``X-Bzzz-Session``) lets whoever
+holds it speak in that session, so it is never written down: the agent's envelope on the log
+(``agent.announced``), the store's rows, the audit trail and forwarded calls carry the digest,
+which finds the same agents and tells nobody the id.
 """
 
 from __future__ import annotations
@@ -23,6 +29,12 @@ def holder_of(caller: Caller) -> str:
     call without one (2026-07-28, REST), whose principal or handle holds them."""
     sessionless = caller.session_id == STATELESS or network_wide_key(caller.session_id)
     return "caller" if sessionless else "session"
+
+
+def session_key(kind: str, session_id: str) -> str:
+    """The key of a transport session: its kind and a digest of its id (never the id)."""
+    digest = hashlib.sha256(b"bzzz session\x00" + session_id.encode()).hexdigest()
+    return f"{kind}-{digest[:32]}"
 
 
 def principal_key(who: Principal) -> str:

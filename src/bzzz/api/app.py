@@ -15,6 +15,7 @@ from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from bzzz.access.keys import session_key
 from bzzz.access.oauth import protected_resource_metadata, www_authenticate
 from bzzz.access.service import AccessService, serves_loopback_only
 from bzzz.api.a2a import a2a_routes
@@ -241,7 +242,8 @@ def build_app(node: Node, server: BzzzMCP, host: str, base_url: str | None = Non
     app = Starlette(routes=routes, lifespan=lifespan, exception_handlers=ROUTING_ERRORS)
 
     def holds_agents(session_id: str) -> bool:
-        return bool(node.agents.directory.of_session(node.node_id, f"mcp-{session_id}"))
+        key = session_key("mcp", session_id)
+        return bool(node.agents.directory.of_session(node.node_id, key))
 
     # Inside Authenticate (added last, so it runs first): the quota needs the principal.
     app.add_middleware(

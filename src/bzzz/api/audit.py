@@ -10,6 +10,7 @@ from urllib.parse import parse_qsl
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from bzzz.access.keys import session_key
 from bzzz.audit.records import Action, digest, stamp
 from bzzz.audit.trail import AuditTrail
 from bzzz.clock import Clock, SystemClock
@@ -65,7 +66,7 @@ class AuditHTTP:
         session = "http"
         for name, value in scope.get("headers", []):
             if name == b"x-bzzz-session":
-                session = "http-" + value.decode("latin-1")[:64]
+                session = session_key("http", value.decode("latin-1")[:64])
         self.trail.record(
             Action(
                 at=stamp(self.clock.now()),

@@ -20,7 +20,15 @@ from typing import Any
 from bzzz.errors import InvalidParameters
 from bzzz.network import subjects
 from bzzz.network.admission import Admission
-from bzzz.network.base import BatchHandler, Bus, BusMessage, PeerHandler, PingHandler, Stored
+from bzzz.network.base import (
+    BatchHandler,
+    Bus,
+    BusMessage,
+    PeerHandler,
+    PingHandler,
+    RequestHandler,
+    Stored,
+)
 from bzzz.network.envelope import seal
 from bzzz.network.identity import NodeIdentity
 from bzzz.projector import Projector
@@ -126,12 +134,18 @@ class FollowedLog:
         raise RuntimeError("a followed network is read-only")
 
     async def serve_requests(
-        self, subjects: Sequence[str], queue: str, handler: PingHandler
+        self, subjects: Sequence[str], queue: str, handler: RequestHandler
     ) -> None:
         """A follower answers no forwarded calls of another network."""
         await asyncio.Event().wait()
 
-    async def request(self, subject: str, data: bytes, within: float) -> bytes | None:
+    def new_inbox(self) -> str:
+        """A follower forwards no call to another network."""
+        raise RuntimeError("a followed network is read-only")
+
+    async def request(
+        self, subject: str, data: bytes, within: float, *, reply: str | None = None
+    ) -> bytes | None:
         """A follower forwards no call to another network."""
         raise RuntimeError("a followed network is read-only")
 

@@ -11,7 +11,7 @@ from typing import Any
 from mcp.server.connection import Connection
 from mcp.types.version import MODERN_PROTOCOL_VERSIONS
 
-from bzzz.access.keys import STATELESS, principal_key
+from bzzz.access.keys import STATELESS, principal_key, session_key
 from bzzz.errors import PermissionDenied
 from bzzz.eventlog import Caller
 from bzzz.principal import ANONYMOUS, LOCAL, Principal
@@ -38,7 +38,7 @@ def _stateless_key(headers: Any, who: Principal) -> str:
     if named:
         # A named session is the principal's own: another credential naming it holds nothing.
         scope = "" if not who.authenticated else principal_key(who)[10:22] + "-"
-        return f"http-{scope}{named}"
+        return session_key(f"http-{scope}".rstrip("-"), named)
     if who.authenticated:
         return principal_key(who)
     return STATELESS
@@ -72,7 +72,7 @@ class SessionRegistry:
             return str(key)
         conn.state["bzzz_principal"] = who.id
         if conn.session_id:
-            key = f"mcp-{conn.session_id}"
+            key = session_key("mcp", conn.session_id)
         elif request is not None:
             # A stateless HTTP request has no session: each request is its own connection.
             key = _stateless_key(request.headers, who)

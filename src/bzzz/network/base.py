@@ -42,6 +42,9 @@ BatchHandler = Callable[[Sequence[BusMessage]], Awaitable[None]]
 PeerHandler = Callable[[str, bytes | None], Awaitable[None]]
 # A ping addressed to this node: the answer's bytes, or None to leave it unanswered.
 PingHandler = Callable[[bytes], Awaitable[bytes | None]]
+# A request of a queue group (forwarded calls): its bytes and the reply subject it came with;
+# the answer's bytes, or None to leave it unanswered.
+RequestHandler = Callable[[bytes, str], Awaitable[bytes | None]]
 
 
 class Unanswered(NetworkError):
@@ -165,16 +168,25 @@ class Bus(Protocol):
         ...
 
     async def serve_requests(
-        self, subjects: Sequence[str], queue: str, handler: PingHandler
+        self, subjects: Sequence[str], queue: str, handler: RequestHandler
     ) -> None:
         """Answer requests on ``subjects`` (core NATS, nothing stored) as one member of the
         queue group ``queue``: each request reaches one member of the group, whichever
-        subject it matched there. Runs until cancelled."""
+        subject it matched there. The handler is told the reply subject the request came
+        with. Runs until cancelled."""
         ...
 
-    async def request(self, subject: str, data: bytes, within: float) -> bytes | None:
-        """One request/reply: the answer; None when no one listens on ``subject``;
-        Unanswered when no answer came ``within`` seconds."""
+    def new_inbox(self) -> str:
+        """A fresh reply subject of this bus for one ``request`` (known before the request's
+        bytes are made, so they can name it)."""
+        ...
+
+    async def request(
+        self, subject: str, data: bytes, within: float, *, reply: str | None = None
+    ) -> bytes | None:
+        """One request/reply (answered on ``reply`` from ``new_inbox``, else on one of the
+        client's own): the answer; None when no one listens on ``subject``; Unanswered when
+        no answer came ``within`` seconds."""
         ...
 
     # Other networks (federation): read their agents, post to them.

@@ -5,11 +5,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import secrets
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, TypeVar
 
 from nats.aio.client import Client as NatsClient
 from nats.aio.msg import Msg
+from nats.aio.subscription import Subscription
 from nats.errors import (
     BadSubscriptionError,
     ConnectionClosedError,
@@ -24,6 +26,7 @@ from nats.js.api import (
     AckPolicy,
     ConsumerConfig,
     DeliverPolicy,
+    Header,
     KeyValueConfig,
     StorageType,
 )
@@ -42,6 +45,7 @@ from bzzz.network.base import (
     BusMessage,
     PeerHandler,
     PingHandler,
+    RequestHandler,
     Stored,
     Unanswered,
     ping_subject,
@@ -158,6 +162,12 @@ class JetStreamBus:
         self.consumer_restarts: dict[str, int] = {"dropped": 0, "lost": 0}
         # Subscriptions the client dropped deliveries of (nats-py's slow consumer error).
         self._dropped_sids: set[int] = set()
+        # Requests answered on a reply subject of the bus's own (``new_inbox``): one wildcard
+        # subscription for all of them, each awaited by its subject.
+        self._reply_root = f"_INBOX.{secrets.token_hex(11)}"
+        self._reply_sub: Subscription | None = None
+        self._reply_lock = asyncio.Lock()
+        self._replies: dict[str, asyncio.Future[Msg]] = {}
 
     @property
     def connected(self) -> bool:
@@ -237,6 +247,7 @@ class JetStreamBus:
         """Drain nothing, just close: unacked messages are redelivered to the durable later."""
         self._closing = True
         nc, self._nc, self._js, self._kv = self._nc, None, None, None
+        self._reply_sub = None
         if nc is not None and not nc.is_closed:
             await nc.close()
 
@@ -594,7 +605,7 @@ class JetStreamBus:
         return reply.data
 
     async def serve_requests(
-        self, subjects: Sequence[str], queue: str, handler: PingHandler
+        self, subjects: Sequence[str], queue: str, handler: RequestHandler
     ) -> None:
         """Answer requests on ``subjects`` in the queue group ``queue`` (core NATS).
 
@@ -607,7 +618,7 @@ class JetStreamBus:
 
         async def answer(msg: Msg) -> None:
             try:
-                reply = await handler(msg.data)
+                reply = await handler(msg.data, msg.reply)
                 if reply is not None and msg.reply:
                     with contextlib.suppress(NatsError):
                         await msg.respond(reply)
@@ -632,15 +643,54 @@ class JetStreamBus:
             for task in running:
                 task.cancel()
 
-    async def request(self, subject: str, data: bytes, within: float) -> bytes | None:
+    def new_inbox(self) -> str:
+        """A reply subject of this bus's own for one ``request(reply=…)``."""
+        return f"{self._reply_root}.{secrets.token_hex(8)}"
+
+    async def request(
+        self, subject: str, data: bytes, within: float, *, reply: str | None = None
+    ) -> bytes | None:
         """One request/reply; None when nats-server says no one listens."""
         try:
-            reply = await self._client().request(subject, data, timeout=within)
+            if reply is None:
+                answer = await self._client().request(subject, data, timeout=within)
+            else:
+                answer = await self._request_on(subject, data, within, reply)
         except NoRespondersError:
             return None
         except (*_RETRYABLE, NatsError) as exc:
             raise Unanswered(f"no answer on {subject} within {within:g}s ({exc!r})") from exc
-        return reply.data
+        return answer.data
+
+    async def _request_on(self, subject: str, data: bytes, within: float, reply: str) -> Msg:
+        """Publish with ``reply`` (a ``new_inbox`` subject) and await the one answer there."""
+        if not reply.startswith(f"{self._reply_root}."):
+            raise ValueError("reply must come from new_inbox()")
+        nc = self._client()
+        await self._replies_subscribed(nc)
+        waiting: asyncio.Future[Msg] = asyncio.get_running_loop().create_future()
+        self._replies[reply] = waiting
+        try:
+            await nc.publish(subject, data, reply=reply)
+            async with asyncio.timeout(within):
+                answer = await waiting
+        finally:
+            self._replies.pop(reply, None)
+        if answer.headers and answer.headers.get(Header.STATUS) == "503":
+            raise NoRespondersError
+        return answer
+
+    async def _replies_subscribed(self, nc: NatsClient) -> None:
+        async with self._reply_lock:
+            if self._reply_sub is not None:
+                return
+
+            async def on_reply(msg: Msg) -> None:
+                waiting = self._replies.pop(msg.subject, None)
+                if waiting is not None and not waiting.done():
+                    waiting.set_result(msg)
+
+            self._reply_sub = await nc.subscribe(f"{self._reply_root}.*", cb=on_reply)
 
     # --- other networks --------------------------------------------------------------------
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import itertools
 from collections.abc import Sequence
 
 from bzzz.errors import NetworkError
@@ -12,11 +13,14 @@ from bzzz.network.base import (
     BusMessage,
     PeerHandler,
     PingHandler,
+    RequestHandler,
     Stored,
     Unanswered,
     subject_matches,
 )
 from bzzz.network.directory import InMemoryDirectory
+from bzzz.network.forward import ONCE_TTL
+from bzzz.network.once import InMemoryOnce
 from bzzz.network.snapshots import InMemorySnapshots
 
 
@@ -34,8 +38,9 @@ class InMemoryBus:
         self._peer_watchers: list[asyncio.Queue[tuple[str, bytes | None]]] = []
         self._pingers: dict[str, PingHandler] = {}
         # (subject pattern, queue, handler) of every request subscription, in order.
-        self._responders: list[tuple[str, str, PingHandler]] = []
+        self._responders: list[tuple[str, str, RequestHandler]] = []
         self._turn = 0
+        self._inboxes = itertools.count(1)
         # Each durable consumer's filter subjects (as a server's consumer info shows them).
         self.filters: dict[str, list[str]] = {}
         self.closed = False
@@ -43,6 +48,8 @@ class InMemoryBus:
         self.directory = InMemoryDirectory()
         # The network's snapshots (its object store), shared likewise.
         self.snapshots = InMemorySnapshots()
+        # The forwarded request ids the network has used, shared likewise.
+        self.once = InMemoryOnce(ONCE_TTL)
 
     async def start(self) -> None:
         """Nothing to connect to."""
@@ -186,7 +193,7 @@ class InMemoryBus:
         return answer
 
     async def serve_requests(
-        self, subjects: Sequence[str], queue: str, handler: PingHandler
+        self, subjects: Sequence[str], queue: str, handler: RequestHandler
     ) -> None:
         """Answer requests on ``subjects`` until cancelled (one member of ``queue``)."""
         entries = [(subject, queue, handler) for subject in subjects]
@@ -197,7 +204,13 @@ class InMemoryBus:
             for entry in entries:
                 self._responders.remove(entry)
 
-    async def request(self, subject: str, data: bytes, within: float) -> bytes | None:
+    def new_inbox(self) -> str:
+        """A reply subject no other request has."""
+        return f"_INBOX.memory.{next(self._inboxes)}"
+
+    async def request(
+        self, subject: str, data: bytes, within: float, *, reply: str | None = None
+    ) -> bytes | None:
         """The answer of one matching responder (taken in turn); None when none matches."""
         matching = [h for pattern, _, h in self._responders if subject_matches(pattern, subject)]
         if not matching:
@@ -206,7 +219,7 @@ class InMemoryBus:
         handler = matching[self._turn % len(matching)]
         try:
             async with asyncio.timeout(within):
-                answer = await handler(data)
+                answer = await handler(data, reply or self.new_inbox())
         except TimeoutError as exc:
             raise Unanswered(f"no answer on {subject} within {within:g}s") from exc
         if answer is None:

@@ -50,7 +50,7 @@ from bzzz.network.embedded import EmbeddedNats
 from bzzz.network.identity import NodeIdentity
 from bzzz.network.join import make_bus
 from bzzz.network.sealing import KeyMissing, Keyring, keyring_of
-from bzzz.node.forward import FrontDoor, Local, Routing
+from bzzz.node.forward import FrontDoor, Local, Routing, used_ids
 from bzzz.node.network import (
     Listing,
     join_admitted,
@@ -392,7 +392,20 @@ class Node:
         # Where an agent this node does not hold lives: the network's agent directory.
         routing = Routing(projects, directory=self._agent_projects or self.listing.directory)
         admits = self.projector.admission.admits
-        self.front = FrontDoor(self.identity, self.network, self.bus, local, routing, admits)
+        bzzz = self.settings.bzzz
+        used = used_ids(
+            self.bus, self.network, replicas=bzzz.stream_replicas, timeout=bzzz.publish_timeout
+        )
+        self.front = FrontDoor(
+            self.identity,
+            self.network,
+            self.bus,
+            local,
+            routing,
+            admits,
+            keyring=self.keyring,
+            used=used,
+        )
 
     async def _applied_sequences(self, ids: list[str]) -> dict[str, int]:
         async with self.db.session() as session:

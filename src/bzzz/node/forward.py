@@ -17,9 +17,12 @@ agent lives there, on its lease), and its posts and thread actions as that agent
 serving the agent's project, which checks the handle. A post from there to a third
 project's agent is forwarded once more, with the sender found there.
 
-Where a request lands, :meth:`FrontDoor.serve` opens it (signature, admitted signer, fresh
-timestamp, unseen id), runs it through the same service methods and access checks as a local
-call with the caller's principal, records it on the audit trail (``forwarded:<op>:<node>``) and
+Requests and answers cross NATS sealed under the network key and signed by the node that sent
+them (``bzzz.network.forward``). Where a request lands, :meth:`FrontDoor.serve` opens it (the
+box, the signature, an admitted signer, the reply subject it names, a fresh timestamp, an id
+no member of the network used before: :func:`used_ids`), runs it through the same service
+methods and access checks as a local call with the caller's principal, records it on the audit
+trail (``forwarded:<op>:<node>``; a refused one too, when an admitted node signed it) and
 answers.
 """
 
@@ -47,22 +50,22 @@ from bzzz.errors import BzzzError, NetworkError, NotServed, PermissionDenied
 from bzzz.eventlog import Caller
 from bzzz.network.base import Bus, Unanswered
 from bzzz.network.forward import (
+    ONCE_TTL,
     QUEUE,
     BadAnswer,
     ForwardGate,
     ForwardRefused,
     ForwardRequest,
+    ForwardWire,
     Op,
     WireCaller,
     WirePrincipal,
-    answer_error,
-    answer_ok,
     forward_subject,
-    raise_answer,
-    request_id_of,
-    sign_request,
+    refusal,
 )
 from bzzz.network.identity import NodeIdentity
+from bzzz.network.once import InMemoryOnce, UsedOnce
+from bzzz.network.sealing import Keyring
 from bzzz.principal import Scope
 from bzzz.projects import NO_PROJECT, AgentProjects, ProjectSet
 from bzzz.schemas import AnnounceInput, GetInput, PostInput, ThreadInput, validate_input
@@ -112,6 +115,9 @@ class FrontDoor:
         local: Local,
         routing: Routing,
         admits: Callable[[str, str], bool],
+        *,
+        keyring: Keyring | None = None,
+        used: UsedOnce | None = None,
     ) -> None:
         self._identity = identity
         self._network = network
@@ -123,8 +129,10 @@ class FrontDoor:
         self._clock = local.clock
         self._auth_required = local.auth_required
         self.routing = routing
-        self._admits = admits
-        self._gate = ForwardGate(network, admits)
+        # Requests and answers sealed under the network key, signed by the node that sent them;
+        # a request id runs once across the network (``used``: the network's record of them).
+        self.wire = ForwardWire(identity, network, admits, keyring)
+        self._gate = ForwardGate(self.wire, used if used is not None else InMemoryOnce(ONCE_TTL))
         self._posting: dict[str, asyncio.Future[dict[str, Any]]] = {}
         # Agents whose announcement this node forwarded, and their project: known at once,
         # before the serving node's directory entry reaches the network (bounded).
@@ -265,6 +273,7 @@ class FrontDoor:
         )
         failure: NetworkError | None = None
         for attempt in range(self.routing.attempts):
+            reply = self._bus.new_inbox()
             body = ForwardRequest(
                 id=str(ULID()),
                 network=self._network,
@@ -274,15 +283,16 @@ class FrontDoor:
                 caller=wire_caller,
                 sender=sender,
                 key=key,
+                reply=reply,
                 origin=self._identity.node_id,
                 origin_key=self._identity.public_key_b64,
                 at=time.time(),
             )
             try:
                 answer = await self._bus.request(
-                    subject, sign_request(self._identity, body), self.routing.within
+                    subject, self.wire.request(body), self.routing.within, reply=reply
                 )
-                result = None if answer is None else raise_answer(answer, body.id, self._admits)
+                result = None if answer is None else self.wire.result_of(answer, body.id)
             except (BadAnswer, Unanswered) as exc:
                 # The member did not answer (stopped, cut off): the queue group picks another.
                 logger.warning("forwarded %s for %s: attempt %d: %s", op, project, attempt, exc)
@@ -298,9 +308,13 @@ class FrontDoor:
             self.counts["out"]["ok"] += 1
             return result
         self.counts["out"]["unanswered"] += 1
+        details: dict[str, Any] = {"project": project, "attempts": self.routing.attempts}
+        if isinstance(failure, BadAnswer):
+            # The last member answered what this node could not take (a refusal naming why:
+            # this node not admitted, a network key it lacks): the caller's operator needs it.
+            details["last_answer"] = failure.message
         raise NetworkError(
-            f"no node serving project {project!r} answered in time",
-            details={"project": project, "attempts": self.routing.attempts},
+            f"no node serving project {project!r} answered in time", details=details
         ) from failure
 
     # --- the landing side -------------------------------------------------------------------
@@ -315,14 +329,13 @@ class FrontDoor:
         else:
             await asyncio.Event().wait()
 
-    async def answer(self, data: bytes) -> bytes:
-        """The answer to one forwarded request (its result, or the error it raised)."""
+    async def answer(self, data: bytes, reply: str) -> bytes:
+        """The answer to one forwarded request that came with ``reply`` (its result, or the
+        error it raised; a refusal when it may not run)."""
         try:
-            request = self._gate.open(data)
+            request = await self._gate.open(data, reply)
         except ForwardRefused as exc:
-            self.counts["in"]["refused"] += 1
-            logger.warning("%s", exc.message)
-            return answer_error(self._identity, request_id_of(data), exc)
+            return self._refuse(exc)
         caller = Caller(
             request.caller.session_id, request.caller.principal.principal(), request.caller.handle
         )
@@ -340,18 +353,33 @@ class FrontDoor:
         except BzzzError as exc:
             outcome = str(exc.code)
             self.counts["in"]["error"] += 1
-            return answer_error(self._identity, request.id, exc)
+            return self.wire.answer_error(request.id, exc)
         except Exception:
             # The forwarding node must hear an answer, never the internals.
             logger.exception("forwarded %s from %s failed", request.op, request.origin)
             outcome = "NETWORK_ERROR"
             self.counts["in"]["error"] += 1
             failure = NetworkError("internal error; the serving node logged it")
-            return answer_error(self._identity, request.id, failure)
+            return self.wire.answer_error(request.id, failure)
         finally:
             self._record(request, caller, outcome)
         self.counts["in"]["ok"] += 1
-        return answer_ok(self._identity, request.id, result)
+        return self.wire.answer_ok(request.id, result)
+
+    def _refuse(self, refused: ForwardRefused) -> bytes:
+        """Count and log a refused request; one an admitted node signed goes on the audit
+        trail and is answered sealed, any other gets the reason alone."""
+        self.counts["in"]["refused"] += 1
+        request = refused.request
+        if request is None:
+            logger.warning("%s", refused.message)
+            return refusal(refused.reason)
+        logger.warning("%s (request %s from %s)", refused.message, request.id, request.origin)
+        caller = Caller(
+            request.caller.session_id, request.caller.principal.principal(), request.caller.handle
+        )
+        self._record(request, caller, f"refused:{refused.reason}")
+        return self.wire.answer_error(request.id, refused)
 
     async def _run(self, request: ForwardRequest, caller: Caller) -> dict[str, Any]:
         if request.op == "get":
@@ -409,6 +437,18 @@ class FrontDoor:
                 target=target_of(request.params),
             )
         )
+
+
+def used_ids(bus: Bus, network: str, *, replicas: int = 1, timeout: float = 5.0) -> UsedOnce:
+    """The network's record of used request ids on ``bus``: a KV bucket on nats-server, the
+    in-memory bus's own (shared by its nodes), else one of this node's."""
+    from bzzz.network.jetstream import JetStreamBus
+    from bzzz.network.once import JetStreamOnce
+
+    if isinstance(bus, JetStreamBus):
+        return JetStreamOnce(bus.client, network, ONCE_TTL, replicas=replicas, timeout=timeout)
+    found = getattr(bus, "once", None)
+    return found if found is not None else InMemoryOnce(ONCE_TTL)
 
 
 def _posted(message: domain.Message) -> dict[str, Any]:

@@ -54,6 +54,7 @@ from bzzz.store.projection import (
     Applier,
     Outcome,
     ProjectionLimits,
+    recorded,
     stage,
 )
 from bzzz.store.rows import agent_from_row
@@ -186,7 +187,7 @@ def apply_batch(
             seq=seq,
             type=env.type,
             origin=env.origin,
-            outcome=applied.outcome,
+            outcome=recorded(applied.outcome),
             applied_at=domain.utcnow(),
         )
         if env.type in SUBSCRIPTION_CHANGES:

@@ -32,6 +32,40 @@ from bzzz.store.models import ActivityRow, AgentRow
 
 Outcome = dict[str, Any]
 
+# What an outcome may carry of the content it was about, by key: the record of an applied
+# envelope (``applied_envelopes.outcome``, beside the sealed rows) keeps the key, not the text.
+_CONTENT_OF = {
+    "consensus": ("decisions",),  # the decision's text
+    "reservation": ("paths", "reason"),
+    "holder": ("paths",),
+}
+_CONTENT_LISTS = {"renewed": ("paths", "reason")}
+_CONTENT_VALUES = ("requested", "overlaps")  # a reservation conflict's patterns
+
+
+def recorded(outcome: Outcome) -> Outcome:
+    """What the applied-envelope record keeps of an outcome: ids, codes and counts, never
+    content (a consensus's decision, a reservation's paths and reason). The origin's caller
+    is answered from the whole outcome, in memory; only a replay reads the record."""
+    kept = dict(outcome)
+    for key, fields in _CONTENT_OF.items():
+        value = kept.get(key)
+        if isinstance(value, dict):
+            kept[key] = {k: v for k, v in value.items() if k not in fields}
+    for key, fields in _CONTENT_LISTS.items():
+        items = kept.get(key)
+        if isinstance(items, list):
+            kept[key] = [
+                {k: v for k, v in item.items() if k not in fields}
+                if isinstance(item, dict)
+                else item
+                for item in items
+            ]
+    for key in _CONTENT_VALUES:
+        if key in kept:
+            kept[key] = ""
+    return kept
+
 
 @dataclass(slots=True)
 class Applied:
