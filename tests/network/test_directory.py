@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -12,7 +13,8 @@ import pytest
 
 from bzzz.config import Settings, load_settings
 from bzzz.eventlog import LOCAL_CALLER, Caller
-from bzzz.network.directory import JetStreamDirectory, decode, directory_bucket
+from bzzz.network.directory import JetStreamDirectory, decode, directory_bucket, encode
+from bzzz.network.identity import NodeIdentity
 from bzzz.node.core import Node
 from bzzz.principal import ALL, Scope, principal
 from bzzz.schemas import AnnounceInput, FilterCriteria, LookupInput
@@ -258,9 +260,14 @@ async def test_a_view_is_ready_only_once_the_entries_delivered_before_all_in_are
         await node.listing.writer.flush()
         held = node.listing.directory
         assert isinstance(held, JetStreamDirectory)
-        [value] = await held.last_values(["p2.*"])
-    entries = [_Entry(f"p2.dev-{n}", value.replace(b'"dev-1"', f'"dev-{n}"'.encode()), 2 - n)
-               for n in range(3)]  # fmt: skip
+        [(key, value)] = await held.last_values(["p2.*"])
+    assert key == "p2.dev-1"
+    listed = decode(value)
+    signer = NodeIdentity.generate()  # taken: this directory takes any valid signature
+    entries = [
+        _Entry(f"p2.dev-{n}", encode(replace(listed, id=f"dev-{n}"), signer, held.bucket), 2 - n)
+        for n in range(3)
+    ]
 
     class _Kv:
         async def watch(self, _token: str) -> _EarlyWatch:
