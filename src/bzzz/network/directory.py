@@ -34,7 +34,7 @@ import logging
 import math
 import time
 from collections import Counter, OrderedDict
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Protocol
@@ -343,6 +343,7 @@ class JetStreamDirectory:
         self._signers_seen = signers.changes if signers is not None else 0
         # Values left out of answers, by reason (/metrics, /healthz).
         self.rejected: Counter[str] = Counter()
+        self._moved = asyncio.Event()  # a watch took a value (``wait_until``)
 
     async def start(self) -> None:
         """Bind the bucket, creating it when the network has none yet."""
@@ -519,6 +520,7 @@ class JetStreamDirectory:
                 else:
                     read += 1
                     self._take(view, entry)
+                    self._moved.set()
                 # nats-py may say "all in" before the entries it already received are read
                 # (under load: a lookup then saw a part of the project): ready once they are,
                 # or once an entry the server sent with nothing after it is.
@@ -542,6 +544,18 @@ class JetStreamDirectory:
         else:
             view.agents[entry.key] = agent
         view.version = next(_versions)
+
+    async def wait_until(self, predicate: Callable[[], bool], within: float) -> None:
+        """Wait until ``predicate`` holds, tried again as the watches take values (tests)."""
+        async with asyncio.timeout(within):
+            while not predicate():
+                self._moved.clear()
+                await self._moved.wait()
+
+    def cached_keys(self, token: str) -> set[str]:
+        """The keys a held view lists (tests)."""
+        view = self._views.get(token)
+        return set(view.agents) if view is not None else set()
 
     def cached(self) -> dict[str, int]:
         """The views held: filter -> how many entries (health, tests)."""
