@@ -28,6 +28,7 @@ from bzzz.config import Settings, load_settings
 from bzzz.eventlog import LOCAL_CALLER, Caller
 from bzzz.mcp.server import build_server
 from bzzz.network.directory import (
+    CLOCK_SKEW,
     MAX_ENTRY_BYTES,
     EntryRejected,
     JetStreamDirectory,
@@ -270,6 +271,20 @@ def test_a_value_is_bounded_before_it_is_parsed() -> None:
     with pytest.raises(EntryRejected) as elsewhere:
         read(BUCKET, "p2.dev-9", encode(agent, signer, directory_bucket("other")), None)
     assert elsewhere.value.reason == "bad_signature"
+
+
+def test_an_online_entry_put_back_after_its_signed_end_is_not_taken() -> None:
+    signer = NodeIdentity.generate()
+    agent = decode_body(_body("dev-9", signer.node_id))
+    renewed = encode(agent, signer, BUCKET, ttl=120.0)
+    assert read(BUCKET, "p2.dev-9", renewed, None).id == "dev-9"
+    offline = encode(replace(agent, status="offline"), signer, BUCKET)  # no TTL, no end
+    assert read(BUCKET, "p2.dev-9", offline, None).status == "offline"
+    # What an attacker recorded long ago and puts back, without a TTL: its end is signed.
+    old = encode(agent, signer, BUCKET, ttl=-(CLOCK_SKEW + 60))
+    with pytest.raises(EntryRejected) as replayed:
+        read(BUCKET, "p2.dev-9", old, None)
+    assert replayed.value.reason == "expired"
 
 
 async def test_the_lookups_stay_up_while_forgeries_keep_coming(

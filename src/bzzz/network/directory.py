@@ -62,6 +62,9 @@ LISTED_PER_REQUEST = 256
 # capabilities of 128 characters, 4 bytes each in UTF-8, a 256-character specialization and
 # the ids) with its signature is about 36 KB.
 MAX_ENTRY_BYTES = 64 * 1024
+# How far the clocks of a writer and a reader may disagree about an entry's signed end (``x``):
+# a renewed entry's end lies two thirds of a lease ahead of its writer's clock.
+CLOCK_SKEW = 120.0
 _GONE = ("DEL", "PURGE")
 _SIGNED = b"bzzz.directory"  # what an entry's signature covers starts with this
 _versions = itertools.count(1)
@@ -130,9 +133,15 @@ def _signed_bytes(bucket: str, key: str, body: Any) -> bytes:
     return b"\n".join((_SIGNED, bucket.encode(), key.encode(), entry.encode()))
 
 
-def encode(agent: domain.Agent, identity: NodeIdentity, bucket: str) -> bytes:
-    """An agent's entry as ``identity`` writes it in ``bucket``, signed."""
+def encode(
+    agent: domain.Agent, identity: NodeIdentity, bucket: str, ttl: float | None = None
+) -> bytes:
+    """An agent's entry as ``identity`` writes it in ``bucket``, signed; with ``ttl``, the
+    time it runs out is signed with it (``x``, Unix seconds), so a copy put back later,
+    without the TTL, is not taken past it."""
     body = _body(agent)
+    if ttl is not None:
+        body["x"] = math.ceil(time.time() + ttl)
     signature = identity.sign(_signed_bytes(bucket, entry_key(agent.project, agent.id), body))
     value = {"e": body, "k": identity.public_key_b64, "g": signature}
     return json.dumps(value, separators=(",", ":"), ensure_ascii=False).encode()
@@ -180,6 +189,30 @@ def _text(value: object) -> str:
 def read(bucket: str, key: str, data: bytes, signers: Signers | None) -> domain.Agent:
     """The agent of the value stored under ``key``, verified; EntryRejected (with its reason)
     when it is not an entry to take. ``signers`` None: any valid signature (tests, benches)."""
+    body, signer, signature = _parsed(data)
+    try:
+        node_id, _ = origin_of(signer)
+    except ValueError as exc:
+        raise EntryRejected("bad_signature") from exc
+    # Who signed first: a node the network does not admit is not worth a verification.
+    if signers is not None and not signers.admits(signer, node_id):
+        raise EntryRejected("not_admitted")
+    if not verify_signature(signer, signature, _signed_bytes(bucket, key, body)):
+        raise EntryRejected(_misplaced_or_forged(bucket, key, body, signer, signature))
+    runs_out = body.get("x")
+    if runs_out is not None and time.time() > runs_out + CLOCK_SKEW:
+        raise EntryRejected("expired")  # a signed entry put back after its time
+    try:
+        agent = _agent(body)
+    except (KeyError, TypeError, ValueError) as exc:
+        raise EntryRejected("malformed") from exc
+    if entry_key(agent.project, agent.id) != key:
+        raise EntryRejected("misplaced")  # signed so by an admitted node: a writer's bug
+    return agent
+
+
+def _parsed(data: bytes) -> tuple[dict[str, Any], str, str]:
+    """A value's (entry, signer's key, signature), its size checked before it is parsed."""
     if len(data) > MAX_ENTRY_BYTES:
         raise EntryRejected("oversized")
     try:
@@ -193,22 +226,9 @@ def read(bucket: str, key: str, data: bytes, signers: Signers | None) -> domain.
         raise EntryRejected("unsigned")
     if not isinstance(body, dict) or not isinstance(signer, str) or not isinstance(signature, str):
         raise EntryRejected("malformed")
-    try:
-        node_id, _ = origin_of(signer)
-    except ValueError as exc:
-        raise EntryRejected("bad_signature") from exc
-    # Who signed first: a node the network does not admit is not worth a verification.
-    if signers is not None and not signers.admits(signer, node_id):
-        raise EntryRejected("not_admitted")
-    if not verify_signature(signer, signature, _signed_bytes(bucket, key, body)):
-        raise EntryRejected(_misplaced_or_forged(bucket, key, body, signer, signature))
-    try:
-        agent = _agent(body)
-    except (KeyError, TypeError, ValueError) as exc:
-        raise EntryRejected("malformed") from exc
-    if entry_key(agent.project, agent.id) != key:
-        raise EntryRejected("misplaced")  # signed so by an admitted node: a writer's bug
-    return agent
+    if not isinstance(body.get("x", 0), int | float):
+        raise EntryRejected("malformed")
+    return body, signer, signature
 
 
 def _misplaced_or_forged(
@@ -378,7 +398,7 @@ class JetStreamDirectory:
         if self._identity is None:
             raise NetworkError("this directory reads only: it has no key to sign entries with")
         key = entry_key(agent.project, agent.id)
-        value = encode(agent, self._identity, self.bucket)
+        value = encode(agent, self._identity, self.bucket, ttl)
         try:
             await self._js.publish(self._subject(key), value, msg_ttl=_ttl_header(ttl))
         except Exception as exc:  # nats-py raises many kinds; all mean "not written"
