@@ -3,8 +3,10 @@ network's stores beside the log (the agent directory, the snapshots).
 
 With ``bzzz.admission`` on (the default), only admitted nodes' envelopes are applied; whatever
 the setting, only admitted nodes' tokens, admissions, keys and retention. The first node of a
-network admits itself, a later process on the same data directory is admitted by the
-directory's own key (slot 0's), any other node waits for ``bzzz node admit``.
+network admits itself (or a CLI change made on its data directory before it first ran did,
+with the same key: ``node.admin.admit_first``), a later process on the same data directory is
+admitted by the directory's own key (slot 0's), any other node waits for ``bzzz node admit``.
+The agent directory takes the entries of the same nodes (``DirectorySigners``).
 """
 
 from __future__ import annotations
