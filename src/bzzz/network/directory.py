@@ -508,6 +508,19 @@ class JetStreamDirectory:
             self._signers_seen = self._signers.changes
             await self.close()
         token = project_filter(project)
+        try:
+            async with asyncio.timeout(self._timeout):
+                while True:
+                    view = await self._view(token)
+                    if await _ready(view, token):
+                        return view.version, view.agents
+                    # Stopped before it was ready (evicted, or read again under new signers,
+                    # by another lookup): the current view of the project is the one to wait on.
+        except TimeoutError as exc:
+            raise NetworkError(f"the directory did not list {token} in time") from exc
+
+    async def _view(self, token: str) -> _View:
+        """The held view of ``token``, made (its watch started) when none is fresh."""
         view = self._views.get(token)
         if view is None or not view.fresh(self.max_age):
             if view is not None:
@@ -518,12 +531,7 @@ class JetStreamDirectory:
                 _, oldest = self._views.popitem(last=False)
                 await _stop(oldest)
         self._views.move_to_end(token)
-        try:
-            async with asyncio.timeout(self._timeout):
-                await view.ready.wait()
-        except TimeoutError as exc:
-            raise NetworkError(f"the directory did not list {token} in time") from exc
-        return view.version, view.agents
+        return view
 
     async def _follow(self, view: _View, token: str) -> None:
         """Keep ``view`` as the bucket's entries under ``token`` change, until cancelled."""
@@ -605,6 +613,22 @@ def _status(msg: Msg) -> str | None:
     headers: dict[str, Any] = msg.headers or {}
     status = headers.get("Status")
     return None if status is None else str(status)
+
+
+async def _ready(view: _View, token: str) -> bool:
+    """Wait until ``view`` is ready (True) or its watch was stopped first (False); a watch that
+    ended on its own (it failed) is NetworkError."""
+    assert view.task is not None
+    ready = asyncio.create_task(view.ready.wait())
+    try:
+        await asyncio.wait({ready, view.task}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        ready.cancel()
+    if view.ready.is_set():
+        return True
+    if view.task.cancelled():
+        return False
+    raise NetworkError(f"the directory's watch of {token} ended ({view.task.exception()!r})")
 
 
 async def _stop(view: _View) -> None:
