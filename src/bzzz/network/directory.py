@@ -200,11 +200,11 @@ def read(bucket: str, key: str, data: bytes, signers: Signers | None) -> domain.
     if not verify_signature(signer, signature, _signed_bytes(bucket, key, body)):
         raise EntryRejected(_misplaced_or_forged(bucket, key, body, signer, signature))
     runs_out = body.get("x")
-    if runs_out is not None and time.time() > runs_out + CLOCK_SKEW:
+    if runs_out is not None and time.time() > float(runs_out) + CLOCK_SKEW:
         raise EntryRejected("expired")  # a signed entry put back after its time
     try:
         agent = _agent(body)
-    except (KeyError, TypeError, ValueError) as exc:
+    except (KeyError, TypeError, ValueError, OverflowError) as exc:
         raise EntryRejected("malformed") from exc
     if entry_key(agent.project, agent.id) != key:
         raise EntryRejected("misplaced")  # signed so by an admitted node: a writer's bug
@@ -226,7 +226,10 @@ def _parsed(data: bytes) -> tuple[dict[str, Any], str, str]:
         raise EntryRejected("unsigned")
     if not isinstance(body, dict) or not isinstance(signer, str) or not isinstance(signature, str):
         raise EntryRejected("malformed")
-    if not isinstance(body.get("x", 0), int | float):
+    runs_out = body.get("x", 0)  # Unix seconds: a finite number (no NaN, nothing past a float)
+    if isinstance(runs_out, bool) or not isinstance(runs_out, int | float):
+        raise EntryRejected("malformed")
+    if not -1e12 < runs_out < 1e12:
         raise EntryRejected("malformed")
     return body, signer, signature
 
