@@ -583,11 +583,6 @@ class JetStreamDirectory:
                 self._moved.clear()
                 await self._moved.wait()
 
-    def cached_keys(self, token: str) -> set[str]:
-        """The keys a held view lists (tests)."""
-        view = self._views.get(token)
-        return set(view.agents) if view is not None else set()
-
     def cached(self) -> dict[str, int]:
         """The views held: filter -> how many entries (health, tests)."""
         return {token: len(view.agents) for token, view in self._views.items()}
