@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -12,7 +13,8 @@ import pytest
 
 from bzzz.config import Settings, load_settings
 from bzzz.eventlog import LOCAL_CALLER, Caller
-from bzzz.network.directory import JetStreamDirectory, decode, directory_bucket
+from bzzz.network.directory import JetStreamDirectory, decode, directory_bucket, encode
+from bzzz.network.identity import NodeIdentity
 from bzzz.node.core import Node
 from bzzz.principal import ALL, Scope, principal
 from bzzz.schemas import AnnounceInput, FilterCriteria, LookupInput
@@ -258,9 +260,14 @@ async def test_a_view_is_ready_only_once_the_entries_delivered_before_all_in_are
         await node.listing.writer.flush()
         held = node.listing.directory
         assert isinstance(held, JetStreamDirectory)
-        [value] = await held.last_values(["p2.*"])
-    entries = [_Entry(f"p2.dev-{n}", value.replace(b'"dev-1"', f'"dev-{n}"'.encode()), 2 - n)
-               for n in range(3)]  # fmt: skip
+        [(key, value)] = await held.last_values(["p2.*"])
+    assert key == "p2.dev-1"
+    listed = decode(value)
+    signer = NodeIdentity.generate()  # taken: this directory takes any valid signature
+    entries = [
+        _Entry(f"p2.dev-{n}", encode(replace(listed, id=f"dev-{n}"), signer, held.bucket), 2 - n)
+        for n in range(3)
+    ]
 
     class _Kv:
         async def watch(self, _token: str) -> _EarlyWatch:
@@ -280,3 +287,66 @@ async def test_a_view_is_ready_only_once_the_entries_delivered_before_all_in_are
         await nc.close()
 
     assert sorted(agent.id for agent in agents.values()) == ["dev-0", "dev-1", "dev-2"]
+
+
+class _GatedWatch:
+    """A watch of an empty project that says "all in" once its gate opens."""
+
+    def __init__(self, gate: asyncio.Event) -> None:
+        self._gate = gate
+        self._said = False
+
+    def __aiter__(self) -> _GatedWatch:
+        return self
+
+    async def __anext__(self) -> Any:
+        if self._said:
+            await asyncio.Event().wait()  # no more changes: the watch stays open
+        await self._gate.wait()
+        self._said = True
+        return None
+
+    async def stop(self) -> None:
+        return None
+
+
+class _Signers:
+    """Every signer taken; ``changes`` moved by the test (an admission, a removal)."""
+
+    changes = 0
+
+    def admits(self, public_key: str, node_id: str) -> bool:
+        return True
+
+
+async def test_a_lookup_waiting_on_a_view_read_again_meanwhile_is_answered_from_the_new_one(
+    monkeypatch: pytest.MonkeyPatch, nats_url: str
+) -> None:
+    gate = asyncio.Event()
+
+    class _Kv:
+        async def watch(self, _token: str) -> _GatedWatch:
+            return _GatedWatch(gate)
+
+    async def delivered(_watcher: Any) -> int:
+        return 0  # nothing in the project
+
+    monkeypatch.setattr("bzzz.network.directory._delivered", delivered)
+    signers = _Signers()
+    nc = await nats.connect(nats_url)
+    directory = JetStreamDirectory(nc, NETWORK, timeout=5.0, signers=signers)
+    directory._kv = _Kv()  # type: ignore[assignment]
+    try:
+        first = asyncio.create_task(directory.agents("p2"))
+        await asyncio.sleep(0)  # its view made, its watch not ready yet
+        signers.changes += 1  # the admitted set changed: the next lookup reads p2 again
+        second = asyncio.create_task(directory.agents("p2"))
+        await asyncio.sleep(0)
+        gate.set()
+        async with asyncio.timeout(BOUND):
+            answers = await asyncio.gather(first, second)
+    finally:
+        await directory.close()
+        await nc.close()
+    assert [dict(agents) for _, agents in answers] == [{}, {}]
+    assert answers[0][0] == answers[1][0]  # the same (new) view answered both

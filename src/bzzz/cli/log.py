@@ -8,6 +8,9 @@ command, or ``BZZZ_NATS_URL``), and learns its outcome the way every node does. 
 applies a well-formed envelope depends on its origin alone: trusted (``BZZZ_TRUSTED_NODES``)
 and, with admission on, admitted as of the envelope's place in the log. The origin is checked
 before the envelope is stored (a refusal changes nothing) and again at its place once stored.
+On a network with no admitted node yet (a new data directory before its first node ran) the
+command first admits the directory's key, as that node would at its start: its change is
+then applied once the node runs, not dropped as a change from a node not admitted.
 
 The stream's acknowledgement is the durability point; every node applies the envelope from
 there. When a node runs on this directory (the command joined its embedded server), the command
@@ -77,6 +80,7 @@ class DirectoryLog:
         if project is not None and not ProjectSet.of(self.settings.bzzz.projects).serves(project):
             raise NotServed(project or NO_PROJECT)
 
+        await self._admitted_first()
         refusal = await self._refusal()
         if refusal is not None:
             return {"ok": False, "reason": refusal}
@@ -120,6 +124,13 @@ class DirectoryLog:
                     seq,
                     self.settings.node.data_dir,
                 )
+
+    async def _admitted_first(self) -> None:
+        """Admit the data directory's key when the network has no admitted node yet."""
+        from bzzz.node.admin import admit_first
+
+        if not self.settings.bzzz.trusted_nodes:  # with a static list, a network is never open
+            await admit_first(self.settings, await self._joined(), self.identity)
 
     async def _joined(self) -> JetStreamBus:
         if self._bus is None:

@@ -225,6 +225,14 @@ def node_families(status: dict[str, Any], healthy: bool) -> Iterator[Metric]:
         },
     )
     yield forwarding_family(status.get("forwarding") or {})
+    directory = CounterMetricFamily(
+        "bzzz_directory_entries_rejected",
+        "Agent directory values this node left out (unsigned, forged, not admitted…), by reason",
+        labels=["reason"],
+    )
+    for reason, count in sorted(((status.get("directory") or {}).get("rejected") or {}).items()):
+        directory.add_metric([reason], count)
+    yield directory
 
 
 def forwarding_family(forwarding: dict[str, Any]) -> CounterMetricFamily:

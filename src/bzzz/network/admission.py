@@ -68,6 +68,9 @@ class Admission:
         self.enforce = enforce
         self.members: dict[str, str] = {}  # public key -> node id
         self._decided: set[str] = set()  # ids of the admission envelopes decided so far
+        # Moves with every change of the members: what was checked against the set before
+        # (the agent directory's entries) is checked again.
+        self.changes = 0
 
     def fresh(self) -> Admission:
         """The same network's set at the start of its log (the static list only)."""
@@ -167,6 +170,7 @@ class Admission:
             self.members[key] = node_id
         if change.remove is not None:
             self.members.pop(change.remove, None)
+        self.changes += change.admit is not None or change.remove is not None
 
     def restore(self, outcomes: Iterable[tuple[str, Mapping[str, Any]]]) -> None:
         """Replay the recorded (envelope id, outcome) of applied admission envelopes, in log
@@ -179,6 +183,7 @@ class Admission:
                 self.members[outcome["admitted"]] = str(outcome.get("node_id", ""))
             elif isinstance(outcome.get("removed"), str):
                 self.members.pop(outcome["removed"], None)
+            self.changes += 1
 
     def snapshot(self) -> dict[str, Any]:
         """For status and the CLI: enforced or not, open or not, the admitted nodes."""

@@ -2,7 +2,10 @@
 
 Bucket ``bzzz_dir_<network>`` (history 1, file storage, ``bzzz.stream_replicas`` replicas),
 key ``<project token>.<agent token>`` (``subject_token`` of each; ``_`` for no project). An
-entry is compact JSON of what a lookup shows and scores. Its serving node writes it with the
+entry is compact JSON of what a lookup shows and scores, signed by the node that writes it
+(``{"e": entry, "k": its public key, "g": Ed25519 signature}``, the signature covering the
+bucket, the key and the entry: an entry moved to another key or network no longer verifies).
+Its serving node writes it with the
 agent's lease as a per-message TTL (``Nats-TTL``) and writes it again before that runs out;
 an entry not renewed expires, and the server leaves a delete marker
 (``subject_delete_marker_ttl``) so watchers see an expiry as they see a removal. An agent that
@@ -12,6 +15,13 @@ Reads: an agent's project by one batched direct get (``multi_last`` of ``*.<agen
 project's agents from a view kept by a KV watch of ``<project>.*`` (bounded: at most
 ``max_views`` projects, each rebuilt after ``max_age`` seconds). ``InMemoryDirectory`` is the
 same for unit tests.
+
+Anyone holding the NATS login can put keys in the bucket, so nothing read from it is taken for
+what it says: a value over ``MAX_ENTRY_BYTES`` (checked before parsing), not JSON, unsigned,
+badly signed, signed for another key, signed by a node the network does not admit (``Signers``:
+a node removed since is no longer taken, and the views are read again when the set changes) or
+not an entry is left out of every answer and counted by reason (``rejected``); the good entries
+are answered as if it were not there. The serving node's renewals write the real entry over it.
 """
 
 from __future__ import annotations
@@ -23,15 +33,16 @@ import json
 import logging
 import math
 import time
-from collections import OrderedDict
-from collections.abc import Mapping, Sequence
+from collections import Counter, OrderedDict
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from bzzz import domain
 from bzzz.errors import NetworkError
 from bzzz.network.deliveries import still_wanted
+from bzzz.network.identity import NodeIdentity, origin_of, verify_signature
 from bzzz.projects import NO_PROJECT, subject_token
 
 if TYPE_CHECKING:
@@ -47,8 +58,37 @@ MARKER_TTL = 60.0
 # A direct get answers at most this many messages a request (ADR-31).
 DIRECT_BATCH = 1024
 LISTED_PER_REQUEST = 256
+# An entry's bound, checked before it is parsed: the largest an announce allows (64
+# capabilities of 128 characters, 4 bytes each in UTF-8, a 256-character specialization and
+# the ids) with its signature is about 36 KB.
+MAX_ENTRY_BYTES = 64 * 1024
+# How far the clocks of a writer and a reader may disagree about an entry's signed end (``x``):
+# a renewed entry's end lies two thirds of a lease ahead of its writer's clock.
+CLOCK_SKEW = 120.0
 _GONE = ("DEL", "PURGE")
+_SIGNED = b"bzzz.directory"  # what an entry's signature covers starts with this
 _versions = itertools.count(1)
+
+
+class EntryRejected(Exception):
+    """A value of the bucket that is not a directory entry to take; ``reason`` is counted."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+class Signers(Protocol):
+    """Whose entries the directory takes: the network's admitted nodes (``node/network.py``)."""
+
+    def admits(self, public_key: str, node_id: str) -> bool:
+        """Whether entries signed by that node are taken."""
+        ...
+
+    @property
+    def changes(self) -> int:
+        """A number that moves whenever the set does (the views are then read again)."""
+        ...
 
 
 def directory_bucket(network: str) -> str:
@@ -66,9 +106,9 @@ def project_filter(project: str | None) -> str:
     return "*.*" if project is None else f"{subject_token(project)}.*"
 
 
-def encode(agent: domain.Agent) -> bytes:
-    """An agent's entry: what lookups show and score, no session, owner or handle."""
-    entry = {
+def _body(agent: domain.Agent) -> dict[str, Any]:
+    """What lookups show and score of an agent, no session, owner or handle."""
+    return {
         "i": agent.id,
         "r": agent.role,
         "c": agent.capabilities,
@@ -85,30 +125,126 @@ def encode(agent: domain.Agent) -> bytes:
         "ca": agent.created_at.isoformat(),
         "la": agent.last_activity.isoformat(),
     }
-    return json.dumps(entry, separators=(",", ":")).encode()
+
+
+def _signed_bytes(bucket: str, key: str, body: Any) -> bytes:
+    """What an entry's signature covers: the bucket (so the network), the key, the entry."""
+    entry = json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return b"\n".join((_SIGNED, bucket.encode(), key.encode(), entry.encode()))
+
+
+def encode(
+    agent: domain.Agent, identity: NodeIdentity, bucket: str, ttl: float | None = None
+) -> bytes:
+    """An agent's entry as ``identity`` writes it in ``bucket``, signed; with ``ttl``, the
+    time it runs out is signed with it (``x``, Unix seconds), so a copy put back later,
+    without the TTL, is not taken past it."""
+    body = _body(agent)
+    if ttl is not None:
+        body["x"] = math.ceil(time.time() + ttl)
+    signature = identity.sign(_signed_bytes(bucket, entry_key(agent.project, agent.id), body))
+    value = {"e": body, "k": identity.public_key_b64, "g": signature}
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False).encode()
 
 
 def decode(data: bytes) -> domain.Agent:
+    """The agent a stored value describes, unverified (tests and tools; reads use ``read``)."""
+    return _agent(json.loads(data)["e"])
+
+
+def _agent(entry: Mapping[str, Any]) -> domain.Agent:
     """The agent an entry describes (no session or metadata: those stay on its node)."""
-    entry = json.loads(data)
     return domain.Agent(
-        id=entry["i"],
-        role=entry["r"],
-        capabilities=list(entry["c"]),
-        specialization=entry["sp"],
+        id=_text(entry["i"]),
+        role=_text(entry["r"]),
+        capabilities=[_text(c) for c in _list(entry["c"])],
+        specialization=_text(entry["sp"]) if entry["sp"] is not None else None,
         max_tasks=int(entry["m"]),
-        project=entry["p"],
-        task=entry["t"],
-        status=entry["s"],
+        project=_text(entry["p"]) if entry["p"] is not None else None,
+        task=_text(entry["t"]) if entry["t"] is not None else None,
+        status=_text(entry["s"]),
         active_tasks=int(entry["a"]),
         tasks_completed=int(entry["ok"]),
         tasks_failed=int(entry["f"]),
         performance=float(entry["pf"]),
-        node_id=entry["n"],
+        node_id=_text(entry["n"]),
         session_id="",
         created_at=datetime.fromisoformat(entry["ca"]),
         last_activity=datetime.fromisoformat(entry["la"]),
     )
+
+
+def _list(value: object) -> list[Any]:
+    if not isinstance(value, list):
+        raise TypeError("a list field holds no list")
+    return value
+
+
+def _text(value: object) -> str:
+    if not isinstance(value, str):
+        raise TypeError("a text field holds no text")
+    return value
+
+
+def read(bucket: str, key: str, data: bytes, signers: Signers | None) -> domain.Agent:
+    """The agent of the value stored under ``key``, verified; EntryRejected (with its reason)
+    when it is not an entry to take. ``signers`` None: any valid signature (tests, benches)."""
+    body, signer, signature = _parsed(data)
+    try:
+        node_id, _ = origin_of(signer)
+    except ValueError as exc:
+        raise EntryRejected("bad_signature") from exc
+    # Who signed first: a node the network does not admit is not worth a verification.
+    if signers is not None and not signers.admits(signer, node_id):
+        raise EntryRejected("not_admitted")
+    if not verify_signature(signer, signature, _signed_bytes(bucket, key, body)):
+        raise EntryRejected(_misplaced_or_forged(bucket, key, body, signer, signature))
+    runs_out = body.get("x")
+    if runs_out is not None and time.time() > float(runs_out) + CLOCK_SKEW:
+        raise EntryRejected("expired")  # a signed entry put back after its time
+    try:
+        agent = _agent(body)
+    except (KeyError, TypeError, ValueError, OverflowError) as exc:
+        raise EntryRejected("malformed") from exc
+    if entry_key(agent.project, agent.id) != key:
+        raise EntryRejected("misplaced")  # signed so by an admitted node: a writer's bug
+    return agent
+
+
+def _parsed(data: bytes) -> tuple[dict[str, Any], str, str]:
+    """A value's (entry, signer's key, signature), its size checked before it is parsed."""
+    if len(data) > MAX_ENTRY_BYTES:
+        raise EntryRejected("oversized")
+    try:
+        value = json.loads(data)
+    except (ValueError, RecursionError) as exc:  # not JSON, not UTF-8, nested past the stack
+        raise EntryRejected("malformed") from exc
+    if not isinstance(value, dict):
+        raise EntryRejected("malformed")
+    body, signer, signature = value.get("e"), value.get("k"), value.get("g")
+    if signer is None and signature is None:
+        raise EntryRejected("unsigned")
+    if not isinstance(body, dict) or not isinstance(signer, str) or not isinstance(signature, str):
+        raise EntryRejected("malformed")
+    runs_out = body.get("x", 0)  # Unix seconds: a finite number (no NaN, nothing past a float)
+    if isinstance(runs_out, bool) or not isinstance(runs_out, int | float):
+        raise EntryRejected("malformed")
+    if not -1e12 < runs_out < 1e12:
+        raise EntryRejected("malformed")
+    return body, signer, signature
+
+
+def _misplaced_or_forged(
+    bucket: str, key: str, body: dict[str, Any], signer: str, signature: str
+) -> str:
+    """Why a signature failed: a good entry copied under another key, or a forgery."""
+    project, agent_id = body.get("p"), body.get("i")
+    if not isinstance(agent_id, str) or not isinstance(project, str | None):
+        return "bad_signature"
+    own = entry_key(project, agent_id)
+    if own != key and verify_signature(signer, signature, _signed_bytes(bucket, own, body)):
+        return "misplaced"
+    return "bad_signature"
 
 
 def _project_of(agent: domain.Agent) -> str:
@@ -210,7 +346,11 @@ class JetStreamDirectory:
         max_views: int = MAX_VIEWS,
         max_age: float = VIEW_MAX_AGE,
         marker_ttl: float = MARKER_TTL,
+        identity: NodeIdentity | None = None,
+        signers: Signers | None = None,
     ) -> None:
+        """``identity`` signs what this node writes (None: it only reads); ``signers`` are the
+        nodes whose entries it takes (None: any valid signature, for tests and benches)."""
         self._nc = nc
         self._js = nc.jetstream(timeout=timeout)
         self.bucket = directory_bucket(network)
@@ -221,6 +361,12 @@ class JetStreamDirectory:
         self._marker_ttl = marker_ttl
         self._kv: KeyValue | None = None
         self._views: OrderedDict[str, _View] = OrderedDict()
+        self._identity = identity
+        self._signers = signers
+        self._signers_seen = signers.changes if signers is not None else 0
+        # Values left out of answers, by reason (/metrics, /healthz).
+        self.rejected: Counter[str] = Counter()
+        self._moved = asyncio.Event()  # a watch took a value (``wait_until``)
 
     async def start(self) -> None:
         """Bind the bucket, creating it when the network has none yet."""
@@ -252,9 +398,12 @@ class JetStreamDirectory:
 
     async def put(self, agent: domain.Agent, ttl: float | None) -> None:
         """Write or renew an agent's entry, expiring ``ttl`` seconds from now (None: kept)."""
+        if self._identity is None:
+            raise NetworkError("this directory reads only: it has no key to sign entries with")
         key = entry_key(agent.project, agent.id)
+        value = encode(agent, self._identity, self.bucket, ttl)
         try:
-            await self._js.publish(self._subject(key), encode(agent), msg_ttl=_ttl_header(ttl))
+            await self._js.publish(self._subject(key), value, msg_ttl=_ttl_header(ttl))
         except Exception as exc:  # nats-py raises many kinds; all mean "not written"
             raise NetworkError(f"the directory did not take {agent.id!r} ({exc!r})") from exc
 
@@ -271,8 +420,7 @@ class JetStreamDirectory:
 
     async def project_of(self, agent_id: str) -> str | None:
         """The project of a listed agent: one direct get of the last ``*.<agent>``."""
-        for data in await self.last_values([f"*.{subject_token(agent_id)}"]):
-            agent = decode(data)
+        for agent in await self._last_entries([f"*.{subject_token(agent_id)}"]):
             if agent.id == agent_id:
                 return _project_of(agent)
         return None
@@ -285,8 +433,7 @@ class JetStreamDirectory:
         found: dict[str, set[str | None]] = {}
         for first in range(0, len(wanted), LISTED_PER_REQUEST):
             part = wanted[first : first + LISTED_PER_REQUEST]
-            for data in await self.last_values([f"*.{subject_token(i)}" for i in part]):
-                agent = decode(data)
+            for agent in await self._last_entries([f"*.{subject_token(i)}" for i in part]):
                 found.setdefault(agent.id, set()).add(agent.project)
         asked = set(wanted)
         return {i: projects for i, projects in found.items() if i in asked}
@@ -297,21 +444,47 @@ class JetStreamDirectory:
         wanted = [entry_key(project, agent_id) for project, agent_id in dict.fromkeys(keys)]
         found: dict[str, domain.Agent] = {}
         for first in range(0, len(wanted), LISTED_PER_REQUEST):
-            for data in await self.last_values(wanted[first : first + LISTED_PER_REQUEST]):
-                agent = decode(data)
+            for agent in await self._last_entries(wanted[first : first + LISTED_PER_REQUEST]):
                 found[agent.id] = agent
         return found
 
-    async def last_values(self, filters: list[str]) -> list[bytes]:
-        """The live values of the newest entry of each key matching ``filters`` (direct get,
-        batched: ``multi_last``, at most DIRECT_BATCH a request)."""
+    async def _last_entries(self, filters: list[str]) -> list[domain.Agent]:
+        """The verified entries among the newest of each key matching ``filters``."""
+        found = []
+        for key, data in await self.last_values(filters):
+            agent = self._read(key, data)
+            if agent is not None:
+                found.append(agent)
+        return found
+
+    def _read(self, key: str, data: bytes) -> domain.Agent | None:
+        """The agent a value stored under ``key`` describes; None (counted) if it is not one."""
+        try:
+            return read(self.bucket, key, data, self._signers)
+        except EntryRejected as exc:
+            self.rejected[exc.reason] += 1
+            count = self.rejected[exc.reason]
+            if count & (count - 1) == 0:  # the 1st, 2nd, 4th, 8th…: a flood does not flood the log
+                logger.warning(
+                    "left out the value of %s under %r (%s; %d so far)",
+                    self.bucket,
+                    key,
+                    exc.reason,
+                    count,
+                )
+            return None
+
+    async def last_values(self, filters: list[str]) -> list[tuple[str, bytes]]:
+        """The (key, value) of the newest entry of each key matching ``filters``, unverified
+        (direct get, batched: ``multi_last``, at most DIRECT_BATCH a request)."""
         request = {
             "multi_last": [self._subject(f) for f in filters],
             "batch": DIRECT_BATCH,
         }
         inbox = self._nc.new_inbox()
         sub = await self._nc.subscribe(inbox)
-        values: list[bytes] = []
+        values: list[tuple[str, bytes]] = []
+        prefix = self._subject("")
         try:
             await self._nc.publish(
                 f"$JS.API.DIRECT.GET.KV_{self.bucket}", json.dumps(request).encode(), reply=inbox
@@ -320,8 +493,10 @@ class JetStreamDirectory:
                 msg = await sub.next_msg(timeout=self._timeout)
                 if _status(msg) is not None:
                     break  # 204: the end of the batch; 404: nothing matched
-                if (msg.headers or {}).get("KV-Operation") not in _GONE and msg.data:
-                    values.append(msg.data)
+                headers: dict[str, str] = msg.headers or {}
+                if headers.get("KV-Operation") not in _GONE and msg.data:
+                    subject = headers.get("Nats-Subject", "")
+                    values.append((subject.removeprefix(prefix), msg.data))
         except Exception as exc:  # a timeout or a lost connection: the directory is away
             raise NetworkError(f"the directory did not answer ({exc!r})") from exc
         finally:
@@ -331,7 +506,24 @@ class JetStreamDirectory:
 
     async def agents(self, project: str | None) -> tuple[int, Mapping[str, domain.Agent]]:
         """The listed agents of ``project`` (None: all) by key, from a watch-kept view."""
+        if self._signers is not None and self._signers.changes != self._signers_seen:
+            # Who may write changed (a node removed, say): every view is read again under it.
+            self._signers_seen = self._signers.changes
+            await self.close()
         token = project_filter(project)
+        try:
+            async with asyncio.timeout(self._timeout):
+                while True:
+                    view = await self._view(token)
+                    if await _ready(view, token):
+                        return view.version, view.agents
+                    # Stopped before it was ready (evicted, or read again under new signers,
+                    # by another lookup): the current view of the project is the one to wait on.
+        except TimeoutError as exc:
+            raise NetworkError(f"the directory did not list {token} in time") from exc
+
+    async def _view(self, token: str) -> _View:
+        """The held view of ``token``, made (its watch started) when none is fresh."""
         view = self._views.get(token)
         if view is None or not view.fresh(self.max_age):
             if view is not None:
@@ -342,12 +534,7 @@ class JetStreamDirectory:
                 _, oldest = self._views.popitem(last=False)
                 await _stop(oldest)
         self._views.move_to_end(token)
-        try:
-            async with asyncio.timeout(self._timeout):
-                await view.ready.wait()
-        except TimeoutError as exc:
-            raise NetworkError(f"the directory did not list {token} in time") from exc
-        return view.version, view.agents
+        return view
 
     async def _follow(self, view: _View, token: str) -> None:
         """Keep ``view`` as the bucket's entries under ``token`` change, until cancelled."""
@@ -364,28 +551,37 @@ class JetStreamDirectory:
                 else:
                     read += 1
                     self._take(view, entry)
+                    self._moved.set()
                 # nats-py may say "all in" before the entries it already received are read
                 # (under load: a lookup then saw a part of the project): ready once they are,
                 # or once an entry the server sent with nothing after it is.
                 if owed is not None and (read >= owed or (entry is not None and entry.delta == 0)):
                     view.ready.set()
-        except (ValueError, KeyError) as exc:
-            logger.warning("an entry of %s did not read (%r); listing it afresh", self.bucket, exc)
         finally:
             with contextlib.suppress(Exception):  # the connection may be gone already
                 await watcher.stop()  # type: ignore[no-untyped-call]  # nats-py: untyped
 
-    @staticmethod
-    def _take(view: _View, entry: Any) -> None:
-        """One watched entry into ``view``."""
-        if entry.operation in _GONE or not entry.value:
-            view.agents.pop(entry.key, None)
+    def _take(self, view: _View, entry: Any) -> None:
+        """One watched entry into ``view``: a value that is not an entry to take leaves its key
+        without one (the bucket holds no good entry there now)."""
+        agent = None
+        if entry.operation not in _GONE and entry.value:
+            agent = self._read(entry.key, entry.value)
+        if agent is None:
+            if view.agents.pop(entry.key, None) is None:
+                return
+        elif _renewal(view.agents, entry.key, agent):
+            return  # what lookups rank is unchanged
         else:
-            agent = decode(entry.value)
-            if _renewal(view.agents, entry.key, agent):
-                return  # what lookups rank is unchanged
             view.agents[entry.key] = agent
         view.version = next(_versions)
+
+    async def wait_until(self, predicate: Callable[[], bool], within: float) -> None:
+        """Wait until ``predicate`` holds, tried again as the watches take values (tests)."""
+        async with asyncio.timeout(within):
+            while not predicate():
+                self._moved.clear()
+                await self._moved.wait()
 
     def cached(self) -> dict[str, int]:
         """The views held: filter -> how many entries (health, tests)."""
@@ -415,6 +611,22 @@ def _status(msg: Msg) -> str | None:
     headers: dict[str, Any] = msg.headers or {}
     status = headers.get("Status")
     return None if status is None else str(status)
+
+
+async def _ready(view: _View, token: str) -> bool:
+    """Wait until ``view`` is ready (True) or its watch was stopped first (False); a watch that
+    ended on its own (it failed) is NetworkError."""
+    assert view.task is not None
+    ready = asyncio.create_task(view.ready.wait())
+    try:
+        await asyncio.wait({ready, view.task}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        ready.cancel()
+    if view.ready.is_set():
+        return True
+    if view.task.cancelled():
+        return False
+    raise NetworkError(f"the directory's watch of {token} ended ({view.task.exception()!r})")
 
 
 async def _stop(view: _View) -> None:

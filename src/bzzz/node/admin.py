@@ -63,6 +63,27 @@ def _id_of(data: bytes) -> str | None:
         return None
 
 
+async def admit_first(settings: Settings, bus: JetStreamBus, identity: NodeIdentity) -> bool:
+    """On a network that has no admitted node yet, admit the data directory's own key, as
+    its first node does when it starts (``node.network.join_admitted``); whether it did.
+
+    A command run on a new data directory before any node (`bzzz token create`, `bzzz node
+    admit`) stores its change with that key; without this, the change would sit in the log
+    before the key's admission, from a node not admitted yet, and every node would drop it. A
+    key that is not the data directory's gains nothing: the network admits itself only the
+    first key to ask, and with it closed, drops every other's changes as before.
+    """
+    state, _ = await derive(settings, bus)
+    if not state.open:
+        return False
+    network = settings.bzzz.network_id
+    subject = f"bzzz.{network}.{admission.KIND}.{identity.node_id}"
+    payload = {"public_key": identity.public_key_b64}
+    env = seal(identity, network, admission.ADMITTED, subject, payload)
+    await bus.store(env.subject, env.to_bytes(), env.id)
+    return True
+
+
 def _local_identity(settings: Settings) -> NodeIdentity:
     data_dir = settings.node.data_dir.expanduser()
     data_dir.mkdir(parents=True, exist_ok=True)
@@ -74,8 +95,9 @@ async def _act(settings: Settings, type_: str, subject_key: str, payload: dict[s
     identity = _local_identity(settings)
     network = settings.bzzz.network_id
     async with joined_bus(settings) as bus:
+        await admit_first(settings, bus, identity)
         state, _ = await derive(settings, bus)
-        if not state.open and not state.is_member(identity.public_key_b64, identity.node_id):
+        if not state.is_member(identity.public_key_b64, identity.node_id):
             # PERMISSION_DENIED once the access layer brings that code.
             raise InvalidParameters(
                 f"this node ({identity.node_id}) is not admitted to network {network}: "

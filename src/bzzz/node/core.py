@@ -306,7 +306,7 @@ class Node:
             agents_per_principal=limits_cfg.agents_per_principal,
         )
         self.listing = await open_listing(
-            self.settings, self.bus, self.projector, self.agents, self.node_id
+            self.settings, self.bus, self.projector, self.agents, self.identity
         )
         self.agents.history = ThreadLog(
             self.bus,

@@ -3,8 +3,10 @@ network's stores beside the log (the agent directory, the snapshots).
 
 With ``bzzz.admission`` on (the default), only admitted nodes' envelopes are applied; whatever
 the setting, only admitted nodes' tokens, admissions, keys and retention. The first node of a
-network admits itself, a later process on the same data directory is admitted by the
-directory's own key (slot 0's), any other node waits for ``bzzz node admit``.
+network admits itself (or a CLI change made on its data directory before it first ran did,
+with the same key: ``node.admin.admit_first``), a later process on the same data directory is
+admitted by the directory's own key (slot 0's), any other node waits for ``bzzz node admit``.
+The agent directory takes the entries of the same nodes (``DirectorySigners``).
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from bzzz.agents.service import AgentService
 from bzzz.config import Settings
 from bzzz.eventlog import EventLog
 from bzzz.network import admission
+from bzzz.network.admission import Admission
 from bzzz.network.base import Bus, Directory
 from bzzz.network.directory import InMemoryDirectory, JetStreamDirectory
 from bzzz.network.identity import NodeIdentity
@@ -99,6 +102,30 @@ def directory_identity(settings: Settings, slot: int) -> NodeIdentity | None:
     return NodeIdentity.load_or_create(data_dir)
 
 
+class DirectorySigners:
+    """Whose agent directory entries a node takes: as whose envelopes its projector applies —
+    the admitted nodes with admission on (a node removed is no longer taken), else any node
+    of ``BZZZ_TRUSTED_NODES`` (any signed node without that list)."""
+
+    def __init__(
+        self, admission: Admission, trusted: frozenset[str] | None, *, enforce: bool
+    ) -> None:
+        self._admission = admission
+        self._trusted = trusted
+        self._enforce = enforce
+
+    def admits(self, public_key: str, node_id: str) -> bool:
+        """Whether entries signed by that node are taken."""
+        if self._enforce:
+            return self._admission.admits(public_key, node_id)
+        return self._trusted is None or bool({public_key, node_id} & self._trusted)
+
+    @property
+    def changes(self) -> int:
+        """Moves whenever the admitted set does."""
+        return self._admission.changes
+
+
 class Listing:
     """This node's part of the network's agent directory: its writer, and the lookups of the
     projects it does not serve."""
@@ -107,6 +134,11 @@ class Listing:
         self.directory = directory
         self.writer = writer
 
+    def status(self) -> dict[str, Any]:
+        """For /healthz and /metrics: the directory's values left out, by reason."""
+        rejected = getattr(self.directory, "rejected", None) or {}
+        return {"rejected": dict(sorted(rejected.items()))}
+
     async def close(self) -> None:
         """Stop the directory's watches."""
         if isinstance(self.directory, JetStreamDirectory):
@@ -114,16 +146,27 @@ class Listing:
 
 
 async def open_listing(
-    settings: Settings, bus: Bus, projector: Projector, agents: AgentService, node_id: str
+    settings: Settings,
+    bus: Bus,
+    projector: Projector,
+    agents: AgentService,
+    identity: NodeIdentity,
 ) -> Listing:
-    """The directory on this node's bus: written for its agents, read for unserved projects."""
+    """The directory on this node's bus: written for its agents (signed with ``identity``),
+    read for unserved projects (the entries of the nodes its projector takes envelopes of)."""
     directory: Directory
+    node_id = identity.node_id
     if isinstance(bus, JetStreamBus):
+        enforce = settings.bzzz.admission
         kv = JetStreamDirectory(
             bus.client,
             settings.bzzz.network_id,
             replicas=settings.bzzz.stream_replicas,
             timeout=settings.bzzz.publish_timeout,
+            identity=identity,
+            signers=DirectorySigners(
+                projector.admission, frozenset(settings.bzzz.trusted_nodes) or None, enforce=enforce
+            ),
         )
         await kv.start()
         directory = kv

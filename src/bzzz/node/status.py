@@ -37,6 +37,8 @@ def node_status(node: Any) -> dict[str, Any]:
         "hosted_agents": node.hosted.status() if hasattr(node, "hosted") else None,
         "whoosh": node.whoosh.status() if node.whoosh is not None else None,
         "forwarding": node.front.status() if hasattr(node, "front") else None,
+        # The agent directory's values this node left out (unsigned, forged…), by reason.
+        "directory": node.listing.status() if hasattr(node, "listing") else None,
         # The peer board: this node's keys, the keys it watches, how many changes it heard.
         "peers": node.peers.status() if hasattr(node, "peers") else None,
         # Per served project: where this node started (snapshot, replay), what it wrote.
