@@ -16,6 +16,7 @@ from bzzz.access.keys import principal_key
 from bzzz.access.tokens import TokenRegistry
 from bzzz.errors import InvalidParameters, PermissionDenied
 from bzzz.eventlog import Caller
+from bzzz.network.forward import WirePrincipal
 from bzzz.node.core import Node
 from bzzz.principal import ALL, LOCAL, Principal, Scope
 from bzzz.schemas import AnnounceInput, GetInput, PostInput, ThreadInput
@@ -201,3 +202,13 @@ async def test_a_token_envelope_with_a_bad_agent_binding_is_not_applied(
 
     assert outcome["ok"] is False
     assert node.tokens.get("tok-forged") is None
+
+
+async def test_a_forwarded_call_keeps_the_agent_binding(node: Node) -> None:
+    alice = await agent_token(node, "alice")
+    wire = WirePrincipal.of(alice)
+    again = WirePrincipal.model_validate_json(wire.model_dump_json()).principal()
+
+    assert again == alice and again.agent == "alice"
+    with pytest.raises(PermissionDenied):
+        node.agents.project_of_announce(again, AnnounceInput(agent_id="mallory", role="dev"))
