@@ -46,6 +46,8 @@ def add_parser(sub: Any) -> None:
     init.add_argument(
         "--name", help="who holds the token (default: your login name, 'admin (LOGIN)')"
     )
+    init.add_argument("--host", help="the node's HTTP host, if not the settings' (for the URL)")
+    init.add_argument("--port", type=int, help="the node's HTTP port, if not the settings'")
     out.json_flag(init, '{"token": ..., "mcp_url": ..., "configs": {...}}')
 
 
