@@ -88,7 +88,8 @@ async def test_every_call_with_an_agent_token_acts_as_its_agent_on_any_session(
 ) -> None:
     alice = await agent_token(node, "alice")
     bob = await agent_token(node, "bob")
-    # Announced in a legacy session, the agent is the token's: a stateless call acts as it.
+    # Announced in a legacy session (it lives as long as the session), the agent is the
+    # token's: a stateless call, or another session, acts as it with no handle.
     await node.agents.announce(
         in_session(alice, "s1"), AnnounceInput(agent_id="alice", role="developer")
     )
@@ -101,14 +102,16 @@ async def test_every_call_with_an_agent_token_acts_as_its_agent_on_any_session(
         in_session(alice, "s2"), ThreadInput(action="create", participants=["bob"], topic="t")
     )
     inbox = await node.agents.get(stateless(bob), GetInput(address="bzzz://bob/inbox"))
-    # The session ending does not take the token's agent offline: its lease does.
+    own_inbox = await node.agents.get(stateless(alice), GetInput(address="bzzz://alice/inbox"))
     await node.agents.session_ended(Caller("mcp-s1"))
 
-    assert node.agents.directory.get("alice").session_id == principal_key(alice)  # type: ignore[union-attr]
     assert posted["delivery_results"]["recipients"] == ["bob"]
     assert "alice" in thread["result"]["participants"]
     assert [m["sender"] for m in inbox["content"]["messages"]] == ["alice"]
-    assert node.agents.directory.get("alice").online  # type: ignore[union-attr]
+    assert own_inbox["content"]["messages"] == []
+    assert node.agents.directory.get("bob").session_id == principal_key(bob)  # type: ignore[union-attr]
+    # The legacy session held alice: it ended, and she went offline with it.
+    assert not node.agents.directory.get("alice").online  # type: ignore[union-attr]
 
 
 async def test_a_new_token_for_the_same_agent_holds_it_and_the_revoked_one_is_refused(
