@@ -17,6 +17,8 @@ from bzzz.store.database import Database
 from bzzz.store.models import AccessTokenRow
 
 TOKEN_PREFIX = "bzzz_"
+# An agent id as bzzz_announce takes it (bzzz.schemas.Identifier), as the store checks it.
+AGENT_ID = re.compile(r"^[A-Za-z0-9._-]{1,128}$")
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhdw]?)\s*$")
 _UNITS = {"": 86400, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
 
@@ -53,6 +55,8 @@ class TokenRecord:
     created_at: datetime
     expires_at: datetime | None
     revoked_at: datetime | None = None
+    # The one agent this token is (an agent token), or None.
+    agent: str | None = None
 
     def valid_at(self, now: datetime) -> bool:
         """Neither revoked nor expired at ``now``."""
@@ -67,7 +71,13 @@ class TokenRecord:
     def principal(self) -> Principal:
         """The principal a holder of this token is."""
         return principal(
-            f"token:{self.id}", "token", self.projects, self.roles, self.scope, self.name
+            f"token:{self.id}",
+            "token",
+            self.projects,
+            self.roles,
+            self.scope,
+            self.name,
+            self.agent,
         )
 
     def to_json(self, now: datetime) -> dict[str, object]:
@@ -78,6 +88,7 @@ class TokenRecord:
             "projects": list(self.projects),
             "roles": list(self.roles),
             "scope": self.scope.label,
+            "agent": self.agent,
             "status": self.status(now),
             "created_by": self.created_by,
             "created_at": self.created_at.isoformat(),
@@ -98,7 +109,17 @@ def _record_of(row: AccessTokenRow) -> TokenRecord:
         created_at=row.created_at,
         expires_at=row.expires_at,
         revoked_at=row.revoked_at,
+        agent=row.agent_id,
     )
+
+
+def _agent_of(agent: object, scope: str) -> str | None:
+    """A token envelope's agent binding, refused as the store refuses it (ValueError)."""
+    if agent is None:
+        return None
+    if not isinstance(agent, str) or not AGENT_ID.match(agent) or scope == "admin":
+        raise ValueError("not an agent token's binding")
+    return agent
 
 
 class TokenRegistry:
@@ -135,6 +156,7 @@ class TokenRegistry:
         if p.get("token_id") in self._by_id:
             return
         expires = p.get("expires_at")
+        agent = p.get("agent_id")
         try:
             record = TokenRecord(
                 id=str(p["token_id"]),
@@ -146,6 +168,7 @@ class TokenRegistry:
                 created_by=str(p["created_by"]),
                 created_at=env.timestamp,
                 expires_at=datetime.fromisoformat(expires) if expires else None,
+                agent=_agent_of(agent, str(p["scope"])),
             )
         except (KeyError, TypeError, ValueError):
             return  # the store refused it as a bad payload too
