@@ -152,6 +152,9 @@ async def test_the_work_commands_print_one_json_object_beside_a_running_node_and
     assert others == {"agents": [], "count": 0, "total": 0}
     assert (typo.returncode, typo.stdout) == (1, "")
     assert "no agent 'dev7' at that address; did you mean 'dev-7'?" in typo.stderr
+    # The start-up log (stderr) says where MCP and the dashboard are.
+    logged = node.stderr_path.read_text()
+    assert f"MCP at {node.mcp_url}" in logged and f"dashboard at {node.base_url}/ui" in logged
     [running] = beside["status"]["running"]
     assert (running["port"], running["health"]["state"]) == (node.port, "running")
     assert running["source"] == str(data_dir / "slots" / "0.serving.json")
