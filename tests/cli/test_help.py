@@ -51,6 +51,11 @@ COMMANDS = [
     "thread",
     "reservations",
     "snapshot",
+    "agents",
+    "threads",
+    "tasks",
+    "inbox",
+    "status",
 ]
 
 
