@@ -14,6 +14,7 @@ from bzzz.config.integrations import SlurpSettings, WebhookSettings, WhooshSetti
 from bzzz.config.llm import CostSettings, OpenAISettings
 from bzzz.config.network import BzzzSettings, SnapshotSettings
 from bzzz.config.node import LoggingSettings, NodeSettings
+from bzzz.config.reservations import ReservationSettings
 from bzzz.config.security import (
     AuditSettings,
     AuthSettings,
@@ -56,6 +57,7 @@ class Settings(_Section):
     audit: AuditSettings = Field(default_factory=AuditSettings)
     retention: RetentionSettings = Field(default_factory=RetentionSettings)
     snapshots: SnapshotSettings = Field(default_factory=SnapshotSettings)
+    reservations: ReservationSettings = Field(default_factory=ReservationSettings)
 
     def database_url(self) -> str:
         """The database URL in force: the configured one or SQLite in the data directory."""

@@ -70,7 +70,8 @@ thread_created, thread_escalated, network_status, thread_status (pause, resume, 
 thread_consensus, human_notification (an escalation asks for a human), slurp_context (a
 consensus's context event), cost_warning (model spending passed the warning threshold),
 limit_exceeded (a cost limit was reached or a call refused), reservation_conflict (a path
-reservation was refused; addressed to the holder). filter_address limits events to an
+reservation was refused; addressed to the holder), reservation_expiring (a path reservation
+ends soon; addressed to its holder, who may renew it). filter_address limits events to an
 address pattern (bzzz://*:architect@*). With callback_webhook (needs the 'write' scope) each
 event is POSTed as JSON, signed
 in the X-Bzzz-Signature header (t=<unix>,v1=<hex HMAC-SHA256 of "<t>.<body>"> with the returned

@@ -6,23 +6,49 @@ run of characters, ``?`` one character, ``[abc]`` / ``[a-z]`` one of a set (``[!
 never matched by a wildcard inside a segment. There are no escapes: ``[*]`` is a literal star.
 A trailing ``/`` names a folder and everything under it (``src/`` is ``src/**``).
 
-:func:`overlap` is an exact test, not a string comparison: it runs the product of the two
-patterns as automata (segment by segment, and inside a segment character by character) and
-says whether some path is accepted by both. Both steps are dynamic programs over pairs of
-positions, so the cost is the product of the patterns' lengths.
+A pattern's shape is bounded (an outsider chooses it, and every node serving the project
+decides overlaps in its log's applier): at most ``MAX_PATTERN_LENGTH`` characters,
+``MAX_SEGMENTS`` segments and ``MAX_WILDCARDS`` wildcards (each ``*`` run, ``**``, ``?`` and
+``[…]`` counts one).
+
+:func:`overlap` is an exact test, not a string comparison, and its cost is linear in the
+patterns' lengths but for one case. It looks at both levels the same way: a pattern is a
+sequence of positions (segments; inside a segment, characters) cut into chunks by its loops
+(``**``; inside a segment, ``*``). Two positions *meet* when some element fits both.
+
+- Neither has a loop: they meet when they are as long and meet position by position.
+- Both have one: they meet exactly when their first chunks meet over the shorter one's length
+  and so do their last chunks, from the end. (A common path: the longer first chunk, then every
+  middle chunk of one, then every middle chunk of the other, then the longer last chunk; each
+  loop takes what lies between its pattern's chunks.)
+- One has loops, the other none: the plain one is matched by the looped one — its first and
+  last chunks at the two ends, then each middle chunk at the leftmost place it fits, in order
+  (the leftmost place leaves the most room to the rest, so the greedy search is exact). Plain
+  text is searched with ``str.find``.
+
+So a pair of patterns costs O(length) but for that search, which is bounded by the shape
+limits; ``bench/reservation_overlap.py`` measures the worst shapes.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import re
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
+from typing import TypeVar
 
-MAX_PATTERN_LENGTH = 512
+MAX_PATTERN_LENGTH = 256
+MAX_SEGMENTS = 32
+MAX_WILDCARDS = 16
 MAX_UNICODE = 0x10FFFF
 _SLASH = ord("/")
 # Every character a path segment may hold: all of Unicode but '/'.
 _ANY: tuple[tuple[int, int], ...] = ((0, _SLASH - 1), (_SLASH + 1, MAX_UNICODE))
+
+# A character position: a literal character, or the closed code-point ranges it accepts.
+_Char = str | tuple[tuple[int, int], ...]
+_T = TypeVar("_T")
 
 
 class PatternError(ValueError):
@@ -30,31 +56,23 @@ class PatternError(ValueError):
 
 
 @dataclass(frozen=True, slots=True)
-class _Char:
-    """One character position: the closed code-point ranges it accepts (sorted, disjoint)."""
+class _Run:
+    """A chunk of a segment glob (no ``*`` inside): its positions, and its text if all are
+    literal characters (then ``str`` operations compare it)."""
 
-    ranges: tuple[tuple[int, int], ...]
-
-
-@dataclass(frozen=True, slots=True)
-class _Star:
-    """``*``: any run of characters within the segment."""
-
-
-_STAR = _Star()
-_Token = _Char | _Star
-_Fits = Callable[[int, int], bool]
+    chars: tuple[_Char, ...]
+    text: str | None
 
 
 def normalize(pattern: str) -> str:
     """The pattern in its one spelling (no ``./``, no leading ``/``, ``dir/`` as ``dir/**``);
-    PatternError when it is not a valid relative path glob."""
+    PatternError when it is not a valid relative path glob or passes a shape limit."""
     if not isinstance(pattern, str) or not pattern.strip():
         raise PatternError("a path pattern must be a non-empty string")
     if len(pattern) > MAX_PATTERN_LENGTH:
         raise PatternError(f"a path pattern has at most {MAX_PATTERN_LENGTH} characters")
-    if any(ord(c) < 32 or c == "\\" for c in pattern):
-        raise PatternError("a path pattern holds no control characters and no '\\'")
+    if any(ord(c) < 32 or c == "\\" or 0xD800 <= ord(c) <= 0xDFFF for c in pattern):
+        raise PatternError("a path pattern holds no control characters, surrogates or '\\'")
     text = pattern.strip()
     while text.startswith("./"):
         text = text[2:]
@@ -71,34 +89,42 @@ def normalize(pattern: str) -> str:
     for segment in segments:
         if not (segment == "**" and collapsed and collapsed[-1] == "**"):
             collapsed.append(segment)
+    if len(collapsed) > MAX_SEGMENTS:
+        raise PatternError(f"a path pattern has at most {MAX_SEGMENTS} segments")
     normal = "/".join(collapsed)
-    _compile(normal)  # PatternError for a bad character class
+    wildcards = sum(_wildcards(s) for s in collapsed)  # PatternError for a bad character class
+    if wildcards > MAX_WILDCARDS:
+        raise PatternError(
+            f"a path pattern has at most {MAX_WILDCARDS} wildcards ('*', '**', '?', '[…]'); "
+            f"'{normal[:40]}…' has {wildcards}"
+        )
     return normal
+
+
+def _wildcards(segment: str) -> int:
+    if segment == "**":
+        return 1
+    runs = _segment(segment)
+    return len(runs) - 1 + sum(1 for run in runs for c in run.chars if not isinstance(c, str))
 
 
 def overlap(a: str, b: str) -> bool:
     """Whether some path matches both patterns (each as :func:`normalize` leaves it)."""
-    if _literal_heads_differ(a, b):
-        return False  # the common case, decided without running the automata
-    return _overlap_cached(a, b) if a <= b else _overlap_cached(b, a)
+    if a == b:
+        return True
+    return _overlap_cached(a, b) if a < b else _overlap_cached(b, a)
 
 
 @lru_cache(maxsize=65_536)
 def _overlap_cached(a: str, b: str) -> bool:
-    return _overlap_segments(_compile(a), _compile(b))
+    return _meet(_split(a), _split(b), _segments_overlap)
 
 
-_WILD = frozenset("*?[")
-
-
-def _literal_heads_differ(a: str, b: str) -> bool:
-    """Whether the patterns differ in a leading segment that is plain text in both."""
-    for x, y in zip(a.split("/"), b.split("/"), strict=False):
-        if _WILD & set(x) or _WILD & set(y):
-            return False
-        if x != y:
-            return True
-    return False
+@lru_cache(maxsize=65_536)
+def overlaps_any(patterns: tuple[str, ...], other: str) -> bool:
+    """Whether ``other`` overlaps one of ``patterns`` (a request's against one live pattern:
+    remembered, so a request's check warmed off the event loop costs a lookup on it)."""
+    return any(overlap(p, other) for p in patterns)
 
 
 def matches(pattern: str, path: str) -> bool:
@@ -108,35 +134,63 @@ def matches(pattern: str, path: str) -> bool:
 
 
 @lru_cache(maxsize=16_384)
-def _compile(pattern: str) -> tuple[str | None, ...]:
-    """The pattern's segments (None for ``**``), each checked to be a valid segment glob."""
-    segments = tuple(None if s == "**" else s for s in pattern.split("/"))
-    for segment in segments:
-        if segment is not None:
+def _split(pattern: str) -> tuple[tuple[str, ...], ...]:
+    """The pattern's segments, cut into chunks at each ``**`` (each segment checked)."""
+    chunks: list[tuple[str, ...]] = []
+    current: list[str] = []
+    for segment in pattern.split("/"):
+        if segment == "**":
+            chunks.append(tuple(current))
+            current = []
+        else:
             _segment(segment)
-    return segments
+            current.append(segment)
+    chunks.append(tuple(current))
+    return tuple(chunks)
+
+
+@lru_cache(maxsize=65_536)
+def _segments_overlap(x: str, y: str) -> bool:
+    """Whether two segment globs (text, so the cache hashes strings) share a segment."""
+    if x == y:
+        return True
+    a, b = _segment(x), _segment(y)
+    if len(a) == 1 and len(b) == 1 and a[0].text is not None and b[0].text is not None:
+        return False  # two different plain names
+    return _meet_runs(a, b)
 
 
 @lru_cache(maxsize=16_384)
-def _segment(text: str) -> tuple[_Token, ...]:
-    tokens: list[_Token] = []
+def _segment(text: str) -> tuple[_Run, ...]:
+    """A segment glob cut into runs at each ``*`` (``**`` inside a segment is one ``*``)."""
+    runs: list[_Run] = []
+    chars: list[_Char] = []
+    plain = True
     i = 0
     while i < len(text):
-        c = text[i]
-        if c == "*":
-            if not tokens or tokens[-1] is not _STAR:
-                tokens.append(_STAR)  # '**' inside a segment is one '*'
-            i += 1
-        elif c == "?":
-            tokens.append(_Char(_ANY))
-            i += 1
-        elif c == "[":
-            char, i = _char_class(text, i)
-            tokens.append(char)
+        literal = _LITERAL.match(text, i)
+        if literal is not None:
+            chars.extend(literal.group())  # one position a character, compared as text
+            i = literal.end()
+        elif text[i] == "*":
+            runs.append(_run(chars, plain))
+            chars, plain = [], True
+            while i < len(text) and text[i] == "*":
+                i += 1
         else:
-            tokens.append(_Char(((ord(c), ord(c)),)))
-            i += 1
-    return tuple(tokens)
+            char, i = (_ANY, i + 1) if text[i] == "?" else _char_class(text, i)
+            chars.append(char)
+            plain = plain and isinstance(char, str)
+    runs.append(_run(chars, plain))
+    return tuple(runs)
+
+
+_LITERAL = re.compile(r"[^*?\[]+")
+
+
+def _run(chars: list[_Char], plain: bool) -> _Run:
+    text = "".join(c for c in chars if isinstance(c, str)) if plain else None
+    return _Run(tuple(chars), text)
 
 
 def _char_class(text: str, start: int) -> tuple[_Char, int]:
@@ -165,7 +219,9 @@ def _char_class(text: str, start: int) -> tuple[_Char, int]:
     accepted = _complement(merged) if negated else _intersect(merged, _ANY)
     if not accepted:
         raise PatternError(f"'{text}': the set '{text[start : i + 1]}' matches no character")
-    return _Char(accepted), i + 1
+    if len(accepted) == 1 and accepted[0][0] == accepted[0][1]:
+        return chr(accepted[0][0]), i + 1  # a set of one character is that character
+    return accepted, i + 1
 
 
 def _merge(ranges: list[tuple[int, int]]) -> tuple[tuple[int, int], ...]:
@@ -206,65 +262,99 @@ def _intersect(
     return tuple(both)
 
 
-def _overlap_segments(a: tuple[str | None, ...], b: tuple[str | None, ...]) -> bool:
-    """Product of two segment sequences: ``**`` loops over any segment, others step together."""
-    loops_a = tuple(x is None for x in a)
-    loops_b = tuple(y is None for y in b)
-
-    def fits(i: int, j: int) -> bool:
-        x, y = a[i], b[j]
-        return x is not None and y is not None and _segments_overlap(x, y)
-
-    return _meets(loops_a, loops_b, fits)
+def _holds(ranges: tuple[tuple[int, int], ...], code: int) -> bool:
+    return any(low <= code <= high for low, high in ranges)
 
 
-@lru_cache(maxsize=65_536)
-def _segments_overlap(x: str, y: str) -> bool:
-    """Whether two segment globs (text, so the cache hashes strings) share a segment."""
-    return x == y or _overlap_tokens(_segment(x), _segment(y))
+def _chars_meet(x: _Char, y: _Char) -> bool:
+    """Whether two character positions accept a common character."""
+    if isinstance(x, str):
+        return x == y if isinstance(y, str) else _holds(y, ord(x))
+    if isinstance(y, str):
+        return _holds(x, ord(y))
+    return bool(_intersect(x, y))
 
 
-def _overlap_tokens(a: tuple[_Token, ...], b: tuple[_Token, ...]) -> bool:
-    """Whether two segment globs accept a common non-empty segment."""
-    if not a or not b:
-        return False
+# --- the one algorithm, at both levels ---------------------------------------------------------
 
-    def fits(i: int, j: int) -> bool:
-        x, y = a[i], b[j]
-        return (
-            isinstance(x, _Char) and isinstance(y, _Char) and bool(_intersect(x.ranges, y.ranges))
+
+def _meet(
+    a: Sequence[Sequence[_T]], b: Sequence[Sequence[_T]], meets: Callable[[_T, _T], bool]
+) -> bool:
+    """Whether two chunked patterns (chunks of positions, a loop between two chunks) accept a
+    common sequence; ``meets`` says whether two positions accept a common element."""
+    if len(a) == 1 and len(b) == 1:
+        return len(a[0]) == len(b[0]) and _aligned(a[0], 0, b[0], meets)
+    if len(a) > 1 and len(b) > 1:
+        first = min(len(a[0]), len(b[0]))
+        last = min(len(a[-1]), len(b[-1]))
+        return _aligned(a[0], 0, b[0][:first], meets) and _aligned(
+            a[-1], len(a[-1]) - last, b[-1][len(b[-1]) - last :], meets
         )
+    plain, looped = (a[0], b) if len(a) == 1 else (b[0], a)
+    return _fits(plain, looped, meets)
 
-    return _meets(tuple(x is _STAR for x in a), tuple(y is _STAR for y in b), fits)
+
+def _aligned(
+    text: Sequence[_T], at: int, chunk: Sequence[_T], meets: Callable[[_T, _T], bool]
+) -> bool:
+    """Whether ``chunk`` meets ``text`` position by position from ``at``."""
+    return all(meets(text[at + k], c) for k, c in enumerate(chunk))
 
 
-def _meets(loops_a: tuple[bool, ...], loops_b: tuple[bool, ...], fits: _Fits) -> bool:
-    """Whether two sequences of positions reach their ends together, from their starts.
+def _fits(
+    plain: Sequence[_T], looped: Sequence[Sequence[_T]], meets: Callable[[_T, _T], bool]
+) -> bool:
+    """Whether a loop-less pattern meets a looped one: ends anchored, middles leftmost."""
+    head, tail = looped[0], looped[-1]
+    end = len(plain) - len(tail)
+    if len(head) > end or not _aligned(plain, 0, head, meets):
+        return False
+    if not _aligned(plain, end, tail, meets):
+        return False
+    at = len(head)
+    for chunk in looped[1:-1]:
+        found = _leftmost(plain, chunk, at, end, meets)
+        if found < 0:
+            return False
+        at = found + len(chunk)
+    return True
 
-    A loop position (``*`` in a segment, ``**`` in a path) consumes any number of the other's
-    steps, none included; two plain positions step together when ``fits`` says they accept a
-    common element. Every move goes right or down in the table of position pairs, so one pass
-    over it in row order sees every pair after all pairs that lead to it.
-    """
-    n, m = len(loops_a), len(loops_b)
-    reach = [[False] * (m + 1) for _ in range(n + 1)]
-    reach[0][0] = True
-    for i in range(n + 1):
-        row = reach[i]
-        below = reach[i + 1] if i < n else row
-        loop_a = i < n and loops_a[i]
-        for j in range(m + 1):
-            if not row[j]:
-                continue
-            loop_b = j < m and loops_b[j]
-            if loop_a:
-                below[j] = True  # a's loop ends
-                if j < m:
-                    row[j + 1] = True  # a's loop takes b's position
-            if loop_b:
-                row[j + 1] = True
-                if i < n:
-                    below[j] = True
-            if i < n and j < m and not (loop_a or loop_b) and fits(i, j):
-                reach[i + 1][j + 1] = True
-    return reach[n][m]
+
+def _leftmost(
+    text: Sequence[_T], chunk: Sequence[_T], start: int, end: int, meets: Callable[[_T, _T], bool]
+) -> int:
+    for at in range(start, end - len(chunk) + 1):
+        if _aligned(text, at, chunk, meets):
+            return at
+    return -1
+
+
+def _meet_runs(a: tuple[_Run, ...], b: tuple[_Run, ...]) -> bool:
+    """Whether two segment globs accept a common segment (plain runs: ``str`` operations)."""
+    if len(a) > 1 and len(b) > 1 and all(r.text is not None for r in (a[0], b[0], a[-1], b[-1])):
+        heads = (a[0].text or "", b[0].text or "")
+        tails = (a[-1].text or "", b[-1].text or "")
+        return (heads[0].startswith(heads[1]) or heads[1].startswith(heads[0])) and (
+            tails[0].endswith(tails[1]) or tails[1].endswith(tails[0])
+        )
+    if (len(a) == 1) != (len(b) == 1):
+        plain, looped = (a[0], b) if len(a) == 1 else (b[0], a)
+        if plain.text is not None and all(r.text is not None for r in looped):
+            return _fits_text(plain.text, [r.text or "" for r in looped])
+    return _meet([r.chars for r in a], [r.chars for r in b], _chars_meet)
+
+
+def _fits_text(plain: str, looped: list[str]) -> bool:
+    """:func:`_fits` for plain text against plain runs: ``str`` does the comparing."""
+    head, tail = looped[0], looped[-1]
+    end = len(plain) - len(tail)
+    if len(head) > end or not plain.startswith(head) or not plain.endswith(tail):
+        return False
+    at = len(head)
+    for chunk in looped[1:-1]:
+        found = plain.find(chunk, at, end)
+        if found < 0:
+            return False
+        at = found + len(chunk)
+    return True
