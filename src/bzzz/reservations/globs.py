@@ -7,9 +7,10 @@ never matched by a wildcard inside a segment. There are no escapes: ``[*]`` is a
 A trailing ``/`` names a folder and everything under it (``src/`` is ``src/**``).
 
 A pattern's shape is bounded (an outsider chooses it, and every node serving the project
-decides overlaps in its log's applier): at most ``MAX_PATTERN_LENGTH`` characters,
-``MAX_SEGMENTS`` segments and ``MAX_WILDCARDS`` wildcards (each ``*`` run, ``**``, ``?`` and
-``[…]`` counts one).
+decides overlaps in its log's applier): at most ``MAX_PATTERN_LENGTH`` (256) characters,
+``MAX_SEGMENTS`` (32) segments and ``MAX_WILDCARDS`` (16) wildcards (each ``*`` run, ``**``,
+``?`` and ``[…]`` of more than one character counts one), and a segment holding ``?`` or
+``[…]`` at most ``MAX_SET_SEGMENT`` (32) characters.
 
 :func:`overlap` is an exact test, not a string comparison, and its cost is linear in the
 patterns' lengths but for one case. It looks at both levels the same way: a pattern is a
@@ -24,10 +25,14 @@ sequence of positions (segments; inside a segment, characters) cut into chunks b
 - One has loops, the other none: the plain one is matched by the looped one — its first and
   last chunks at the two ends, then each middle chunk at the leftmost place it fits, in order
   (the leftmost place leaves the most room to the rest, so the greedy search is exact). Plain
-  text is searched with ``str.find``.
+  text is searched with ``str.find``, or a regular expression without repetition when the
+  chunk holds sets (C does the search, in linear time for each place it tries).
 
-So a pair of patterns costs O(length) but for that search, which is bounded by the shape
-limits; ``bench/reservation_overlap.py`` measures the worst shapes.
+A pair of patterns costs O(length) comparisons of text, done in C, plus Python work on the
+segments that hold ``?`` or sets (at most 32 characters each) and on the segments of the
+segment-level search (at most 32 x 32); each pair's answer is remembered, and so is each
+request's against each live pattern. ``bench/reservation_overlap.py`` measures the worst
+shapes at the caps.
 """
 
 from __future__ import annotations
@@ -41,6 +46,8 @@ from typing import TypeVar
 MAX_PATTERN_LENGTH = 256
 MAX_SEGMENTS = 32
 MAX_WILDCARDS = 16
+# A segment holding '?' or a set is compared character by character in Python: kept short.
+MAX_SET_SEGMENT = 32
 MAX_UNICODE = 0x10FFFF
 _SLASH = ord("/")
 # Every character a path segment may hold: all of Unicode but '/'.
@@ -89,16 +96,27 @@ def normalize(pattern: str) -> str:
     for segment in segments:
         if not (segment == "**" and collapsed and collapsed[-1] == "**"):
             collapsed.append(segment)
-    if len(collapsed) > MAX_SEGMENTS:
-        raise PatternError(f"a path pattern has at most {MAX_SEGMENTS} segments")
     normal = "/".join(collapsed)
-    wildcards = sum(_wildcards(s) for s in collapsed)  # PatternError for a bad character class
+    _check_shape(normal, collapsed)
+    return normal
+
+
+def _check_shape(normal: str, segments: list[str]) -> None:
+    """PatternError when the pattern passes a shape limit (or holds a bad character class)."""
+    if len(segments) > MAX_SEGMENTS:
+        raise PatternError(f"a path pattern has at most {MAX_SEGMENTS} segments")
+    for segment in segments:
+        if len(segment) > MAX_SET_SEGMENT and ("?" in segment or "[" in segment):
+            raise PatternError(
+                f"a segment holding '?' or '[…]' has at most {MAX_SET_SEGMENT} characters; "
+                f"'{segment[:40]}…' has {len(segment)}"
+            )
+    wildcards = sum(_wildcards(s) for s in segments)
     if wildcards > MAX_WILDCARDS:
         raise PatternError(
             f"a path pattern has at most {MAX_WILDCARDS} wildcards ('*', '**', '?', '[…]'); "
             f"'{normal[:40]}…' has {wildcards}"
         )
-    return normal
 
 
 def _wildcards(segment: str) -> int:
@@ -112,7 +130,41 @@ def overlap(a: str, b: str) -> bool:
     """Whether some path matches both patterns (each as :func:`normalize` leaves it)."""
     if a == b:
         return True
+    (lead_a, trail_a), (lead_b, trail_b) = _anchors(a), _anchors(b)
+    if not (lead_a.startswith(lead_b) or lead_b.startswith(lead_a)):
+        return False  # the common case, decided by comparing text
+    if not (trail_a.endswith(trail_b) or trail_b.endswith(trail_a)):
+        return False
     return _overlap_cached(a, b) if a < b else _overlap_cached(b, a)
+
+
+_WILD = re.compile(r"[*?\[]")
+_CLOSING = re.compile(r"[*?\[\]][^*?\[\]]*$")
+
+
+@lru_cache(maxsize=16_384)
+def _anchors(pattern: str) -> tuple[str, str]:
+    """The plain text every path the pattern matches starts with, and ends with.
+
+    Cut at the first and after the last wildcard character; a ``/`` beside a ``**`` segment
+    is not required (``src/**`` matches ``src``).
+    """
+    first = _WILD.search(pattern)
+    if first is None:
+        return pattern, pattern
+    lead = pattern[: first.start()]
+    if lead.endswith("/") and pattern.startswith("**", first.start()):
+        after = first.start() + 2
+        if after == len(pattern) or pattern[after] == "/":
+            lead = lead[:-1]
+    last = _CLOSING.search(pattern)
+    assert last is not None  # a wildcard character is in it
+    trail = pattern[last.start() + 1 :]
+    if trail.startswith("/") and pattern[: last.start() + 1].endswith("**"):
+        before = last.start() - 2
+        if before < 0 or pattern[before] == "/":
+            trail = trail[1:]
+    return lead, trail
 
 
 @lru_cache(maxsize=65_536)
@@ -156,7 +208,7 @@ def _segments_overlap(x: str, y: str) -> bool:
         return True
     a, b = _segment(x), _segment(y)
     if len(a) == 1 and len(b) == 1 and a[0].text is not None and b[0].text is not None:
-        return False  # two different plain names
+        return a[0].text == b[0].text  # two plain names ('[x]' is 'x')
     return _meet_runs(a, b)
 
 
@@ -263,7 +315,10 @@ def _intersect(
 
 
 def _holds(ranges: tuple[tuple[int, int], ...], code: int) -> bool:
-    return any(low <= code <= high for low, high in ranges)
+    for low, high in ranges:
+        if low <= code <= high:
+            return True
+    return False
 
 
 def _chars_meet(x: _Char, y: _Char) -> bool:
@@ -299,7 +354,11 @@ def _aligned(
     text: Sequence[_T], at: int, chunk: Sequence[_T], meets: Callable[[_T, _T], bool]
 ) -> bool:
     """Whether ``chunk`` meets ``text`` position by position from ``at``."""
-    return all(meets(text[at + k], c) for k, c in enumerate(chunk))
+    for k, c in enumerate(chunk):
+        x = text[at + k]
+        if x != c and not meets(x, c):  # equal positions meet (no set is empty)
+            return False
+    return True
 
 
 def _fits(
@@ -331,30 +390,92 @@ def _leftmost(
 
 
 def _meet_runs(a: tuple[_Run, ...], b: tuple[_Run, ...]) -> bool:
-    """Whether two segment globs accept a common segment (plain runs: ``str`` operations)."""
-    if len(a) > 1 and len(b) > 1 and all(r.text is not None for r in (a[0], b[0], a[-1], b[-1])):
-        heads = (a[0].text or "", b[0].text or "")
-        tails = (a[-1].text or "", b[-1].text or "")
-        return (heads[0].startswith(heads[1]) or heads[1].startswith(heads[0])) and (
-            tails[0].endswith(tails[1]) or tails[1].endswith(tails[0])
-        )
-    if (len(a) == 1) != (len(b) == 1):
-        plain, looped = (a[0], b) if len(a) == 1 else (b[0], a)
-        if plain.text is not None and all(r.text is not None for r in looped):
-            return _fits_text(plain.text, [r.text or "" for r in looped])
-    return _meet([r.chars for r in a], [r.chars for r in b], _chars_meet)
+    """Whether two segment globs accept a common segment.
+
+    Plain runs are compared as text (``str``), and a plain segment is searched for a looped
+    one's runs that hold sets by regular expressions without repetition (one per run,
+    remembered): the search runs in C. What is left to Python loops holds a ``?`` or a set,
+    so is at most ``MAX_SET_SEGMENT`` characters long.
+    """
+    if len(a) > 1 and len(b) > 1:
+        return _ends_meet(a[0], b[0], head=True) and _ends_meet(a[-1], b[-1], head=False)
+    if len(a) == 1 and len(b) == 1:
+        return len(a[0].chars) == len(b[0].chars) and _aligned(a[0].chars, 0, b[0].chars,
+                                                               _chars_meet)  # fmt: skip
+    plain, looped = (a[0], b) if len(a) == 1 else (b[0], a)
+    if plain.text is not None:
+        return _fits_text(plain.text, looped)
+    return _meet([plain.chars], [r.chars for r in looped], _chars_meet)
 
 
-def _fits_text(plain: str, looped: list[str]) -> bool:
-    """:func:`_fits` for plain text against plain runs: ``str`` does the comparing."""
+def _ends_meet(x: _Run, y: _Run, *, head: bool) -> bool:
+    """Whether two first runs (``head``) or two last runs meet over the shorter's length."""
+    if x.text is not None and y.text is not None:
+        if head:
+            return x.text.startswith(y.text) or y.text.startswith(x.text)
+        return x.text.endswith(y.text) or y.text.endswith(x.text)
+    n = min(len(x.chars), len(y.chars))
+    if head:
+        return _aligned(x.chars, 0, y.chars[:n], _chars_meet)
+    return _aligned(x.chars, len(x.chars) - n, y.chars[len(y.chars) - n :], _chars_meet)
+
+
+def _fits_text(plain: str, looped: tuple[_Run, ...]) -> bool:
+    """:func:`_fits` for plain text: runs compared as text, or by their regular expression."""
     head, tail = looped[0], looped[-1]
-    end = len(plain) - len(tail)
-    if len(head) > end or not plain.startswith(head) or not plain.endswith(tail):
+    end = len(plain) - len(tail.chars)
+    if len(head.chars) > end or not _run_at(plain, head, 0) or not _run_at(plain, tail, end):
         return False
-    at = len(head)
-    for chunk in looped[1:-1]:
-        found = plain.find(chunk, at, end)
+    at = len(head.chars)
+    for run in looped[1:-1]:
+        if run.text is not None:
+            found = plain.find(run.text, at, end)
+        else:
+            hit = _regex(run).search(plain, at, end)
+            found = -1 if hit is None else hit.start()
         if found < 0:
             return False
-        at = found + len(chunk)
+        at = found + len(run.chars)
     return True
+
+
+def _run_at(plain: str, run: _Run, at: int) -> bool:
+    if run.text is not None:
+        return plain.startswith(run.text, at)
+    return _regex(run).match(plain, at, at + len(run.chars)) is not None
+
+
+@lru_cache(maxsize=16_384)
+def _regex(run: _Run) -> re.Pattern[str]:
+    """A run as a regular expression of one character a position (no repetition)."""
+    parts = []
+    for c in run.chars:
+        if isinstance(c, str):
+            parts.append(re.escape(c))
+        elif sum(high - low + 1 for low, high in c) > MAX_UNICODE // 2:
+            # A wide set ('?', '[!a]') compiles fast as what it leaves out.
+            outside = _complement_all(c)
+            parts.append("[^" + "".join(_class_range(low, high) for low, high in outside) + "]")
+        else:
+            parts.append("[" + "".join(_class_range(low, high) for low, high in c) + "]")
+    return re.compile("".join(parts), re.DOTALL)
+
+
+def _complement_all(ranges: tuple[tuple[int, int], ...]) -> list[tuple[int, int]]:
+    """Every code point outside ``ranges`` ('/' included)."""
+    outside: list[tuple[int, int]] = []
+    next_low = 0
+    for low, high in ranges:
+        if low > next_low:
+            outside.append((next_low, low - 1))
+        next_low = high + 1
+    if next_low <= MAX_UNICODE:
+        outside.append((next_low, MAX_UNICODE))
+    return outside
+
+
+def _class_range(low: int, high: int) -> str:
+    def one(code: int) -> str:
+        return f"\\U{code:08x}"
+
+    return one(low) if low == high else f"{one(low)}-{one(high)}"
