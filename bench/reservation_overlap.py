@@ -29,7 +29,8 @@ an agent fills the project with 1,024 patterns, another asks for 16, while a thi
 reads (``bzzz_lookup``) in a loop; figures: the request's latency, the longest the event loop
 was held (a 1 ms ticker's largest gap), and the reads served meanwhile.
 
-    .venv/bin/python bench/reservation_overlap.py [--node] [--json bench/results/reservation_overlap.json]
+    .venv/bin/python bench/reservation_overlap.py [--node] [--rounds 3] \
+        [--json bench/results/reservation_overlap.json]
 """
 
 from __future__ import annotations
