@@ -85,6 +85,8 @@ either the same agent_handle; or an admin of its projects)."""
 RESERVE = """Reserve the paths your agent is about to edit, so agents on one codebase do not
 overwrite each other. paths are glob patterns under your agent's project: '*', '?' and
 '[...]' match within one path segment, '**' across segments, 'dir/' means everything under dir.
+Up to 16 patterns, each at most 256 characters, 32 segments and 16 wildcards, a segment with
+'?' or '[...]' at most 32 characters (INVALID_PARAMETERS names the pattern past a limit).
 - reserve: paths, mode (exclusive: no other agent may hold an overlapping reservation; shared:
   coexists with other shared ones), ttl in seconds (default 1800, 10 to 86400), reason.
   Refused with RESERVATION_CONFLICT when another agent's live reservation could match one of the
@@ -92,8 +94,10 @@ overwrite each other. paths are glob patterns under your agent's project: '*', '
   reservations never conflict with each other.
 - release / renew: reservation_id, or all of your agent's (renew sets a new ttl from now).
 - list: the live reservations in your projects (project, agent_id, paths narrow the list).
-A reservation ends on release, at its expiry, or when its agent goes offline. Decided in log
-order: two agents asking at the same moment on two nodes never both get an exclusive one.
+A reservation ends on release, at its expiry, when its agent is erased or moves to another
+project, or when its node is removed: not when the agent goes quiet. Its holder gets a
+reservation_expiring event shortly before the end (renew to keep it). Decided in log order:
+two agents asking at the same moment on two nodes never both get an exclusive one.
 Example: {"action": "reserve", "paths": ["src/api/**", "README.md"], "mode": "exclusive",
 "ttl": 900, "reason": "refactoring the routes"}"""
 
