@@ -59,7 +59,10 @@ async def test_two_nodes_reserving_overlapping_paths_at_once_get_one_winner_each
             await _reserve(bob, paths=["docs/*.md"], mode="shared")
             shared = [("alice", "shared", ["docs/**"]), ("bob", "shared", ["docs/*.md"])]
             for session in (alice, bob):
-                held = await eventually(lambda s=session: _holders(s), lambda h: len(h) >= 2)
+                held = await eventually(
+                    lambda s=session: _holders(s),
+                    lambda h: sum(1 for x in h if x[1] == "shared") >= 2,
+                )
                 assert [h for h in held if h[1] == "shared"] == shared
             exclusive = await _reserve(carol, paths=["docs/index.md"])
             assert exclusive["code"] == "RESERVATION_CONFLICT"
