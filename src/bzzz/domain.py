@@ -24,6 +24,7 @@ EVENT_TYPES = (
     "cost_warning",
     "limit_exceeded",
     "reservation_conflict",
+    "reservation_expiring",
 )
 THREAD_STATUSES = ("active", "paused", "completed", "escalated")
 STANCES = ("agree", "disagree")

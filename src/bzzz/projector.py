@@ -39,7 +39,7 @@ from bzzz.network.sealing import (
     missing_key_message,
 )
 from bzzz.projects import ALL_PROJECTS, ProjectSet
-from bzzz.store.batch import BatchContext, BatchResult, apply_batch
+from bzzz.store.batch import BatchContext, BatchResult, apply_batch, prepare
 from bzzz.store.database import Database, StoreError, WriterBusy
 from bzzz.store.directory import AgentDirectory
 from bzzz.store.node_projection import admission_outcomes
@@ -391,6 +391,7 @@ class Projector:
         if envelope is None:
             return
         opened = await self._unsealed([(envelope, expected)])
+        await prepare(self._db, [envelope for envelope, _ in opened])
         ctx = self._context()
         try:
             with self._db.transaction_here() as session:
@@ -608,6 +609,7 @@ class Projector:
         decided: dict[str, Outcome] | None = None,
     ) -> None:
         """Apply envelopes in one transaction, then settle (the caller holds ``_applying``)."""
+        await prepare(self._db, [env for env, _ in opened])
         ctx = self._context(decided)
         small = len(opened) <= SMALL_BATCH
         try:

@@ -59,17 +59,16 @@ async def test_two_nodes_reserving_overlapping_paths_at_once_get_one_winner_each
             await _reserve(bob, paths=["docs/*.md"], mode="shared")
             shared = [("alice", "shared", ["docs/**"]), ("bob", "shared", ["docs/*.md"])]
             for session in (alice, bob):
-                held = await eventually(lambda s=session: _holders(s), lambda h: len(h) >= 2)
+                held = await eventually(
+                    lambda s=session: _holders(s),
+                    lambda h: sum(1 for x in h if x[1] == "shared") >= 2,
+                )
                 assert [h for h in held if h[1] == "shared"] == shared
             exclusive = await _reserve(carol, paths=["docs/index.md"])
             assert exclusive["code"] == "RESERVATION_CONFLICT"
 
-        # Bob's session ended: bob went offline, and his reservation with him.
-        freed = await eventually(
-            lambda: _reserve(carol, paths=["docs/*.md"], mode="shared", ttl=60),
-            lambda got: got["success"] or got["details"]["holder"]["agent_id"] != "bob",
-        )
-        assert freed["success"] is True
+        # Bob's session ended: bob went offline, his reservation did not (it lives by its
+        # own clock): both nodes still list it below.
         # Carol's ten-second reservation expired: alice takes its paths.
         taken = await eventually(
             lambda: _reserve(alice, paths=["tmp/x.txt"]), lambda got: got["success"], within=30
@@ -82,7 +81,7 @@ async def test_two_nodes_reserving_overlapping_paths_at_once_get_one_winner_each
     expired = datetime.fromisoformat(brief["reservation"]["expires_at"])
     assert expired <= datetime.fromisoformat(taken["reservation"]["created_at"])
     assert on_a == on_b
-    assert ("bob", "shared", ["docs/*.md"]) not in on_a
+    assert ("bob", "shared", ["docs/*.md"]) in on_a
     assert ("carol", "exclusive", ["tmp/**"]) not in on_a
 
 

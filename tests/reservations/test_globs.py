@@ -7,8 +7,19 @@ import itertools
 import random
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from bzzz.reservations.globs import PatternError, matches, normalize, overlap
+from bzzz.reservations.globs import (
+    MAX_PATTERN_LENGTH,
+    MAX_SEGMENTS,
+    MAX_SET_SEGMENT,
+    MAX_WILDCARDS,
+    PatternError,
+    matches,
+    normalize,
+    overlap,
+)
 
 OVERLAPPING = [
     ("src/**", "src/api/*.py"),
@@ -103,3 +114,133 @@ def test_overlap_agrees_with_searching_every_short_path() -> None:
         if witness or "**" not in a + b:
             # Without '**' a common path has as many segments as the patterns: it is listed.
             assert overlap(a, b) == witness, (a, b)
+
+
+# --- the shape limits ----------------------------------------------------------------------
+
+
+def test_a_pattern_at_the_shape_limits_is_taken_and_one_past_them_is_refused() -> None:
+    longest = "a" * MAX_PATTERN_LENGTH
+    deepest = "/".join(["a"] * MAX_SEGMENTS)
+    wildest = "/".join(["*a"] * MAX_WILDCARDS)
+    sets = "a" * 200 + "/" + "?" * 8 + "a" * (MAX_SET_SEGMENT - 8)
+    assert normalize(sets) == sets
+    assert normalize(longest) == longest
+    assert normalize(deepest) == deepest
+    assert normalize(wildest) == wildest
+
+    for bad, says in [
+        (longest + "a", f"at most {MAX_PATTERN_LENGTH} characters"),
+        (deepest + "/a", f"at most {MAX_SEGMENTS} segments"),
+        (wildest + "/?", f"at most {MAX_WILDCARDS} wildcards"),
+        ("*a" * 256, f"at most {MAX_PATTERN_LENGTH} characters"),  # the attacker's shape
+        ("*a" * 20, f"at most {MAX_WILDCARDS} wildcards"),
+        ("a\ud800", "surrogates"),
+        ("src/" + "?" * 33, f"at most {MAX_SET_SEGMENT} characters"),
+        ("[ab]" + "a" * 29, f"at most {MAX_SET_SEGMENT} characters"),
+    ]:
+        with pytest.raises(PatternError) as refused:
+            normalize(bad)
+        assert says in str(refused.value), bad
+
+
+def test_a_class_of_one_character_is_that_character_and_no_wildcard() -> None:
+    assert overlap(normalize("[x]" * 10), normalize("x" * 10))
+    assert matches("a[*]b", "a*b")
+
+
+# --- the algorithm against a reference: the product of the two patterns as automata ------
+
+SIGMA = "abcd"  # 'd' stands for every character the patterns do not name
+
+
+def _ref_tokens(segment: str) -> list[object]:
+    """A segment glob as '*' and sets of SIGMA (classes read by fnmatch)."""
+    out: list[object] = []
+    i = 0
+    while i < len(segment):
+        c = segment[i]
+        if c == "*":
+            out.append("*")
+            i += 1
+        elif c == "?":
+            out.append(frozenset(SIGMA))
+            i += 1
+        elif c == "[":
+            end = segment.index("]", i + 2)
+            klass = segment[i : end + 1]
+            out.append(frozenset(x for x in SIGMA if fnmatch.fnmatchcase(x, klass)))
+            i = end + 1
+        else:
+            out.append(frozenset(c))
+            i += 1
+    return out
+
+
+def _product(a: list[object], b: list[object], loop: object, steps: object) -> bool:
+    """Whether the product of two loop/position sequences reaches both ends; ``steps(x, y)``
+    lists the moves of one common element from positions x and y (None: a loop)."""
+    seen: set[tuple[int, int, bool]] = set()
+    todo = [(0, 0, False)]
+    while todo:
+        i, j, moved = todo.pop()
+        if (i, j, moved) in seen:
+            continue
+        seen.add((i, j, moved))
+        if i == len(a) and j == len(b) and moved:
+            return True
+        if i < len(a) and a[i] == loop:
+            todo.append((i + 1, j, moved))
+        if j < len(b) and b[j] == loop:
+            todo.append((i, j + 1, moved))
+        x = a[i] if i < len(a) else None
+        y = b[j] if j < len(b) else None
+        for di, dj in steps(x, y):  # type: ignore[operator]
+            todo.append((i + di, j + dj, True))
+    return False
+
+
+def _ref_segments(x: str, y: str) -> bool:
+    """A common non-empty segment of two segment globs, by the product over SIGMA."""
+
+    def steps(p: object, q: object) -> list[tuple[int, int]]:
+        if p is None or q is None:
+            return []
+        chars = [c for c in SIGMA if (p == "*" or c in p) and (q == "*" or c in q)]  # type: ignore[operator]
+        return [(0 if p == "*" else 1, 0 if q == "*" else 1)] if chars else []
+
+    return _product(_ref_tokens(x), _ref_tokens(y), "*", steps)
+
+
+def _ref_overlap(a: str, b: str) -> bool:
+    """A common path of two patterns: the product over segments ('**' loops)."""
+    sa: list[object] = list(a.split("/"))
+    sb: list[object] = list(b.split("/"))
+
+    def steps(p: object, q: object) -> list[tuple[int, int]]:
+        if p is None or q is None:
+            return []
+        if p == "**" or q == "**":
+            return [(0 if p == "**" else 1, 0 if q == "**" else 1)]
+        return [(1, 1)] if _ref_segments(str(p), str(q)) else []
+
+    # An empty path matches two patterns of '**' only: the product starts having "moved".
+    return _product(sa, sb, "**", steps) or (set(sa) == {"**"} and set(sb) == {"**"})
+
+
+_SEGMENT = st.one_of(
+    st.just("**"),
+    st.lists(
+        st.sampled_from(["a", "b", "c", "*", "?", "[ab]", "[!a]", "[a-c]", "[b]"]),
+        min_size=1,
+        max_size=4,
+    ).map("".join),
+)
+_PATTERN = st.lists(_SEGMENT, min_size=1, max_size=4).map("/".join).map(normalize)
+
+
+@settings(max_examples=400, deadline=None)
+@given(_PATTERN, _PATTERN)
+def test_overlap_agrees_with_the_product_of_the_two_patterns(a: str, b: str) -> None:
+    assert overlap(a, b) == _ref_overlap(a, b), (a, b)
+    assert overlap(b, a) == overlap(a, b)

@@ -1,4 +1,5 @@
-"""bzzz_reserve on in-process nodes: conflicts, modes, release, renewal, expiry, offline, access."""
+"""bzzz_reserve on in-process nodes: conflicts, modes, release, renewal, expiry and its notice,
+what ends a reservation and what does not, access."""
 
 from __future__ import annotations
 
@@ -12,11 +13,14 @@ import pytest
 from admitted import admit
 from sqlalchemy import func, select, text
 
+from bzzz.access.keys import STATELESS
+from bzzz.agents.leases import Leases
 from bzzz.clock import ManualClock
 from bzzz.config import Settings, load_settings
 from bzzz.domain import iso
 from bzzz.errors import ErrorCode, InvalidParameters, PermissionDenied, ReservationConflict
 from bzzz.eventlog import LOCAL_CALLER, Caller
+from bzzz.network import admission
 from bzzz.network.memory import InMemoryBus
 from bzzz.node.core import Node
 from bzzz.principal import LOCAL, Scope, principal
@@ -201,18 +205,122 @@ async def test_renew_moves_the_expiry(timed: Node, clock: ManualClock) -> None:
     assert after["expires_at"] == iso(renewed_at + timedelta(seconds=600))
 
 
-async def test_an_agent_going_offline_or_erased_ends_its_reservations(node: Node) -> None:
+async def test_a_reservation_outlives_its_agents_session_and_ends_when_it_is_erased(
+    node: Node,
+) -> None:
     await _announce(node, ALICE, "alice")
     await _announce(node, BOB, "bob")
     await _reserve(node, ALICE, "src/**")
     await _reserve(node, BOB, "docs/**")
     await node.agents.session_ended(ALICE)
+    with pytest.raises(ReservationConflict):
+        await _reserve(node, BOB, "src/x.py")  # alice is offline; her reservation is not
+    await node.retention.forget(LOCAL, "alice")
     taken = await _reserve(node, BOB, "src/**")
     await node.retention.forget(LOCAL, "bob")
 
     assert taken["reservation"]["agent_id"] == "bob"
     assert await _listed(node) == []
     assert await _rows(node) == 0
+
+
+async def _events(node: Node, subscription: dict[str, Any]) -> list[dict[str, Any]]:
+    read = await node.subscriptions.events(LOCAL_CALLER, subscription["subscription_id"])
+    return list(read["events"])
+
+
+async def test_a_reservation_outlives_its_agents_lease_and_ends_at_its_ttl_after_a_notice(
+    timed: Node, clock: ManualClock
+) -> None:
+    lease_clock = [0.0]
+    timed.agents.leases = Leases(120, clock=lambda: lease_clock[0])
+    watching = await timed.subscriptions.subscribe(
+        Caller("observer"), SubscribeInput(event_types=["reservation_expiring"])
+    )
+    announce = AnnounceInput(agent_id="quiet", role="developer", project="shop")
+    handle = (await timed.agents.announce(Caller(STATELESS), announce))["agent_handle"]
+    quiet = Caller(STATELESS, handle=handle)
+    held = (await _reserve(timed, quiet, "src/**", ttl=1800))["reservation"]
+    lease_clock[0] += 121
+    clock.advance(121)
+    expired = await timed.agents.expire_leases()
+    await _announce(timed, BOB, "bob")
+    with pytest.raises(ReservationConflict):
+        await _reserve(timed, BOB, "src/x.py")
+    early = await timed.reservations.sweep()  # nothing ends within the notice yet
+    clock.advance(1800 - 121 - 30)  # 30 s before its end
+    noticed = await timed.reservations.sweep()
+    again = await timed.reservations.notice()  # told once per end
+    events = await _events(timed, watching)
+    with pytest.raises(ReservationConflict):
+        await _reserve(timed, BOB, "src/x.py")
+    clock.advance(30)
+    taken = await _reserve(timed, BOB, "src/x.py")
+
+    assert expired == ["quiet"]
+    assert (early, noticed, again) == (False, True, False)
+    [event] = events
+    assert event["event_type"] == "reservation_expiring"
+    assert event["data"]["reservation"]["id"] == held["id"]
+    assert event["data"]["seconds_left"] == 30
+    assert "quiet" in event["address"]
+    assert taken["reservation"]["agent_id"] == "bob"
+    assert [r["agent_id"] for r in await _listed(timed)] == ["bob"]
+
+
+async def test_a_renewal_moves_the_end_and_its_notice_and_only_the_holder_renews(
+    timed: Node, clock: ManualClock
+) -> None:
+    watching = await timed.subscriptions.subscribe(
+        Caller("observer"), SubscribeInput(event_types=["reservation_expiring"])
+    )
+    await _announce(timed, ALICE, "alice")
+    await _announce(timed, BOB, "bob")
+    held = (await _reserve(timed, ALICE, "src/**", ttl=600))["reservation"]
+    clock.advance(570)
+    await timed.reservations.sweep()
+    with pytest.raises(InvalidParameters) as not_his:
+        await timed.reservations.reserve(
+            BOB, ReserveInput(action="renew", reservation_id=held["id"], ttl=3600)
+        )
+    bobs = await timed.reservations.reserve(BOB, ReserveInput(action="renew", ttl=3600))
+    renewed = await timed.reservations.reserve(
+        ALICE, ReserveInput(action="renew", reservation_id=held["id"], ttl=600)
+    )
+    clock.advance(540)  # past the first end: still held
+    with pytest.raises(ReservationConflict):
+        await _reserve(timed, BOB, "src/x.py")
+    await timed.reservations.sweep()  # 60 s before the new end: told again
+    events = await _events(timed, watching)
+
+    assert "holds no live reservation" in not_his.value.message
+    assert bobs["reservations"] == []  # bob holds none: nothing of alice's moved
+    [after] = renewed["reservations"]
+    assert after["expires_at"] == iso(clock.now() - timedelta(seconds=540 - 600))
+    assert [e["data"]["reservation"]["id"] for e in events] == [held["id"], held["id"]]
+    assert [e["data"]["seconds_left"] for e in events] == [30, 60]
+
+
+async def test_removing_a_node_ends_the_reservations_of_its_agents(tmp_path: Path) -> None:
+    bus = InMemoryBus()
+    async with (
+        Node(_settings(tmp_path, "a"), bus=bus) as a,
+        Node(_settings(tmp_path, "b"), bus=bus) as b,
+    ):
+        await admit(a, b)
+        await _announce(b, BOB, "bob")
+        await _reserve(b, BOB, "src/**")
+        await _announce(a, ALICE, "alice")
+        before = await _listed(a)
+        # What `bzzz node remove` publishes, signed by an admitted node.
+        outcome = await a.log.emit(
+            admission.REMOVED, admission.KIND, b.node_id, {"node": b.node_id}
+        )
+        assert outcome.get("ok"), outcome
+        taken = await _reserve(a, ALICE, "src/**")
+
+    assert [r["agent_id"] for r in before] == ["bob"]
+    assert taken["reservation"]["agent_id"] == "alice"
 
 
 async def test_a_caller_without_an_agent_or_the_write_scope_reserves_nothing(node: Node) -> None:
@@ -310,7 +418,7 @@ async def test_two_nodes_asking_at_once_never_both_hold_an_exclusive_reservation
     assert len(on_a) == 20
 
 
-async def test_conflicts_offline_and_release_hold_on_sqlite_and_postgresql(
+async def test_conflicts_erasure_and_release_hold_on_sqlite_and_postgresql(
     store_node: Node,
 ) -> None:
     node = store_node
@@ -323,12 +431,15 @@ async def test_conflicts_offline_and_release_hold_on_sqlite_and_postgresql(
     listed = await _listed(node)
     await node.agents.session_ended(BOB)
     released = await node.reservations.reserve(ALICE, ReserveInput(action="release"))
+    kept = [r["agent_id"] for r in await _listed(node)]  # bob's outlives his session
+    await node.retention.forget(LOCAL, "bob")
 
     assert [(r["agent_id"], r["paths"], r["reason"]) for r in listed] == [
         ("alice", ["src/**", "README.md"], "sealed reason"),
         ("bob", ["docs/**"], None),
     ]
     assert released["released"] == [held["reservation"]["id"]]
+    assert kept == ["bob"]
     assert await _rows(node) == 0
 
 

@@ -10,7 +10,7 @@ Each section sits with its defaults beside the sections of the same part of the 
 ``llm.py`` (``[openai]``, ``[cost]``), ``agents.py``, ``conversations.py`` (``[conversation]``,
 ``[escalation]`` and the rules), ``integrations.py`` (``[webhooks]``, ``[slurp]``,
 ``[whoosh]``, ``[a2a]``), ``security.py`` (``[auth]``, ``[limits]``, ``[privacy]``,
-``[encryption]``, ``[audit]``, ``[retention]``).
+``[encryption]``, ``[audit]``, ``[retention]``), ``reservations.py`` (``[reservations]``).
 ``settings.py`` gathers them in ``Settings``; ``loading.py`` reads the file and the environment.
 Import them from ``bzzz.config``.
 """
@@ -34,6 +34,7 @@ from bzzz.config.llm import CostSettings, ModelPrice, OpenAISettings
 from bzzz.config.loading import ENV_ALIASES, ENV_PREFIX, load_settings, unknown_variables
 from bzzz.config.network import BzzzSettings, SnapshotSettings
 from bzzz.config.node import LoggingSettings, NodeSettings
+from bzzz.config.reservations import ReservationSettings
 from bzzz.config.security import (
     AuditSettings,
     AuthSettings,
@@ -67,6 +68,7 @@ __all__ = [
     "NodeSettings",
     "OpenAISettings",
     "PrivacySettings",
+    "ReservationSettings",
     "RetentionSettings",
     "Settings",
     "SlurpSettings",

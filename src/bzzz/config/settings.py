@@ -19,6 +19,7 @@ from bzzz.config.integrations import (
 from bzzz.config.llm import CostSettings, OpenAISettings
 from bzzz.config.network import BzzzSettings, SnapshotSettings
 from bzzz.config.node import LoggingSettings, NodeSettings
+from bzzz.config.reservations import ReservationSettings
 from bzzz.config.security import (
     AuditSettings,
     AuthSettings,
@@ -62,6 +63,7 @@ class Settings(_Section):
     retention: RetentionSettings = Field(default_factory=RetentionSettings)
     snapshots: SnapshotSettings = Field(default_factory=SnapshotSettings)
     a2a: A2ASettings = Field(default_factory=A2ASettings)
+    reservations: ReservationSettings = Field(default_factory=ReservationSettings)
 
     def database_url(self) -> str:
         """The database URL in force: the configured one or SQLite in the data directory."""

@@ -70,7 +70,8 @@ thread_created, thread_escalated, network_status, thread_status (pause, resume, 
 thread_consensus, human_notification (an escalation asks for a human), slurp_context (a
 consensus's context event), cost_warning (model spending passed the warning threshold),
 limit_exceeded (a cost limit was reached or a call refused), reservation_conflict (a path
-reservation was refused; addressed to the holder). filter_address limits events to an
+reservation was refused; addressed to the holder), reservation_expiring (a path reservation
+ends soon; addressed to its holder, who may renew it). filter_address limits events to an
 address pattern (bzzz://*:architect@*). With callback_webhook (needs the 'write' scope) each
 event is POSTed as JSON, signed
 in the X-Bzzz-Signature header (t=<unix>,v1=<hex HMAC-SHA256 of "<t>.<body>"> with the returned
@@ -84,6 +85,8 @@ either the same agent_handle; or an admin of its projects)."""
 RESERVE = """Reserve the paths your agent is about to edit, so agents on one codebase do not
 overwrite each other. paths are glob patterns under your agent's project: '*', '?' and
 '[...]' match within one path segment, '**' across segments, 'dir/' means everything under dir.
+Up to 16 patterns, each at most 256 characters, 32 segments and 16 wildcards, a segment with
+'?' or '[...]' at most 32 characters (INVALID_PARAMETERS names the pattern past a limit).
 - reserve: paths, mode (exclusive: no other agent may hold an overlapping reservation; shared:
   coexists with other shared ones), ttl in seconds (default 1800, 10 to 86400), reason.
   Refused with RESERVATION_CONFLICT when another agent's live reservation could match one of the
@@ -91,8 +94,10 @@ overwrite each other. paths are glob patterns under your agent's project: '*', '
   reservations never conflict with each other.
 - release / renew: reservation_id, or all of your agent's (renew sets a new ttl from now).
 - list: the live reservations in your projects (project, agent_id, paths narrow the list).
-A reservation ends on release, at its expiry, or when its agent goes offline. Decided in log
-order: two agents asking at the same moment on two nodes never both get an exclusive one.
+A reservation ends on release, at its expiry, when its agent is erased or moves to another
+project, or when its node is removed: not when the agent goes quiet. Its holder gets a
+reservation_expiring event shortly before the end (renew to keep it). Decided in log order:
+two agents asking at the same moment on two nodes never both get an exclusive one.
 Example: {"action": "reserve", "paths": ["src/api/**", "README.md"], "mode": "exclusive",
 "ttl": 900, "reason": "refactoring the routes"}"""
 

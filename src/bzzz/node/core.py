@@ -379,7 +379,9 @@ class Node:
             self.db, self.bus, self.log, self.settings.retention, clock=self.clock
         )
         self.projector.add_outcome_listener(self.retention.on_outcomes)
-        self.reservations = ReservationService(self.db, self.log, self.agents, clock=self.clock)
+        self.reservations = ReservationService(
+            self.db, self.log, self.agents, self.settings.reservations, clock=self.clock
+        )
         self.agents.reservations_of = self.reservations.of_agent
         self._build_a2a()
 

@@ -8,15 +8,25 @@ however close together two nodes asked.
 
 - A shared reservation coexists with shared ones; an exclusive one with nothing of another
   agent that overlaps it. An agent's own reservations never conflict with each other.
-- A reservation is live until it is released, until ``expires_at`` (the request's time plus
-  its ttl; a renewal moves it), or until its agent goes offline or is erased (the agent and
-  retention appliers delete its rows). Every ``reservation.*`` envelope first deletes what
-  expired by its time, and ``reservation.swept`` does only that, so no expired row stays for
-  long (the service publishes a sweep when it finds one).
+- A reservation lives by its own clock: until it is released, until ``expires_at`` (the
+  request's time plus its ttl; a renewal moves it), until its agent is erased (retention's
+  forget), announced in another project, or its node is removed from the network. An agent
+  going quiet (its lease or session ending, its node missing heartbeats) does not end it.
+  Every ``reservation.*`` envelope first deletes what expired by its time, and
+  ``reservation.swept`` does only that, so no expired row stays for long (the service
+  publishes a sweep when it finds one).
+- ``reservation.expiring`` names reservations about to end (a node's sweep finds them): the
+  holder gets one ``reservation_expiring`` event per end (``noticed_at``; a renewal clears it).
+- The check of a request is bounded: patterns have a bounded shape (``globs``), a request at
+  most ``MAX_PATHS`` of them, a project at most ``PER_PROJECT`` live ones; the projector warms
+  the check off the event loop (:func:`prepare`) so the applier mostly looks answers up.
 """
 
 from __future__ import annotations
 
+import asyncio
+import time
+from collections.abc import Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -26,8 +36,9 @@ from sqlalchemy.orm import Session
 from bzzz import domain
 from bzzz.domain import AgentStatus
 from bzzz.network.envelope import Envelope
-from bzzz.reservations.globs import normalize, overlap
+from bzzz.reservations.globs import normalize, overlap, overlaps_any
 from bzzz.store.agent_projection import end_reservations as end_for_agents
+from bzzz.store.database import Database
 from bzzz.store.models import AgentRow, ReservationRow
 from bzzz.store.projection import (
     ID_LENGTH,
@@ -48,6 +59,12 @@ REQUESTED = "reservation.requested"
 RELEASED = "reservation.released"
 RENEWED = "reservation.renewed"
 SWEPT = "reservation.swept"
+EXPIRING = "reservation.expiring"
+EXPIRING_EVENT = "reservation_expiring"
+# Reservations one reservation.expiring envelope may name; how long before its end one may
+# be noticed at most (the setting reservations.expiring_notice is at most this).
+NOTICE_BATCH = 500
+MAX_NOTICE = 3600
 
 EXCLUSIVE = "exclusive"
 SHARED = "shared"
@@ -110,13 +127,9 @@ def sweep_expired(session: Session, at: datetime) -> int:
 
 
 def _live(session: Session, project: str | None) -> list[ReservationRow]:
-    """The project's reservations of online agents (rows of offline ones are deleted)."""
+    """The project's reservations (those of agents no longer known are ended here)."""
     rows = list(session.scalars(select(ReservationRow).where(_of_project(project))))
-    gone: list[str] = []
-    for agent_id in sorted({r.agent_id for r in rows}):
-        agent = session.get(AgentRow, agent_id)
-        if agent is None or agent.status == AgentStatus.OFFLINE.value:
-            gone.append(agent_id)
+    gone = [a for a in sorted({r.agent_id for r in rows}) if session.get(AgentRow, a) is None]
     end_for_agents(session, gone)
     return [r for r in rows if r.agent_id not in gone]
 
@@ -126,14 +139,81 @@ def conflict_of(
 ) -> tuple[ReservationRow, str, str] | None:
     """The first live reservation (in creation order) a request may not coexist with, and the
     pair of patterns that overlap; None when there is none."""
+    mine = tuple(paths)
     for row in sorted(rows, key=lambda r: (r.created_at, r.id)):
         if row.agent_id == agent_id or (mode == SHARED and row.mode == SHARED):
             continue
-        for mine in paths:
+        # One remembered answer a live pattern (see prepare); the pair is looked for only in
+        # the reservation that conflicts.
+        if not any(overlaps_any(mine, theirs) for theirs in row.paths):
+            continue
+        for p in paths:
             for theirs in row.paths:
-                if overlap(mine, theirs):
-                    return row, mine, theirs
+                if overlap(p, theirs):
+                    return row, p, theirs
     return None
+
+
+async def prepare(db: Database, envelopes: Sequence[Envelope]) -> None:
+    """Decide the overlaps a batch's requests will ask about, in a worker thread.
+
+    The applier runs inside the batch's transaction (on the event loop for a small batch or
+    PostgreSQL); here the answers for the project's live patterns are computed first, off
+    the loop, and remembered (``overlaps_any``). A row that changes in between is decided by
+    the applier itself, so the outcome never depends on this.
+    """
+    wanted: list[tuple[str | None, str, str, tuple[str, ...]]] = []
+    for env in envelopes:
+        if env.type != REQUESTED:
+            continue
+        p = env.payload
+        try:
+            wanted.append((p.get("project"), p["agent_id"], p["mode"], tuple(_paths(p["paths"]))))
+        except (KeyError, TypeError, ValueError, AttributeError):
+            continue  # the applier refuses it
+    if not wanted:
+        return
+    async with db.session() as session:
+        rows = {
+            project: (
+                await session.execute(
+                    select(
+                        ReservationRow.agent_id, ReservationRow.mode, ReservationRow.paths
+                    ).where(_of_project(project))
+                )
+            ).all()
+            for project in {w[0] for w in wanted}
+        }
+    work: list[tuple[tuple[str, ...], list[str]]] = []
+    for project, agent_id, mode, mine in wanted:
+        # Only what conflict_of asks: another agent's, and not shared against shared.
+        theirs = {
+            pattern
+            for holder, held_mode, paths in rows[project]
+            if holder != agent_id and not (mode == SHARED and held_mode == SHARED)
+            for pattern in paths
+        }
+        work.append((mine, sorted(theirs)))
+    if sum(len(mine) * len(theirs) for mine, theirs in work) > WARM_INLINE:
+        await asyncio.to_thread(_warm, work)
+
+
+# Pairs of patterns a request may check on the event loop without warming (~0.1 ms).
+WARM_INLINE = 64
+
+
+def _warm(work: list[tuple[tuple[str, ...], list[str]]]) -> None:
+    for mine, live in work:
+        for n, theirs in enumerate(live):
+            overlaps_any(mine, theirs)
+            if n % WARM_SLICE == WARM_SLICE - 1:
+                # Hand the interpreter to the event loop's thread now, not at the end of
+                # the interpreter's 5 ms switch interval: the loop waits less for it.
+                time.sleep(0)
+
+
+# Live patterns warmed between two hand-overs (well under a millisecond of work).
+WARM_SLICE = 16
 
 
 def _conflict(
@@ -239,7 +319,47 @@ def apply_renewed(session: Session, env: Envelope, limits: ProjectionLimits) -> 
     rows = _agent_rows(session, agent_id, ids)
     for row in rows:
         row.expires_at = env.timestamp + timedelta(seconds=ttl)
+        row.noticed_at = None  # a new end: its holder is told again before it
     return Applied({"ok": True, "renewed": [reservation_json(r) for r in rows]})
+
+
+def _noticed(value: Any) -> list[tuple[str, str]]:
+    if not isinstance(value, list) or not 1 <= len(value) <= NOTICE_BATCH:
+        raise TypeError(f"reservations must be a list of 1 to {NOTICE_BATCH} items")
+    return [
+        (_text(v["id"], ID_LENGTH, "id"), _text(v["expires_at"], 64, "expires_at")) for v in value
+    ]
+
+
+def apply_expiring(session: Session, env: Envelope, limits: ProjectionLimits) -> Applied:
+    """Tell the holders of the named reservations that they end soon (once per end).
+
+    A reservation is noticed only as the envelope names it: with its current end (one
+    renewed since is not), not yet noticed, live and ending within ``MAX_NOTICE`` seconds
+    of the envelope's time.
+    """
+    named = _noticed(env.payload["reservations"])
+    sweep_expired(session, env.timestamp)
+    events: list[Any] = []
+    noticed: list[str] = []
+    for reservation_id, ends in named:
+        row = session.get(ReservationRow, reservation_id)
+        if row is None or row.noticed_at is not None or domain.iso(row.expires_at) != ends:
+            continue
+        left = (row.expires_at - env.timestamp).total_seconds()
+        if not 0 < left <= MAX_NOTICE:
+            continue
+        row.noticed_at = env.timestamp
+        holder = session.get(AgentRow, row.agent_id)
+        address = _address_of(holder) if holder is not None else f"bzzz://{row.agent_id}"
+        data = {
+            "project": row.project,
+            "reservation": reservation_json(row),
+            "seconds_left": int(left),
+        }
+        events.append(_event(env, EXPIRING_EVENT, address, data, len(events)))
+        noticed.append(row.id)
+    return Applied({"ok": True, "noticed": noticed}, events)
 
 
 def apply_swept(session: Session, env: Envelope, limits: ProjectionLimits) -> Applied:
@@ -252,4 +372,5 @@ RESERVATION_APPLIERS: dict[str, Applier] = {
     RELEASED: _strict_json(apply_released),
     RENEWED: _strict_json(apply_renewed),
     SWEPT: _strict_json(apply_swept),
+    EXPIRING: _strict_json(apply_expiring),
 }

@@ -5,21 +5,41 @@ A reservation is made, released and renewed through the log (``reservation.*``, 
 The service checks the caller's grants first (the ``write`` scope and the agent's project to
 change, ``read`` and project grants to list), acts as the caller's announced agent (as
 bzzz_post does), and turns a refused outcome into RESERVATION_CONFLICT naming the holder.
+
+A request's answer is the truth of the log: when the network's acknowledgement comes late
+(a publish times out although the stream stored it), the same envelope is published again —
+the log keeps it once, by its id — and the answer is the outcome of whichever copy the node
+applies, granted or refused; only when none is applied in time is it NETWORK_ERROR, naming
+the reservation id it would have (``list`` shows it if it was recorded after all).
+
+Its upkeep (``run_sweeps``) publishes a sweep when expired reservations linger and a
+``reservation.expiring`` notice for those ending within ``reservations.expiring_notice``.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
+from collections import defaultdict
+from datetime import timedelta
 from typing import Any
 
 from sqlalchemy import exists, select
+from ulid import ULID
 
 from bzzz import domain
 from bzzz.access.keys import STATELESS, holder_of
 from bzzz.agents.service import AgentService, raise_store_failure, visible_projects
 from bzzz.clock import Clock, SystemClock
-from bzzz.errors import BzzzError, InvalidParameters, RateLimited, ReservationConflict
+from bzzz.config import ReservationSettings
+from bzzz.errors import (
+    BzzzError,
+    InvalidParameters,
+    NetworkError,
+    RateLimited,
+    ReservationConflict,
+)
 from bzzz.eventlog import Caller, EventLog
 from bzzz.principal import Principal, Scope
 from bzzz.projects import NO_PROJECT
@@ -27,14 +47,16 @@ from bzzz.reservations import projection
 from bzzz.reservations.globs import overlap
 from bzzz.reservations.projection import RESERVATION_APPLIERS, reservation_json
 from bzzz.reservations.schemas import ReserveInput
-from bzzz.store.batch import register_appliers
+from bzzz.store.batch import register_appliers, register_preparer
 from bzzz.store.database import Database
 from bzzz.store.models import ReservationRow
+from bzzz.store.projection import Outcome
 
 logger = logging.getLogger(__name__)
 
-SWEEP_SECONDS = 30.0
 LIST_LIMIT = 500
+# How long a request whose acknowledgement failed waits for a copy of it to be applied.
+CONFIRM_SECONDS = 15.0
 
 
 class ReservationService:
@@ -45,17 +67,23 @@ class ReservationService:
         db: Database,
         log: EventLog,
         agents: AgentService,
+        settings: ReservationSettings | None = None,
         *,
         clock: Clock | None = None,
-        sweep_seconds: float = SWEEP_SECONDS,
     ) -> None:
         # Every node decides conflicts the same way: in log order, in its own store.
         register_appliers(RESERVATION_APPLIERS)
+        register_preparer([projection.REQUESTED], projection.prepare)
         self._db = db
         self._log = log
         self._agents = agents
         self.clock: Clock = clock or SystemClock()
-        self.sweep_seconds = sweep_seconds
+        settings = settings or ReservationSettings()
+        self.sweep_seconds = settings.sweep_seconds
+        self.notice_seconds = settings.expiring_notice
+        # Requests whose acknowledgement failed, by envelope id: resolved when one is applied.
+        self._unconfirmed: dict[str, asyncio.Future[Outcome]] = {}
+        log.projector.add_outcome_listener(self._on_outcomes)
 
     async def reserve(self, caller: Caller, params: ReserveInput) -> dict[str, Any]:
         """Run one bzzz_reserve action."""
@@ -85,12 +113,8 @@ class ReservationService:
             "ttl": params.ttl,
             "reason": params.reason or None,
         }
-        outcome = await self._log.emit(
-            projection.REQUESTED,
-            projection.KIND,
-            agent.id,
-            payload,
-            project=agent.project or NO_PROJECT,
+        outcome = await self._emit_confirmed(
+            projection.REQUESTED, agent.id, payload, agent.project or NO_PROJECT
         )
         raise_store_failure(outcome)
         if not outcome["ok"]:
@@ -109,15 +133,75 @@ class ReservationService:
             type_ = projection.RENEWED
         else:
             type_ = projection.RELEASED
-        outcome = await self._log.emit(
-            type_, projection.KIND, agent.id, payload, project=agent.project or NO_PROJECT
-        )
+        outcome = await self._emit_confirmed(type_, agent.id, payload, agent.project or NO_PROJECT)
         raise_store_failure(outcome)
         if params.action == "renew":
             renewed = outcome.get("renewed", [])
             return {"success": True, "action": "renew", "reservations": renewed}
         released = outcome.get("released", [])
         return {"success": True, "action": "release", "released": released}
+
+    async def _emit_confirmed(
+        self, type_: str, key: str, payload: dict[str, Any], project: str
+    ) -> Outcome:
+        """Publish a change and return its outcome, even when its acknowledgement fails.
+
+        A failed publish is not taken at its word: the network may have stored the envelope
+        and only answered late. The same envelope (same id and time) goes out again — the log
+        keeps it once — and the outcome of whichever copy this node applies is the answer.
+        """
+        envelope_id, now = str(ULID()), self.clock.now()
+        applied: asyncio.Future[Outcome] = asyncio.get_running_loop().create_future()
+        self._unconfirmed[envelope_id] = applied
+
+        async def publish() -> Outcome:
+            return await self._log.emit(
+                type_,
+                projection.KIND,
+                key,
+                payload,
+                envelope_id=envelope_id,
+                now=now,
+                project=project,
+            )
+
+        try:
+            try:
+                return await publish()
+            except NetworkError as exc:
+                logger.warning("reservation %s not acknowledged (%s); asking again", envelope_id,
+                               exc.message)  # fmt: skip
+                failure = exc
+            again = asyncio.ensure_future(publish())
+            try:
+                async with asyncio.timeout(CONFIRM_SECONDS):
+                    await asyncio.wait({again, applied}, return_when=asyncio.FIRST_COMPLETED)
+                    if not applied.done() and again.exception() is None:
+                        return again.result()
+                    return await applied
+            except TimeoutError:
+                raise NetworkError(
+                    f"the network did not confirm the change in time ({failure.message}); "
+                    "whether it was recorded is unknown: 'list' shows what is held (a "
+                    f"reservation it made has the id '{envelope_id}')",
+                    details={"envelope_id": envelope_id},
+                ) from failure
+            finally:
+                if not again.done():
+                    again.cancel()
+                with contextlib.suppress(asyncio.CancelledError, BzzzError):
+                    await again
+        finally:
+            self._unconfirmed.pop(envelope_id, None)
+
+    def _on_outcomes(self, outcomes: dict[str, Outcome]) -> None:
+        """The projector applied a batch: answer the requests waiting for their confirmation."""
+        if not self._unconfirmed:
+            return
+        for envelope_id, waiting in self._unconfirmed.items():
+            outcome = outcomes.get(envelope_id)
+            if outcome is not None and not waiting.done():
+                waiting.set_result(outcome)
 
     async def _require_held(self, agent: domain.Agent, reservation_id: str) -> None:
         """INVALID_PARAMETERS unless ``reservation_id`` is a live reservation of ``agent``."""
@@ -203,20 +287,57 @@ class ReservationService:
     # --- upkeep -------------------------------------------------------------------------------
 
     async def sweep(self) -> bool:
-        """Publish a sweep when this node holds expired reservations; whether it did."""
+        """Publish a sweep when this node holds expired reservations, and a notice for those
+        about to end; whether it published anything."""
         now = self.clock.now()
         async with self._db.session() as session:
             expired = await session.scalar(select(exists().where(ReservationRow.expires_at <= now)))
-        if not expired:
+        if expired:
+            # Network-wide: each node sweeps the reservations of the projects it holds.
+            await self._log.emit(projection.SWEPT, projection.SWEEP_KIND, "sweep", {})
+        return await self.notice() or bool(expired)
+
+    async def notice(self) -> bool:
+        """Publish ``reservation.expiring`` for live reservations ending within the notice
+        (not yet noticed), one envelope a project; whether it published any."""
+        if self.notice_seconds <= 0:
             return False
-        # Network-wide: each node sweeps the reservations of the projects it holds.
-        await self._log.emit(projection.SWEPT, projection.SWEEP_KIND, "sweep", {})
-        return True
+        now = self.clock.now()
+        query = (
+            select(ReservationRow.id, ReservationRow.project, ReservationRow.expires_at)
+            .where(
+                ReservationRow.noticed_at.is_(None),
+                ReservationRow.expires_at > now,
+                ReservationRow.expires_at <= now + timedelta(seconds=self.notice_seconds),
+            )
+            .order_by(ReservationRow.expires_at, ReservationRow.id)
+        )
+        async with self._db.session() as session:
+            rows = (await session.execute(query)).all()
+        by_project: dict[str | None, list[dict[str, str]]] = defaultdict(list)
+        for reservation_id, project, expires_at in rows:
+            by_project[project].append(
+                {"id": reservation_id, "expires_at": str(domain.iso(expires_at))}
+            )
+        for project, named in by_project.items():
+            for start in range(0, len(named), projection.NOTICE_BATCH):
+                batch = named[start : start + projection.NOTICE_BATCH]
+                await self._log.emit(
+                    projection.EXPIRING,
+                    projection.KIND,
+                    "expiring",
+                    {"reservations": batch},
+                    project=project or NO_PROJECT,
+                )
+        return bool(by_project)
 
     async def run_sweeps(self) -> None:
-        """Sweep expired reservations until cancelled (a node's background task)."""
+        """Sweep expired reservations and notice ending ones until cancelled (a node's task)."""
+        every = self.sweep_seconds
+        if self.notice_seconds > 0:
+            every = min(every, max(1.0, self.notice_seconds / 2))  # noticed in its window
         while True:
-            await asyncio.sleep(self.sweep_seconds)
+            await asyncio.sleep(every)
             try:
                 await self.sweep()
             except BzzzError as exc:

@@ -1,6 +1,7 @@
 """The appliers of ``agent.announced``, ``agent.offline`` and ``agent.rejoined``: who holds an
-agent id, and the online count the agent limit is checked against; an agent that goes offline
-ends its path reservations.
+agent id, and the online count the agent limit is checked against. An agent that goes offline
+keeps its path reservations (they end by their own clock); one announced in another project
+lets go of the old project's.
 """
 
 from __future__ import annotations
@@ -290,7 +291,6 @@ def apply_agent_offline(session: Session, env: Envelope, limits: ProjectionLimit
                 n,
             )
         )
-    end_reservations(session, went)
     return Applied({"ok": True, "offline": went}, events)
 
 
@@ -339,10 +339,21 @@ def apply_agent_rejoined(session: Session, env: Envelope, limits: ProjectionLimi
 
 
 def end_reservations(session: Session, agent_ids: list[str]) -> int:
-    """Delete the path reservations of agents that went offline or were erased."""
+    """Delete the path reservations of agents that were erased or moved to another project."""
     if not agent_ids:
         return 0
     done = session.execute(delete(ReservationRow).where(ReservationRow.agent_id.in_(agent_ids)))
+    return int(getattr(done, "rowcount", 0) or 0)
+
+
+def end_reservations_of_node(session: Session, node_id: str) -> int:
+    """Delete the path reservations a removed node made or whose agents it held."""
+    held = select(AgentRow.id).where(AgentRow.node_id == node_id)
+    done = session.execute(
+        delete(ReservationRow).where(
+            or_(ReservationRow.origin == node_id, ReservationRow.agent_id.in_(held))
+        )
+    )
     return int(getattr(done, "rowcount", 0) or 0)
 
 

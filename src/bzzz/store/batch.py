@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 import logging
 from collections import Counter
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, cast
@@ -42,6 +42,7 @@ from bzzz import domain
 from bzzz.network.envelope import Envelope
 from bzzz.store.access_projection import ACCESS_APPLIERS
 from bzzz.store.agent_projection import ADDED, CANONICAL, ONLINE, prefetch_agents
+from bzzz.store.database import Database
 from bzzz.store.llm_projection import LLM_APPLIERS
 from bzzz.store.models import AgentRow, AppliedEnvelope, MessageRow
 from bzzz.store.node_projection import ADMISSION_OUTCOMES, NODE_APPLIERS
@@ -90,6 +91,35 @@ def register_appliers(appliers: Mapping[str, Applier], *, reads_staged: bool = F
     _APPLIERS.update(appliers)
     if reads_staged:
         _READS_STAGED.update(appliers)
+
+
+# Work some envelope types want done before their batch's transaction, away from it: a
+# service registers it with its appliers (the reservation check is warmed off the loop).
+Preparer = Callable[[Database, Sequence[Envelope]], Awaitable[None]]
+_PREPARERS: dict[str, Preparer] = {}
+
+
+def register_preparer(types: Sequence[str], preparer: Preparer) -> None:
+    """Run ``preparer`` before applying a batch that holds one of ``types``."""
+    for kind in types:
+        _PREPARERS[kind] = preparer
+
+
+async def prepare(db: Database, envelopes: Sequence[Envelope]) -> None:
+    """Run the registered preparers of a batch's envelope types (once each).
+
+    A preparer only gets work out of the way (its outcome never depends on it): one that
+    fails is logged, and the batch is applied all the same.
+    """
+    if not _PREPARERS:
+        return
+    wanted = {id(p): p for env in envelopes if (p := _PREPARERS.get(env.type)) is not None}
+    for preparer in wanted.values():
+        try:
+            await preparer(db, envelopes)
+        except Exception:
+            # Whatever went wrong, the applier decides without it: never stop the log here.
+            logger.exception("preparing a batch failed; applying it as it is")
 
 
 _TRACK = "bzzz_projection"

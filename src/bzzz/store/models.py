@@ -571,4 +571,6 @@ class ReservationRow(Base):
     origin: Mapped[str] = mapped_column(String(64))
     created_at: Mapped[datetime] = mapped_column(TZ)
     expires_at: Mapped[datetime] = mapped_column(TZ, index=True)
+    # When its holder was told it is about to end (reservation_expiring); a renewal clears it.
+    noticed_at: Mapped[datetime | None] = mapped_column(TZ, nullable=True)
     __table_args__ = (Index("ix_reservations_project_expires", "project", "expires_at"),)

@@ -75,6 +75,7 @@ const AFFECTS = {
   cost_warning: ["costs"],
   limit_exceeded: ["costs"],
   reservation_conflict: ["reservations"],
+  reservation_expiring: ["reservations"],
 };
 
 // Sections to reload are gathered for 80 ms, then loaded one batch at a time: two loads of a
