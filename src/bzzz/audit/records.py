@@ -68,9 +68,15 @@ def _bare_url(value: Any) -> Any:
     # A webhook URL's query and user part may hold its receiver's credential.
     if not isinstance(value, str):
         return value
-    parts = urlsplit(value)
+    try:
+        parts = urlsplit(value)
+        port = parts.port
+    except ValueError:
+        # A port out of range or a malformed host: the tool refuses the URL, and recording
+        # the refusal must not fail on it (its port is left out).
+        return "(malformed url)"
     host = parts.hostname or ""
-    netloc = f"{host}:{parts.port}" if parts.port else host
+    netloc = f"{host}:{port}" if port else host
     return urlunsplit((parts.scheme, netloc, parts.path, "", ""))
 
 
