@@ -182,6 +182,7 @@ class DeepPoint:
     request's ``id`` and ``method`` when the root object names them (JSON-RPC)."""
 
     path: list[str]
+    root_is_object: bool = True
     request_id: Any = None
     method: str | None = None
 
@@ -208,7 +209,7 @@ class _Walk:
         first, frames = token[:1], self.frames
         if first in (b"{", b"["):
             if self.found is None and len(frames) >= self.limit:
-                self.found = DeepPoint([str(f[1])[:64] for f in frames])
+                self.found = DeepPoint([str(f[1])[:64] for f in frames], frames[0][0])
             frames.append([first == b"{", None if first == b"{" else 0, first == b"{"])
         elif not frames:
             return
@@ -259,7 +260,7 @@ def _field(point: DeepPoint, mcp: bool) -> str:
         if path[:2] == ["params", "arguments"] and len(path) > 2:
             return path[2]
         return ".".join(path[:2]) or "body"
-    return path[0] if path else "body"
+    return path[0] if path and point.root_is_object else "body"
 
 
 def too_deep_answer(point: DeepPoint, limit: int, mcp: bool) -> Response:
