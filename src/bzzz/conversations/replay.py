@@ -12,12 +12,21 @@ to a scratch store (``store/scratch.py``): the members' agent envelopes, retenti
 erasure's runs and the assignments of tasks the thread's posts update come along, so the
 appliers meet the state they met on the live node. Access is the caller's business: this
 module reads the log for whoever was allowed to ask.
+
+A replay keeps checkpoints: the scratch store's image at every ``CHECKPOINT_EVERY``-th envelope
+of the thread (sealed under the network key, in memory, ``CHECKPOINT_BYTES`` at most across
+threads). A later read starts from the newest checkpoint at or before its point and applies
+only what lies beyond it. A checkpoint carries a fingerprint of what the log held up to it;
+once retention or erasure changed that (a post purged, a stand-in re-stated), it is dropped,
+so a checkpoint never shows content the log no longer holds.
 """
 
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
+from collections import OrderedDict
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from dataclasses import dataclass
 from datetime import datetime
@@ -32,7 +41,7 @@ from bzzz.network.base import Bus, BusMessage
 from bzzz.network.envelope import Envelope, EnvelopeRejected, open_envelope, unseal
 from bzzz.network.sealing import Keyring, SealError
 from bzzz.store.projection import ProjectionLimits
-from bzzz.store.scratch import scratch_store
+from bzzz.store.scratch import Stage, scratch_store
 
 THREAD_KINDS = ("thread", "slurp")
 # Network-wide envelopes that change a thread's messages (tombstones): applied in the replay.
@@ -42,6 +51,17 @@ REMOVED = "the post's content (the stand-in keeps what the thread's state needs)
 
 # Looks up the log sequences of envelopes by id (the live store's applied envelopes).
 SequencesOf = Callable[[list[str]], Awaitable[dict[str, int]]]
+# A checkpoint every this many envelopes of a thread: a read replays at most this many of the
+# thread's envelopes (and what they draw in) beyond the checkpoint it starts from.
+CHECKPOINT_EVERY = 100
+# What the checkpoints of every thread hold at most (sealed images), the least recently read
+# threads' dropped first.
+CHECKPOINT_BYTES = 64 << 20
+# The checkpoints one read makes at most (the marks nearest its point): a first read of a long
+# thread does not image the store at every mark.
+MAX_NEW_CHECKPOINTS = 8
+
+Applied = list[tuple[Envelope, int]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -107,6 +127,87 @@ def _text(value: Any) -> str | None:
     return value if isinstance(value, str) else None
 
 
+@dataclass(frozen=True, slots=True)
+class Checkpoint:
+    """A thread's scratch store as it stood at ``seq``, and what the log held up to it."""
+
+    seq: int
+    fingerprint: str
+    image: bytes | str  # sealed under the network key when the node seals content
+
+    @property
+    def size(self) -> int:
+        """Bytes held."""
+        return len(self.image)
+
+
+class Checkpoints:
+    """Sealed images of threads' scratch stores, by thread and sequence, bounded in bytes."""
+
+    def __init__(self, keyring: Keyring | None, budget: int = CHECKPOINT_BYTES) -> None:
+        self._keyring = keyring
+        self._budget = budget
+        self._held = 0
+        self._threads: OrderedDict[str, dict[int, Checkpoint]] = OrderedDict()
+
+    async def newest(
+        self, thread_id: str, marks: list[int], fingerprint: Callable[[int], Awaitable[str]]
+    ) -> tuple[int, bytes] | None:
+        """The newest checkpoint at one of ``marks`` whose fingerprint (as the log holds it
+        now) still matches, opened; those that no longer match are dropped."""
+        kept = self._threads.get(thread_id)
+        if kept is None:
+            return None
+        self._threads.move_to_end(thread_id)
+        wanted = set(marks)
+        for seq in sorted(kept, reverse=True):
+            point = kept[seq]
+            if seq not in wanted:
+                continue
+            matches = await fingerprint(seq) == point.fingerprint
+            image = self._open(thread_id, point) if matches else None
+            if image is not None:
+                return seq, image
+            self._held -= point.size
+            del kept[seq]
+        return None
+
+    def keep(self, thread_id: str, seq: int, fingerprint: str, image: bytes) -> None:
+        """Hold ``image`` as the thread's checkpoint at ``seq``."""
+        aad = _checkpoint_aad(thread_id, seq)
+        held = self._keyring.seal(image, aad) if self._keyring is not None else image
+        point = Checkpoint(seq, fingerprint, held)
+        if point.size > self._budget:
+            return
+        kept = self._threads.setdefault(thread_id, {})
+        self._threads.move_to_end(thread_id)
+        old = kept.get(seq)
+        self._held += point.size - (old.size if old is not None else 0)
+        kept[seq] = point
+        while self._held > self._budget and self._threads:
+            _, dropped = self._threads.popitem(last=False)
+            self._held -= sum(p.size for p in dropped.values())
+
+    @property
+    def held(self) -> int:
+        """Bytes the checkpoints hold."""
+        return self._held
+
+    def _open(self, thread_id: str, point: Checkpoint) -> bytes | None:
+        if isinstance(point.image, bytes):
+            return point.image
+        if self._keyring is None:
+            return None
+        try:
+            return self._keyring.open(point.image, _checkpoint_aad(thread_id, point.seq))
+        except SealError:
+            return None
+
+
+def _checkpoint_aad(thread_id: str, seq: int) -> bytes:
+    return f"bzzz-replay-checkpoint:{thread_id}:{seq}".encode()
+
+
 class ThreadLog:
     """Reads one thread's envelopes back from the log and replays them."""
 
@@ -128,6 +229,7 @@ class ThreadLog:
         self._node_id = node_id
         self._limits = limits or ProjectionLimits(max_active_threads=1_000_000, max_agents=10**9)
         self._sequences_of = sequences_of
+        self.checkpoints = Checkpoints(keyring)
 
     # --- reading and verifying ---------------------------------------------------------------
 
@@ -193,30 +295,70 @@ class ThreadLog:
     ) -> AsyncIterator[tuple[AsyncSession, Point] | None]:
         """A scratch store holding the thread as the log had it at ``as_of`` (a sequence, or
         a time: the log up to the thread's last envelope stamped at or before it), with
-        where the replay stopped; None when the thread did not exist yet."""
+        where the replay stopped; None when the thread did not exist yet.
+
+        It starts from the newest checkpoint at or before the point and keeps one at each
+        mark it passes (every CHECKPOINT_EVERY-th envelope of the thread)."""
         entries = await self.entries(thread_id)
         point = _cut(entries, as_of)
         if point is None:
             yield None
             return
-        applied = [(e.envelope, e.seq) for e in entries if e.envelope and e.seq <= point.seq]
-        applied.extend(await self._context(entries, point.seq))
-        applied.extend(await self._retention_runs(point.seq, as_of))
-        applied.sort(key=lambda pair: pair[1])
-        async with scratch_store(_once(applied), self._node_id, self._limits) as session:
+        plan = _Plan(entries, point.seq)
+        plan.agents = await self._member_agents(entries, point.seq)
+        plan.assigned = await self._assigned(entries, point.seq)
+        plan.runs = await self._retention_runs(point.seq, as_of)
+        marks = [m for m in _marks(entries) if m <= point.seq]
+        applied: dict[int, Applied] = {}
+        prints: dict[int, str] = {}
+
+        async def look(mark: int) -> str:
+            applied[mark] = await plan.upto(mark, self._assignments)
+            prints[mark] = _fingerprint(entries, mark, applied[mark])
+            return prints[mark]
+
+        start = await self.checkpoints.newest(thread_id, marks, look)
+        base_seq, base = start if start is not None else (0, None)
+        # The marks it keeps: at most MAX_NEW_CHECKPOINTS, the nearest to the point.
+        new_marks = [m for m in marks if m > base_seq][-MAX_NEW_CHECKPOINTS:]
+        for mark in new_marks:
+            await look(mark)
+        stages: list[Stage] = []
+        done: set[str] = set()
+        if base_seq:
+            done = _ids(applied[base_seq])
+        elif new_marks:
+            # From nothing to the first mark it keeps.
+            first = new_marks[0]
+            stages.append((applied[first], self._keeper(thread_id, first, prints)))
+            done = _ids(applied[first])
+            new_marks = new_marks[1:]
+        for mark in new_marks:
+            stages.append((_beyond(applied[mark], done), self._keeper(thread_id, mark, prints)))
+            done = _ids(applied[mark])
+        final = _once(sorted(plan.everything(), key=lambda pair: pair[1]))
+        async with scratch_store(
+            _beyond(final, done), self._node_id, self._limits, base=base, stages=stages
+        ) as session:
             yield session, point
 
-    async def _context(self, entries: list[Entry], upto: int) -> list[tuple[Envelope, int]]:
-        """What else the thread's appliers read, up to ``upto``: its members' agents and the
-        assignments of the tasks its posts update."""
+    def _keeper(self, thread_id: str, mark: int, prints: dict[int, str]) -> Callable[[bytes], None]:
+        def keep(image: bytes) -> None:
+            self.checkpoints.keep(thread_id, mark, prints[mark], image)
+
+        return keep
+
+    async def _member_agents(self, entries: list[Entry], upto: int) -> Applied:
+        """The agent envelopes of everyone who was ever in the thread, up to ``upto``."""
         msgs: list[BusMessage] = []
         for member in sorted(_members(entries)):
             msgs.extend(await self._bus.read_kind("agent", member, before_seq=upto + 1))
-        for seq in await self._assignments(entries, upto):
-            msg = await self._bus.get(seq)
-            if msg is not None:
-                msgs.append(msg)
-        opened = (self._entry(msg) for msg in msgs)
+        return [(e.envelope, e.seq) for e in map(self._entry, msgs) if e.envelope is not None]
+
+    async def _assigned(self, entries: list[Entry], upto: int) -> Applied:
+        """The posts that assigned the tasks the thread's posts (up to ``upto``) update."""
+        msgs = [await self._bus.get(seq) for seq in await self._assignments(entries, upto)]
+        opened = (self._entry(msg) for msg in msgs if msg is not None)
         return [(e.envelope, e.seq) for e in opened if e.envelope is not None]
 
     async def _retention_runs(self, cut: int, as_of: int | datetime) -> list[tuple[Envelope, int]]:
@@ -334,3 +476,60 @@ def _once(applied: list[tuple[Envelope, int]]) -> list[tuple[Envelope, int]]:
             seen.add(env.id)
             kept.append((env, seq))
     return kept
+
+
+Assignments = Callable[[list[Entry], int], Awaitable[list[int]]]
+
+
+class _Plan:
+    """What a replay to ``point`` applies, and the part of it a replay to an earlier mark
+    applies (the same envelopes a replay from nothing to that mark would)."""
+
+    def __init__(self, entries: list[Entry], point: int) -> None:
+        self.entries = entries
+        self.point = point
+        self.agents: Applied = []
+        self.assigned: Applied = []
+        self.runs: Applied = []
+
+    async def upto(self, mark: int, assignments: Assignments) -> Applied:
+        """What a replay to the sequence ``mark`` applies, in log order."""
+        wanted = set(await assignments(self.entries, mark))
+        found = [(e.envelope, e.seq) for e in self.entries if e.envelope and e.seq <= mark]
+        found += [pair for pair in self.agents if pair[1] <= mark]
+        found += [pair for pair in self.assigned if pair[1] in wanted]
+        found += [pair for pair in self.runs if pair[1] <= mark]
+        return _once(sorted(found, key=lambda pair: pair[1]))
+
+    def everything(self) -> Applied:
+        """What the replay to the point applies (retention runs past it included, for a time
+        that came after the thread's last envelope)."""
+        found = [(e.envelope, e.seq) for e in self.entries if e.envelope and e.seq <= self.point]
+        return [*found, *self.agents, *self.assigned, *self.runs]
+
+
+def _marks(entries: list[Entry]) -> list[int]:
+    """The sequences a replay keeps checkpoints at: every CHECKPOINT_EVERY-th entry's."""
+    return [entries[i].seq for i in range(CHECKPOINT_EVERY - 1, len(entries), CHECKPOINT_EVERY)]
+
+
+def _fingerprint(entries: list[Entry], mark: int, applied: Applied) -> str:
+    """What the log held of the thread up to ``mark``: a checkpoint made from other contents
+    (a post purged since, a stand-in re-stated) no longer matches it."""
+    digest = hashlib.sha256()
+    for entry in entries:
+        if entry.seq <= mark:
+            state = f"{entry.seq}:{entry.envelope_id}:{entry.verified}:{entry.stand_in is not None}"
+            digest.update(state.encode())
+    for env, seq in applied:
+        digest.update(f"|{seq}:{env.id}".encode())
+    return digest.hexdigest()
+
+
+def _ids(applied: Applied) -> set[str]:
+    return {env.id for env, _ in applied}
+
+
+def _beyond(applied: Applied, done: set[str]) -> Applied:
+    """``applied`` without what a checkpoint already holds."""
+    return [pair for pair in applied if pair[0].id not in done]
