@@ -401,6 +401,12 @@ class JetStreamBus:
         finally:
             with contextlib.suppress(ConnectionClosedError, NatsTimeoutError, BadSubscriptionError):
                 await sub.unsubscribe()
+            if sub._consumer is not None:
+                # An ephemeral consumer outlives its last read by inactive_threshold (30 s):
+                # loops of reads (as_of replays make several each) piled them up on the
+                # stream. Removed at once; one the server lost is gone anyway.
+                with contextlib.suppress(*_RETRYABLE, NatsError):
+                    await js.delete_consumer(self.stream, sub._consumer)
 
     async def get(self, seq: int) -> BusMessage | None:
         """The envelope at ``seq`` (a direct stream read), None when it is not there."""
