@@ -16,6 +16,7 @@ from bzzz.config import Settings, load_settings
 from bzzz.conversations.replay import CHECKPOINT_EVERY, Checkpoints, ThreadLog
 from bzzz.eventlog import LOCAL_CALLER, Caller
 from bzzz.mcp.server import build_server
+from bzzz.network.base import BusMessage
 from bzzz.network.memory import InMemoryBus
 from bzzz.node.core import Node
 from bzzz.schemas import AnnounceInput, GetInput, PostInput, ThreadInput
@@ -112,6 +113,80 @@ async def test_a_read_from_a_checkpoint_answers_what_a_replay_from_nothing_answe
     assert warm == scratch
     assert [len(c["thread"]["messages"]) for c in warm][:2] == [50, 50]
     assert warm[0]["as_of"]["sequence"] == last
+
+
+class CountingBus(InMemoryBus):
+    """The in-memory log, noting the sequences each ``read_kind`` returned."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.returned: list[int] = []
+
+    async def read_kind(
+        self,
+        kind: str,
+        key: str | None = None,
+        *,
+        before_seq: int | None = None,
+        after_seq: int | None = None,
+    ) -> list[BusMessage]:
+        msgs = await super().read_kind(kind, key, before_seq=before_seq, after_seq=after_seq)
+        self.returned.extend(m.seq for m in msgs)
+        return msgs
+
+
+async def test_a_read_from_a_checkpoint_fetches_only_the_envelopes_after_it(
+    tmp_path: Path,
+) -> None:
+    bus = CountingBus()
+    settings = node_settings(tmp_path, None, as_of_reads_per_minute=0)
+    async with Node(settings, bus=bus) as node:
+        thread_id = await thread_of(node, POSTS)
+        log = history(node)
+        last = await bus.last_sequence()
+        await read(node, thread_id, last - 20)  # from nothing: keeps checkpoints up to it
+        marks = log.checkpoints.marks(thread_id)
+        start = max(m for m in marks if m <= last - 5)
+
+        bus.returned.clear()
+        warm = await read(node, thread_id, last - 5)
+        fetched = list(bus.returned)
+        log.checkpoints = Checkpoints(node.keyring)
+        bus.returned.clear()
+        cold = await read(node, thread_id, last - 5)
+
+    assert len(marks) == POSTS // CHECKPOINT_EVERY
+    assert fetched and min(fetched) > start  # nothing the checkpoint covers is read again
+    assert len(fetched) <= last - start
+    assert min(bus.returned) < start  # a replay from nothing reads the thread from its start
+    assert warm == cold
+
+
+async def test_a_removal_from_the_log_drops_the_checkpoints_made_before_it(
+    tmp_path: Path,
+) -> None:
+    bus = CountingBus()
+    settings = node_settings(tmp_path, None, as_of_reads_per_minute=0)
+    async with Node(settings, bus=bus) as node:
+        thread_id = await thread_of(node, POSTS)
+        log = history(node)
+        last = await bus.last_sequence()
+        await read(node, thread_id, last)
+        before = await read(node, thread_id, last)
+        start = max(log.checkpoints.marks(thread_id))
+        # Retention or erasure let a post before the checkpoint go from the log.
+        posts = await bus.read_kind("msg", before_seq=start)
+        await bus.delete(posts[-1].seq)
+
+        bus.returned.clear()
+        after = await read(node, thread_id, last)
+        fetched = list(bus.returned)
+        log.checkpoints = Checkpoints(node.keyring)
+        cold = await read(node, thread_id, last)
+
+    assert min(fetched) < start  # replayed from the log's start, not from the checkpoint
+    assert after == cold
+    assert after != before
 
 
 async def test_as_of_reads_past_the_principal_rate_get_rate_limited(tmp_path: Path) -> None:
