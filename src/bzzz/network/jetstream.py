@@ -418,6 +418,9 @@ class JetStreamBus:
         )
         try:
             pending = int((await sub.consumer_info()).num_pending or 0)
+            if before_seq is not None:
+                # No more than the sequences between can be wanted: fetch no further.
+                pending = min(pending, max(0, before_seq - (start or 1)))
             found: list[Msg] = []
             while len(found) < pending:
                 batch = min(256, pending - len(found))
