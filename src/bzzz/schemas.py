@@ -27,6 +27,11 @@ from bzzz.domain import TASK_UPDATE_TYPES, THREAD_MESSAGE_TYPES
 from bzzz.errors import InvalidParameters
 
 MAX_CONTENT_BYTES = 256 * 1024
+# The deepest nesting of objects and arrays in a tool's arguments or a REST body (the object
+# itself is level 1; on /mcp the JSON-RPC request and its params add two levels above it).
+# Deeper JSON is refused before it is parsed deeply: Python's recursion would otherwise be
+# what answers.
+MAX_JSON_DEPTH = 64
 
 # The message types the node itself acts on; other types are carried as they are.
 ACTED_ON_TYPES = ("task_assignment", *TASK_UPDATE_TYPES, *THREAD_MESSAGE_TYPES)
@@ -262,6 +267,43 @@ class SubscribeInput(_Input):
 ModelT = TypeVar("ModelT", bound=BaseModel)
 
 
+def too_deep(arguments: dict[str, Any], limit: int = MAX_JSON_DEPTH) -> str | None:
+    """The argument (top-level key) whose value nests past ``limit`` levels (the arguments
+    object being level 1), None when none does; iterative, so no depth can overflow it."""
+    stack: list[tuple[Any, int, str]] = [
+        (value, 2, str(name)[:64]) for name, value in arguments.items()
+    ]
+    while stack:
+        value, depth, field = stack.pop()
+        if isinstance(value, dict):
+            children: Any = value.values()
+        elif isinstance(value, list | tuple):
+            children = value
+        else:
+            continue
+        if depth > limit:
+            return field
+        stack.extend(
+            (child, depth + 1, field)
+            for child in children
+            if isinstance(child, dict | list | tuple)
+        )
+    return None
+
+
+def too_deep_error(field: str, limit: int = MAX_JSON_DEPTH) -> InvalidParameters:
+    """The refusal of JSON nested past ``limit`` levels, naming the field that holds it."""
+    problem = f"nested deeper than {limit} levels of objects and arrays"
+    return InvalidParameters(
+        f"invalid parameter '{field}': {problem}",
+        details={
+            "field": field,
+            "limit": limit,
+            "problems": [{"field": field, "problem": problem}],
+        },
+    )
+
+
 def _describe(exc: ValidationError) -> tuple[str, list[dict[str, str]]]:
     problems = []
     for error in exc.errors(include_url=False, include_input=False, include_context=False):
@@ -335,18 +377,22 @@ def check_text(arguments: dict[str, Any]) -> None:
         first = problems[0]
         raise InvalidParameters(
             f"invalid parameter '{first['field']}': {first['problem']}",
-            details={"problems": problems},
+            details={"field": first["field"], "problems": problems},
         )
 
 
 def validate_input(model: type[ModelT], arguments: dict[str, Any]) -> ModelT:
-    """Validate raw tool arguments into ``model`` or raise InvalidParameters naming the field."""
+    """Validate raw tool arguments into ``model`` or raise InvalidParameters naming the field
+    (``details.field``: the first one at fault; ``details.problems``: every one)."""
+    deep = too_deep(arguments)
+    if deep is not None:
+        raise too_deep_error(deep)
     check_text(arguments)
     try:
         value = model.model_validate(arguments)
     except ValidationError as exc:
         message, problems = _describe(exc)
-        details: dict[str, Any] = {"problems": problems}
+        details: dict[str, Any] = {"field": problems[0]["field"], "problems": problems}
         if any(e["type"] == "message_type_slip" for e in exc.errors()):
             details["acted_on"] = list(ACTED_ON_TYPES)
         raise InvalidParameters(message, details=details) from None

@@ -63,12 +63,17 @@ class _ReadFailsOnce(InMemoryBus):
         self.failed = False
 
     async def read_kind(
-        self, kind: str, key: str | None = None, *, before_seq: int | None = None
+        self,
+        kind: str,
+        key: str | None = None,
+        *,
+        before_seq: int | None = None,
+        after_seq: int | None = None,
     ) -> list[BusMessage]:
         if not self.failed:
             self.failed = True
             raise NetworkError("the network did not return its envelopes (TimeoutError())")
-        return await super().read_kind(kind, key, before_seq=before_seq)
+        return await super().read_kind(kind, key, before_seq=before_seq, after_seq=after_seq)
 
 
 async def test_holders_half_read_when_the_network_failed_are_read_again(

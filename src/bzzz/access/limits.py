@@ -85,3 +85,41 @@ class PostLimiter:
             f"the {which} message rate limit is reached; retry in {retry} s",
             details={"limit": f"{which}_messages_per_second", "retry_after": retry},
         )
+
+
+class CallLimiter:
+    """An expensive call's rate per principal: ``per_minute`` calls a minute, ``burst`` at
+    once (0 a minute: no limit); past it RATE_LIMITED with ``retry_after``."""
+
+    def __init__(
+        self,
+        limit: str,
+        per_minute: float,
+        burst: float,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._limit = limit
+        self._rate = per_minute / 60.0
+        self._burst = burst
+        self._clock = clock
+        self._buckets: OrderedDict[str, TokenBucket] = OrderedDict()
+
+    def take(self, principal: str) -> None:
+        """Count one call by ``principal``; RATE_LIMITED (nothing taken) past its rate."""
+        if not self._rate:
+            return
+        now = self._clock()
+        bucket = self._buckets.get(principal)
+        if bucket is None:
+            bucket = self._buckets[principal] = TokenBucket(self._rate, self._burst, now)
+            if len(self._buckets) > MAX_TRACKED:
+                self._buckets.popitem(last=False)
+        else:
+            self._buckets.move_to_end(principal)
+        wait = bucket.wait_for_one(now)
+        if wait > 0:
+            retry = round(wait, 3)
+            raise RateLimited(
+                f"the {self._limit} rate limit is reached; retry in {retry} s",
+                details={"limit": self._limit, "retry_after": retry},
+            )

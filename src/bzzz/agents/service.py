@@ -20,6 +20,7 @@ from bzzz.access.keys import (
     mint_handle,
     principal_key,
 )
+from bzzz.access.limits import CallLimiter
 from bzzz.address import Address, parse_address
 from bzzz.agents.federated import federated_get, federated_info
 from bzzz.agents.history import ThreadHistory, thread_then, thread_view
@@ -99,8 +100,10 @@ class AgentService:
         self.federation: FederationService | None = None
         # Set by the node: an agent's live path reservations (bzzz://agent/reservations).
         self.reservations_of: Callable[[str], Awaitable[list[dict[str, Any]]]] | None = None
-        # Set by the node: threads replayed from the log (bzzz_get with as_of).
+        # Set by the node: threads replayed from the log (bzzz_get with as_of), and how often
+        # a principal may ask for one (a replay reads the log: an expensive call).
         self.history: ThreadHistory | None = None
+        self.as_of_limits = CallLimiter("as_of_reads_per_minute", 0, 1)
         # Set by the node when it does not serve every project: lookups of the others read
         # the network's agent directory.
         self.remote: RemoteAgents | None = None
@@ -472,6 +475,7 @@ class AgentService:
             self._agent_at(caller, address)
         self.require_thread_reader(caller, thread)
         if params.as_of is not None:
+            self.as_of_limits.take(caller.principal.id)
             return await thread_then(self.history, thread_id, params, thread_view)
         return await thread_view(repo, thread, params)
 
@@ -484,6 +488,7 @@ class AgentService:
         self.require_thread_reader(caller, thread)
         if self.history is None:
             raise InvalidParameters("this node does not replay threads")
+        self.as_of_limits.take(caller.principal.id)
         return [entry.to_json() for entry in await self.history.entries(thread_id)]
 
     @staticmethod

@@ -20,7 +20,7 @@ from bzzz.access.oauth import protected_resource_metadata, www_authenticate
 from bzzz.access.service import AccessService, serves_loopback_only
 from bzzz.api.a2a import a2a_routes
 from bzzz.api.audit import AuditHTTP
-from bzzz.api.limits import BodyLimit, RequestLimit
+from bzzz.api.limits import BodyLimit, JsonDepthLimit, RequestLimit
 from bzzz.api.routes import api_routes
 from bzzz.api.sessions import SessionQuota
 from bzzz.api.ui import UI_PATH
@@ -269,6 +269,9 @@ def build_app(node: Node, server: BzzzMCP, host: str, base_url: str | None = Non
         key = session_key("mcp", session_id)
         return bool(node.agents.directory.of_session(node.node_id, key))
 
+    # Innermost: a body nested too deep is refused before any route parses it (after the
+    # credential is checked; BodyLimit, outside, bounds what it reads).
+    app.add_middleware(JsonDepthLimit)
     # Inside Authenticate (added last, so it runs first): the quota needs the principal.
     app.add_middleware(
         SessionQuota,

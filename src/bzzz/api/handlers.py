@@ -23,7 +23,7 @@ from bzzz.eventlog import Caller
 
 # The MCP layer's own key function: a REST call holds the agents a sessionless MCP call holds.
 from bzzz.mcp.sessions import _stateless_key, principal_of
-from bzzz.schemas import validate_input
+from bzzz.schemas import too_deep_error, validate_input
 
 logger = logging.getLogger(__name__)
 
@@ -94,6 +94,9 @@ async def body_of(request: Request, model: type[ModelT]) -> ModelT:
         data = json.loads(raw) if raw.strip() else {}
     except ValueError:
         raise InvalidParameters("the request body is not JSON", details={"field": "body"}) from None
+    except RecursionError:
+        # The app's JsonDepthLimit refuses such a body first; a route served alone does here.
+        raise too_deep_error("body") from None
     if not isinstance(data, dict):
         raise InvalidParameters("the request body must be a JSON object", details={"field": "body"})
     return validate_input(model, data)

@@ -71,8 +71,10 @@ def _bare_url(value: Any) -> Any:
     try:
         parts = urlsplit(value)
         port = parts.port
-    except ValueError:  # a bad port or bracketed host: nothing of it is kept
-        return "(not a URL)"
+    except ValueError:
+        # A port out of range or a malformed host: the tool refuses the URL, and recording
+        # the refusal must not fail on it (nothing of it is kept).
+        return "(malformed url)"
     host = parts.hostname or ""
     netloc = f"{host}:{port}" if port else host
     return urlunsplit((parts.scheme, netloc, parts.path, "", ""))

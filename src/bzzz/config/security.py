@@ -56,6 +56,10 @@ class LimitsSettings(_Section):
     http_keepalive_seconds: float = Field(15.0, gt=0)
     http_header_timeout: float = Field(10.0, gt=0)
     http_max_body_bytes: int = Field(4 << 20, gt=0)
+    as_of_reads_per_minute: float = Field(
+        60, ge=0, description="threads read as_of a past point (log replays), per principal"
+    )
+    as_of_reads_burst: int = Field(10, ge=1, description="as_of reads a principal makes at once")
 
 
 class PrivacySettings(_Section):

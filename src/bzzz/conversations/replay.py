@@ -12,13 +12,22 @@ to a scratch store (``store/scratch.py``): the members' agent envelopes, retenti
 erasure's runs and the assignments of tasks the thread's posts update come along, so the
 appliers meet the state they met on the live node. Access is the caller's business: this
 module reads the log for whoever was allowed to ask.
+
+A replay keeps checkpoints: the scratch store's image at every ``CHECKPOINT_EVERY``-th envelope
+of the thread (sealed under the network key, in memory, ``CHECKPOINT_BYTES`` at most across
+threads). A later read starts from the newest checkpoint at or before its point and applies
+only what lies beyond it. A checkpoint carries a fingerprint of what the log held up to it;
+once retention or erasure changed that (a post purged, a stand-in re-stated), it is dropped,
+so a checkpoint never shows content the log no longer holds.
 """
 
 from __future__ import annotations
 
 import contextlib
 import json
+from collections import OrderedDict
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -32,7 +41,7 @@ from bzzz.network.base import Bus, BusMessage
 from bzzz.network.envelope import Envelope, EnvelopeRejected, open_envelope, unseal
 from bzzz.network.sealing import Keyring, SealError
 from bzzz.store.projection import ProjectionLimits
-from bzzz.store.scratch import scratch_store
+from bzzz.store.scratch import Stage, scratch_store
 
 THREAD_KINDS = ("thread", "slurp")
 # Network-wide envelopes that change a thread's messages (tombstones): applied in the replay.
@@ -42,6 +51,17 @@ REMOVED = "the post's content (the stand-in keeps what the thread's state needs)
 
 # Looks up the log sequences of envelopes by id (the live store's applied envelopes).
 SequencesOf = Callable[[list[str]], Awaitable[dict[str, int]]]
+# A checkpoint every this many envelopes of a thread: a read replays at most this many of the
+# thread's envelopes (and what they draw in) beyond the checkpoint it starts from.
+CHECKPOINT_EVERY = 100
+# What the checkpoints of every thread hold at most (sealed images), the least recently read
+# threads' dropped first.
+CHECKPOINT_BYTES = 64 << 20
+# The checkpoints one read makes at most (the marks nearest its point): a first read of a long
+# thread does not image the store at every mark.
+MAX_NEW_CHECKPOINTS = 8
+
+Applied = list[tuple[Envelope, int]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -107,6 +127,104 @@ def _text(value: Any) -> str | None:
     return value if isinstance(value, str) else None
 
 
+@dataclass(frozen=True, slots=True)
+class Mark:
+    """What a checkpoint at ``seq`` covers: a read that starts from it reads the log only
+    beyond ``seq`` and applies only what ``applied`` lacks."""
+
+    seq: int
+    removed: int  # the log's removed_count when the read that made it began
+    count: int  # the thread's entries up to ``seq`` (the marks beyond it count on from it)
+    members: frozenset[str]  # everyone in the thread (their agents up to ``seq`` are applied)
+    known: frozenset[str]  # ids of the thread's entries up to ``seq``
+    applied: frozenset[str]  # ids of every envelope applied up to ``seq``
+    latest: datetime  # the latest time of an envelope of the thread up to ``seq``
+    last: Point  # the thread's last envelope up to ``seq``
+
+
+@dataclass(frozen=True, slots=True)
+class Checkpoint:
+    """A thread's scratch store as it stood at ``mark.seq``, and what that covers."""
+
+    mark: Mark
+    image: bytes | str  # sealed under the network key when the node seals content
+
+    @property
+    def size(self) -> int:
+        """Bytes held."""
+        return len(self.image)
+
+
+class Checkpoints:
+    """Sealed images of threads' scratch stores, by thread and sequence, bounded in bytes."""
+
+    def __init__(self, keyring: Keyring | None, budget: int = CHECKPOINT_BYTES) -> None:
+        self._keyring = keyring
+        self._budget = budget
+        self._held = 0
+        self._threads: OrderedDict[str, dict[int, Checkpoint]] = OrderedDict()
+
+    def newest(
+        self, thread_id: str, removed: int, fits: Callable[[Mark], bool]
+    ) -> tuple[Mark, bytes] | None:
+        """The newest checkpoint that ``fits``, opened, made while the log had let go of as
+        much as it has now (``removed``): those made before a removal (retention, erasure)
+        are dropped, as they may show what the log no longer holds."""
+        kept = self._threads.get(thread_id)
+        if kept is None:
+            return None
+        self._threads.move_to_end(thread_id)
+        for seq in sorted(kept, reverse=True):
+            point = kept[seq]
+            if point.mark.removed == removed and not fits(point.mark):
+                continue
+            image = self._open(thread_id, point) if point.mark.removed == removed else None
+            if image is not None:
+                return point.mark, image
+            self._held -= point.size
+            del kept[seq]
+        return None
+
+    def keep(self, thread_id: str, mark: Mark, image: bytes) -> None:
+        """Hold ``image`` as the thread's checkpoint at ``mark``."""
+        aad = _checkpoint_aad(thread_id, mark.seq)
+        held = self._keyring.seal(image, aad) if self._keyring is not None else image
+        point = Checkpoint(mark, held)
+        if point.size > self._budget:
+            return
+        kept = self._threads.setdefault(thread_id, {})
+        self._threads.move_to_end(thread_id)
+        old = kept.get(mark.seq)
+        self._held += point.size - (old.size if old is not None else 0)
+        kept[mark.seq] = point
+        while self._held > self._budget and self._threads:
+            _, dropped = self._threads.popitem(last=False)
+            self._held -= sum(p.size for p in dropped.values())
+
+    @property
+    def held(self) -> int:
+        """Bytes the checkpoints hold."""
+        return self._held
+
+    def marks(self, thread_id: str) -> list[int]:
+        """The sequences the thread's checkpoints stand at, in order."""
+        return sorted(self._threads.get(thread_id, {}))
+
+    def _open(self, thread_id: str, point: Checkpoint) -> bytes | None:
+        if isinstance(point.image, bytes):
+            return point.image
+        if self._keyring is None:
+            return None
+        try:
+            return self._keyring.open(point.image, _checkpoint_aad(thread_id, point.mark.seq))
+        except SealError:
+            return None
+
+
+def _checkpoint_aad(thread_id: str, seq: int) -> bytes:
+    return f"bzzz-replay-checkpoint:{thread_id}:{seq}".encode()
+
+
 class ThreadLog:
     """Reads one thread's envelopes back from the log and replays them."""
 
@@ -128,6 +246,7 @@ class ThreadLog:
         self._node_id = node_id
         self._limits = limits or ProjectionLimits(max_active_threads=1_000_000, max_agents=10**9)
         self._sequences_of = sequences_of
+        self.checkpoints = Checkpoints(keyring)
 
     # --- reading and verifying ---------------------------------------------------------------
 
@@ -156,24 +275,43 @@ class ThreadLog:
     async def entries(self, thread_id: str) -> list[Entry]:
         """Every envelope of the thread on the log, and stand-ins of purged posts, in log
         order; empty when the log holds nothing of it."""
+        return await self._entries(thread_id)
+
+    async def _entries(
+        self,
+        thread_id: str,
+        *,
+        after: int | None = None,
+        before: int | None = None,
+        members: frozenset[str] = frozenset(),
+    ) -> list[Entry]:
+        """The thread's entries above ``after`` (its own envelopes: all of them beyond it;
+        its members' posts and stand-ins: below ``before`` too); ``members`` are known to be
+        in it already."""
         found: list[Entry] = []
         for kind in THREAD_KINDS:
-            found.extend(self._entry(msg) for msg in await self._bus.read_kind(kind, thread_id))
-        if not found:
+            msgs = await self._bus.read_kind(kind, thread_id, after_seq=after)
+            found.extend(self._entry(msg) for msg in msgs)
+        if not found and after is None:
             return []
-        for member in sorted(_members(found)):
-            for msg in await self._bus.read_kind("msg", member):
+        for member in sorted(members | _members(found)):
+            for msg in await self._bus.read_kind("msg", member, before_seq=before, after_seq=after):
                 entry = self._entry(msg)
                 if _names_thread(entry, msg.data, thread_id, self._keyring):
                     found.append(entry)
         held = {entry.seq for entry in found}
-        found.extend(e for e in await self._stand_ins(thread_id) if e.seq not in held)
+        for entry in await self._stand_ins(thread_id, after):
+            inside = (after is None or entry.seq > after) and (before is None or entry.seq < before)
+            if inside and entry.seq not in held:
+                found.append(entry)
         return sorted(found, key=lambda entry: entry.seq)
 
-    async def _stand_ins(self, thread_id: str) -> list[Entry]:
-        """The stand-ins re-stated for the thread's purged posts, at the posts' sequences."""
+    async def _stand_ins(self, thread_id: str, after: int | None = None) -> list[Entry]:
+        """The stand-ins re-stated for the thread's purged posts, at the posts' sequences
+        (re-stated after ``after``: those of posts beyond it are, as a post is re-stated after
+        it was posted)."""
         found: list[Entry] = []
-        for msg in await self._bus.read_kind(restate.KIND):
+        for msg in await self._bus.read_kind(restate.KIND, after_seq=after):
             holder = self._entry(msg)
             env = holder.envelope
             if env is None or env.type != restate.TYPE:
@@ -193,47 +331,151 @@ class ThreadLog:
     ) -> AsyncIterator[tuple[AsyncSession, Point] | None]:
         """A scratch store holding the thread as the log had it at ``as_of`` (a sequence, or
         a time: the log up to the thread's last envelope stamped at or before it), with
-        where the replay stopped; None when the thread did not exist yet."""
+        where the replay stopped; None when the thread did not exist yet.
+
+        It starts from the newest checkpoint at or before the point, reading the log only
+        beyond it, and keeps one at the marks it passes (every CHECKPOINT_EVERY-th entry of
+        the thread)."""
+        # Read before the log: a removal while this read runs leaves its checkpoints stale.
+        removed = await self._bus.removed_count()
+        build: _Build | None = None
+        start = self.checkpoints.newest(thread_id, removed, lambda mark: _fits(mark, as_of))
+        if start is not None:
+            build = await self._from_checkpoint(thread_id, as_of, *start)
+        if build is None:
+            build = await self._from_nothing(thread_id, as_of, removed)
+        if build is None:
+            yield None
+            return
+        async with scratch_store(
+            build.final, self._node_id, self._limits, base=build.base, stages=build.stages
+        ) as session:
+            yield session, build.point
+
+    async def _from_nothing(
+        self, thread_id: str, as_of: int | datetime, removed: int
+    ) -> _Build | None:
+        """A replay of the whole thread up to its point, keeping checkpoints at the marks
+        nearest the point; None when the thread was not there yet."""
         entries = await self.entries(thread_id)
         point = _cut(entries, as_of)
         if point is None:
-            yield None
-            return
-        applied = [(e.envelope, e.seq) for e in entries if e.envelope and e.seq <= point.seq]
-        applied.extend(await self._context(entries, point.seq))
-        applied.extend(await self._retention_runs(point.seq, as_of))
-        applied.sort(key=lambda pair: pair[1])
-        async with scratch_store(_once(applied), self._node_id, self._limits) as session:
-            yield session, point
+            return None
+        plan = _Plan(entries, point.seq)
+        plan.agents = await self._member_agents(_members(entries), point.seq)
+        plan.assigned = await self._assigned(entries, point.seq)
+        plan.runs = await self._retention_runs(point.seq, as_of)
+        members = frozenset(_members(entries))
+        marks = [(i, m) for i, m in _marks(entries, 0) if m <= point.seq]
+        stages: list[Stage] = []
+        done: frozenset[str] = frozenset()
+        # The marks it keeps: at most MAX_NEW_CHECKPOINTS, the nearest to the point.
+        for count, seq in marks[-MAX_NEW_CHECKPOINTS:]:
+            applied = await plan.upto(seq, self._assignments)
+            upto = [e for e in entries[:count] if e.envelope is not None]
+            if not upto:
+                continue
+            mark = Mark(
+                seq, removed, count, members,
+                frozenset(e.envelope_id for e in entries[:count] if e.envelope_id),
+                frozenset(_ids(applied)), max(e.envelope.timestamp for e in upto if e.envelope),
+                Point(upto[-1].seq, upto[-1].time or ""),
+            )  # fmt: skip
+            stages.append((_beyond(applied, done), self._keeper(thread_id, mark)))
+            done = mark.applied
+        final = _once(sorted(plan.everything(), key=lambda pair: pair[1]))
+        return _Build(point, None, stages, _beyond(final, done))
 
-    async def _context(self, entries: list[Entry], upto: int) -> list[tuple[Envelope, int]]:
-        """What else the thread's appliers read, up to ``upto``: its members' agents and the
-        assignments of the tasks its posts update."""
+    async def _from_checkpoint(
+        self, thread_id: str, as_of: int | datetime, start: Mark, base: bytes
+    ) -> _Build | None:
+        """A replay from the checkpoint ``start``: the log is read only beyond it. None when
+        the point lies before what the checkpoint covers (a replay from nothing then)."""
+        before = as_of + 1 if isinstance(as_of, int) else None
+        tail = await self._entries(thread_id, after=start.seq, before=before, members=start.members)
+        point = _cut_beyond(tail, as_of, start)
+        if point is None:
+            return None
+        members = start.members | _members(tail)
+        known = start.known | {e.envelope_id for e in tail if e.envelope_id}
+        thread = [(e.envelope, e.seq) for e in tail if e.envelope and e.seq <= point.seq]
+        agents = await self._member_agents(start.members, point.seq, after=start.seq)
+        agents += await self._member_agents(members - start.members, point.seq)
+        wanted = await self._assignments(tail, point.seq, known)
+        assigned = await self._fetched(wanted)
+        runs = await self._retention_runs(point.seq, as_of, after=start.seq)
+        everything = _once(sorted([*thread, *agents, *assigned, *runs], key=lambda p: p[1]))
+        stages: list[Stage] = []
+        done = start.applied
+        marks = [(i, m) for i, m in _marks(tail, start.count) if m <= point.seq]
+        if marks:
+            # One new checkpoint: the mark nearest the point.
+            count, seq = marks[-1]
+            upto = [e for e in tail[: count - start.count] if e.envelope is not None]
+            wanted_then = set(await self._assignments(tail, seq, known))
+            applied = [
+                pair for pair in everything
+                if pair[1] <= seq and (pair not in assigned or pair[1] in wanted_then)
+            ]  # fmt: skip
+            last = upto[-1] if upto else None
+            latest = max([start.latest, *(e.envelope.timestamp for e in upto if e.envelope)])
+            mark = Mark(
+                seq, start.removed, count, members,
+                start.known | {e.envelope_id for e in tail if e.envelope_id and e.seq <= seq},
+                done | _ids(applied), latest,
+                Point(last.seq, last.time or "") if last else start.last,
+            )  # fmt: skip
+            stages.append((_beyond(applied, done), self._keeper(thread_id, mark)))
+            done = mark.applied
+        return _Build(point, base, stages, _beyond(everything, done))
+
+    def _keeper(self, thread_id: str, mark: Mark) -> Callable[[bytes], None]:
+        def keep(image: bytes) -> None:
+            self.checkpoints.keep(thread_id, mark, image)
+
+        return keep
+
+    async def _member_agents(
+        self, members: Iterable[str], upto: int, *, after: int | None = None
+    ) -> Applied:
+        """The agent envelopes of ``members`` up to ``upto`` (beyond ``after``)."""
         msgs: list[BusMessage] = []
-        for member in sorted(_members(entries)):
-            msgs.extend(await self._bus.read_kind("agent", member, before_seq=upto + 1))
-        for seq in await self._assignments(entries, upto):
-            msg = await self._bus.get(seq)
-            if msg is not None:
-                msgs.append(msg)
-        opened = (self._entry(msg) for msg in msgs)
+        for member in sorted(members):
+            msgs.extend(
+                await self._bus.read_kind("agent", member, before_seq=upto + 1, after_seq=after)
+            )
+        return [(e.envelope, e.seq) for e in map(self._entry, msgs) if e.envelope is not None]
+
+    async def _assigned(self, entries: list[Entry], upto: int) -> Applied:
+        """The posts that assigned the tasks the thread's posts (up to ``upto``) update."""
+        return await self._fetched(await self._assignments(entries, upto))
+
+    async def _fetched(self, seqs: Iterable[int]) -> Applied:
+        msgs = [await self._bus.get(seq) for seq in seqs]
+        opened = (self._entry(msg) for msg in msgs if msg is not None)
         return [(e.envelope, e.seq) for e in opened if e.envelope is not None]
 
-    async def _retention_runs(self, cut: int, as_of: int | datetime) -> list[tuple[Envelope, int]]:
-        """The network's retention and erasure runs up to ``as_of``: they bury posts' content
-        (after the thread's last envelope too, when they ran before the point asked for)."""
+    async def _retention_runs(
+        self, cut: int, as_of: int | datetime, *, after: int | None = None
+    ) -> Applied:
+        """The network's retention and erasure runs up to ``as_of`` (beyond ``after``): they
+        bury posts' content (after the thread's last envelope too, when they ran before the
+        point asked for)."""
         if isinstance(as_of, int):
-            runs = await self._bus.read_kind(RETENTION_KIND, before_seq=as_of + 1)
+            runs = await self._bus.read_kind(RETENTION_KIND, before_seq=as_of + 1, after_seq=after)
             return [(e.envelope, e.seq) for e in map(self._entry, runs) if e.envelope]
         found = []
-        for msg in await self._bus.read_kind(RETENTION_KIND):
+        for msg in await self._bus.read_kind(RETENTION_KIND, after_seq=after):
             env = self._entry(msg).envelope
             if env is not None and (msg.seq <= cut or env.timestamp <= as_of):
                 found.append((env, msg.seq))
         return found
 
-    async def _assignments(self, entries: list[Entry], upto: int) -> list[int]:
-        """Sequences of the posts that assigned tasks the thread's posts update."""
+    async def _assignments(
+        self, entries: list[Entry], upto: int, known: frozenset[str] | None = None
+    ) -> list[int]:
+        """Sequences of the posts that assigned tasks the thread's posts update (but for the
+        ids ``known`` as the thread's own: all of ``entries`` when not given)."""
         if self._sequences_of is None:
             return []
         ids = set()
@@ -245,7 +487,8 @@ class ThreadLog:
             if env.payload.get("message_type") in TASK_UPDATE_TYPES and isinstance(task_id, str):
                 # A task's id is task-<the assigning envelope's id>-<recipient index>.
                 ids.add(task_id.removeprefix("task-").rpartition("-")[0])
-        known = {e.envelope_id for e in entries}
+        if known is None:
+            known = frozenset(e.envelope_id for e in entries if e.envelope_id)
         wanted = sorted(i for i in ids if i and i not in known)
         if not wanted:
             return []
@@ -334,3 +577,86 @@ def _once(applied: list[tuple[Envelope, int]]) -> list[tuple[Envelope, int]]:
             seen.add(env.id)
             kept.append((env, seq))
     return kept
+
+
+Assignments = Callable[[list[Entry], int], Awaitable[list[int]]]
+
+
+class _Plan:
+    """What a replay to ``point`` applies, and the part of it a replay to an earlier mark
+    applies (the same envelopes a replay from nothing to that mark would)."""
+
+    def __init__(self, entries: list[Entry], point: int) -> None:
+        self.entries = entries
+        self.point = point
+        self.agents: Applied = []
+        self.assigned: Applied = []
+        self.runs: Applied = []
+
+    async def upto(self, mark: int, assignments: Assignments) -> Applied:
+        """What a replay to the sequence ``mark`` applies, in log order."""
+        wanted = set(await assignments(self.entries, mark))
+        found = [(e.envelope, e.seq) for e in self.entries if e.envelope and e.seq <= mark]
+        found += [pair for pair in self.agents if pair[1] <= mark]
+        found += [pair for pair in self.assigned if pair[1] in wanted]
+        found += [pair for pair in self.runs if pair[1] <= mark]
+        return _once(sorted(found, key=lambda pair: pair[1]))
+
+    def everything(self) -> Applied:
+        """What the replay to the point applies (retention runs past it included, for a time
+        that came after the thread's last envelope)."""
+        found = [(e.envelope, e.seq) for e in self.entries if e.envelope and e.seq <= self.point]
+        return [*found, *self.agents, *self.assigned, *self.runs]
+
+
+@dataclass(frozen=True, slots=True)
+class _Build:
+    """What a scratch store for a read is built from: a checkpoint's image (or nothing),
+    stages that keep new checkpoints, and the rest up to the point."""
+
+    point: Point
+    base: bytes | None
+    stages: list[Stage]
+    final: Applied
+
+
+def _marks(entries: list[Entry], before: int) -> list[tuple[int, int]]:
+    """Where a replay keeps checkpoints among ``entries`` (that follow ``before`` of the
+    thread's entries): at every CHECKPOINT_EVERY-th entry of the thread, as (how many entries
+    up to it, its sequence)."""
+    return [
+        (before + i + 1, entry.seq)
+        for i, entry in enumerate(entries)
+        if (before + i + 1) % CHECKPOINT_EVERY == 0
+    ]
+
+
+def _fits(mark: Mark, as_of: int | datetime) -> bool:
+    """Whether a replay to ``as_of`` passes ``mark`` (for a time: every envelope of the thread
+    up to the mark is stamped at or before it, so the replay's prefix reaches past it)."""
+    return mark.seq <= as_of if isinstance(as_of, int) else mark.latest <= as_of
+
+
+def _cut_beyond(tail: list[Entry], as_of: int | datetime, start: Mark) -> Point | None:
+    """``_cut`` for a replay from ``start``, given the thread's entries beyond it; None when
+    the point lies before the mark (no start from it then)."""
+    shown = [e for e in tail if e.envelope is not None]
+    if isinstance(as_of, int):
+        last = [e for e in shown if e.seq <= as_of]
+        return Point(as_of, last[-1].time or "") if last else Point(as_of, start.last.time)
+    point = start.last
+    for entry in shown:
+        assert entry.envelope is not None
+        if entry.envelope.timestamp > as_of:
+            break
+        point = Point(entry.seq, entry.envelope.ts)
+    return point if point.seq >= start.seq else None
+
+
+def _ids(applied: Applied) -> set[str]:
+    return {env.id for env, _ in applied}
+
+
+def _beyond(applied: Applied, done: AbstractSet[str]) -> Applied:
+    """``applied`` without what a checkpoint already holds."""
+    return [pair for pair in applied if pair[0].id not in done]

@@ -74,7 +74,7 @@ def _event_types(given: list[str] | None) -> list[str]:
     if unknown:
         raise InvalidParameters(
             f"unknown event type(s): {', '.join(unknown[:5])}; valid: {', '.join(EVENT_TYPES)}",
-            details={"unknown": unknown[:16], "valid": list(EVENT_TYPES)},
+            details={"field": "event_types", "unknown": unknown[:16], "valid": list(EVENT_TYPES)},
         )
     return list(dict.fromkeys(given))
 

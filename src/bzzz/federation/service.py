@@ -92,10 +92,19 @@ class FollowedLog:
         return 0
 
     async def read_kind(
-        self, kind: str, key: str | None = None, *, before_seq: int | None = None
+        self,
+        kind: str,
+        key: str | None = None,
+        *,
+        before_seq: int | None = None,
+        after_seq: int | None = None,
     ) -> list[BusMessage]:
         """Nothing: a follower reads only what it follows (its gaps are the unfollowed kinds)."""
         return []
+
+    async def removed_count(self) -> int:
+        """Nothing is read through a follower, so nothing it read can go."""
+        return 0
 
     async def get(self, seq: int) -> BusMessage | None:
         """Not read through a follower."""

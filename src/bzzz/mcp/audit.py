@@ -7,6 +7,7 @@ Beside the server it wraps: it knows MCP's sessions and results, and calls down 
 from __future__ import annotations
 
 import json
+import logging
 import re
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
@@ -26,6 +27,8 @@ from bzzz.principal import Principal
 
 if TYPE_CHECKING:
     from bzzz.node.core import Node
+
+logger = logging.getLogger(__name__)
 
 AUDIT_URI = "bzzz://audit"
 RECENT = 200
@@ -67,7 +70,15 @@ class McpAudit:
             outcome = tool_outcome(result)
             return result
         finally:
-            self._record(f"tool:{name[:64]}", arguments, context, outcome)
+            self._record_safely(f"tool:{name[:64]}", arguments, context, outcome)
+
+    def _record_safely(self, action: str, arguments: Any, context: Any, outcome: str) -> None:
+        # A boundary: whatever a hostile argument does to the record, the caller's answer is
+        # the tool's (an exception here would reach the client as its bare text).
+        try:
+            self._record(action, arguments, context, outcome)
+        except Exception:
+            logger.exception("the audit could not record %s", action)
 
     async def resource(self, read: ReadResource, uri: Any, context: Any) -> Any:
         """Read a resource and record it; ``bzzz://audit`` only for admins of every project."""

@@ -54,6 +54,8 @@ from bzzz.schemas import (
     PostInput,
     SubscribeInput,
     ThreadInput,
+    too_deep,
+    too_deep_error,
     validate_input,
 )
 
@@ -94,7 +96,8 @@ def _validation_error(exc: ValidationError) -> InvalidParameters:
     ]
     first = problems[0]
     return InvalidParameters(
-        f"invalid parameter '{first['field']}': {first['problem']}", details={"problems": problems}
+        f"invalid parameter '{first['field']}': {first['problem']}",
+        details={"field": first["field"], "problems": problems},
     )
 
 
@@ -107,7 +110,18 @@ class BzzzMCP(MCPServer[Any]):
     async def call_tool(
         self, name: str, arguments: dict[str, Any], context: Context[Any, Any] | None = None
     ) -> Any:
-        """Run a tool, on the audit trail."""
+        """Run a tool, on the audit trail; arguments nested too deep are refused first (the
+        audit's digest and the SDK's validation would otherwise recurse through them)."""
+        deep = too_deep(arguments) if isinstance(arguments, dict) else None
+        if deep is not None:
+            refusal = error_result(too_deep_error(deep))
+
+            async def refuse(*_: Any) -> CallToolResult:
+                return refusal
+
+            if self.audit is None:
+                return refusal
+            return await self.audit.tool(refuse, name, {deep: "(too deep)"}, context)
         if self.audit is None:
             return await self._run_tool(name, arguments, context)
         return await self.audit.tool(self._run_tool, name, arguments, context)
@@ -127,7 +141,7 @@ class BzzzMCP(MCPServer[Any]):
             return error_result(
                 InvalidParameters(
                     f"unknown parameter(s) for {name[:64]}: {', '.join(unknown)}",
-                    details={"unknown": unknown},
+                    details={"field": unknown[0], "unknown": unknown},
                 )
             )
         try:
@@ -148,7 +162,9 @@ class BzzzMCP(MCPServer[Any]):
             if isinstance(exc.__cause__, BzzzError):
                 return error_result(exc.__cause__)
             if str(exc).startswith("Unknown tool:"):
-                return error_result(InvalidParameters(f"unknown tool '{name[:64]}'"))
+                return error_result(
+                    InvalidParameters(f"unknown tool '{name[:64]}'", details={"field": "name"})
+                )
             return error_result(InvalidParameters(str(exc)[:500]))
 
     def _unknown_arguments(self, name: str, arguments: dict[str, Any]) -> list[str]:

@@ -116,11 +116,22 @@ class Bus(Protocol):
     # Reading back and removing stored envelopes (retention and erasure, admission's CLI).
 
     async def read_kind(
-        self, kind: str, key: str | None = None, *, before_seq: int | None = None
+        self,
+        kind: str,
+        key: str | None = None,
+        *,
+        before_seq: int | None = None,
+        after_seq: int | None = None,
     ) -> list[BusMessage]:
         """Stored envelopes of ``kind`` and ``key`` (every key when None) on both layouts and in
         every project (``network.subjects.kind_filters``), in log order, only those below
-        ``before_seq`` when given."""
+        ``before_seq`` and above ``after_seq`` when given (what lies outside is not fetched)."""
+        ...
+
+    async def removed_count(self) -> int:
+        """How many of the log's sequences up to its end no longer hold an envelope (purged,
+        deleted, aged out): it grows with every removal and never with an append, so a view
+        of the log made when it read N still holds everything it held then while it reads N."""
         ...
 
     async def get(self, seq: int) -> BusMessage | None:

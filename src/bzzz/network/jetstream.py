@@ -363,36 +363,65 @@ class JetStreamBus:
         return subjects.kind_filters(self._network, kind, key)
 
     async def read_kind(
-        self, kind: str, key: str | None = None, *, before_seq: int | None = None
+        self,
+        kind: str,
+        key: str | None = None,
+        *,
+        before_seq: int | None = None,
+        after_seq: int | None = None,
     ) -> list[BusMessage]:
         """Every stored envelope of subjects ``bzzz.<network>.<kind>.<key or >>``, in log order,
-        below ``before_seq`` when given (the CLI derives the admitted nodes from these alone).
+        below ``before_seq`` and above ``after_seq`` when given (the CLI derives the admitted
+        nodes from these alone). The read's consumer starts after ``after_seq``: what lies
+        before it is never fetched.
 
         A read consumer of a just-made replicated stream may answer "service unavailable" until
         its leader is elected: the read is made again until publish_timeout.
         """
         return await self._retried(
             f"the network did not return its {kind} envelopes",
-            lambda: self._read_kind_once(kind, key, before_seq),
+            lambda: self._read_kind_once(kind, key, before_seq, after_seq),
         )
 
     async def _read_kind_once(
-        self, kind: str, key: str | None, before_seq: int | None
+        self, kind: str, key: str | None, before_seq: int | None, after_seq: int | None
     ) -> list[BusMessage]:
-        msgs = await self._scan(self._filters(kind, key), before_seq)
+        if before_seq is not None and after_seq is not None and before_seq <= after_seq + 1:
+            return []
+        msgs = await self._scan(self._filters(kind, key), before_seq, after_seq=after_seq)
         return [to_bus(msg) for msg in msgs]
 
+    async def removed_count(self) -> int:
+        """The stream's last sequence less the messages it holds (its purged, deleted and
+        aged-out sequences). Asked again on a retryable error until publish_timeout."""
+
+        async def once() -> int:
+            state = (await self._jetstream().stream_info(self.stream)).state
+            return int(state.last_seq) - int(state.messages)
+
+        return await self._retried("the network did not say what its log let go of", once)
+
     async def _scan(
-        self, filters: list[str], before_seq: int | None, *, headers_only: bool = False
+        self,
+        filters: list[str],
+        before_seq: int | None,
+        *,
+        headers_only: bool = False,
+        after_seq: int | None = None,
     ) -> list[Msg]:
-        """The log's messages on ``filters``, in order, below ``before_seq`` when given."""
+        """The log's messages on ``filters``, in order, below ``before_seq`` and above
+        ``after_seq`` when given."""
         js = self._jetstream()
+        start = after_seq + 1 if after_seq else None
         sub = await js.pull_subscribe(
             filters[0],
             stream=self.stream,
             config=ConsumerConfig(
                 filter_subjects=filters,
-                deliver_policy=DeliverPolicy.ALL,
+                deliver_policy=DeliverPolicy.ALL
+                if start is None
+                else DeliverPolicy.BY_START_SEQUENCE,
+                opt_start_seq=start,
                 ack_policy=AckPolicy.NONE,
                 inactive_threshold=30.0,
                 headers_only=headers_only or None,
@@ -400,6 +429,9 @@ class JetStreamBus:
         )
         try:
             pending = int((await sub.consumer_info()).num_pending or 0)
+            if before_seq is not None:
+                # No more than the sequences between can be wanted: fetch no further.
+                pending = min(pending, max(0, before_seq - (start or 1)))
             found: list[Msg] = []
             while len(found) < pending:
                 batch = min(256, pending - len(found))
@@ -412,6 +444,12 @@ class JetStreamBus:
         finally:
             with contextlib.suppress(ConnectionClosedError, NatsTimeoutError, BadSubscriptionError):
                 await sub.unsubscribe()
+            if sub._consumer is not None:
+                # An ephemeral consumer outlives its last read by inactive_threshold (30 s):
+                # loops of reads (as_of replays make several each) piled them up on the
+                # stream. Removed at once; one the server lost is gone anyway.
+                with contextlib.suppress(*_RETRYABLE, NatsError):
+                    await js.delete_consumer(self.stream, sub._consumer)
 
     async def get(self, seq: int) -> BusMessage | None:
         """The envelope at ``seq`` (a direct stream read), None when it is not there."""

@@ -117,13 +117,26 @@ class InMemoryBus:
         return parsed is not None and parsed[0] == kind and (key is None or parsed[1] == key)
 
     async def read_kind(
-        self, kind: str, key: str | None = None, *, before_seq: int | None = None
+        self,
+        kind: str,
+        key: str | None = None,
+        *,
+        before_seq: int | None = None,
+        after_seq: int | None = None,
     ) -> list[BusMessage]:
-        """Stored entries of that kind (and key), in order, below ``before_seq`` if given."""
+        """Stored entries of that kind (and key), in order, below ``before_seq`` and above
+        ``after_seq`` if given."""
         limit = len(self._log) if before_seq is None else min(len(self._log), before_seq - 1)
+        start = max(0, after_seq or 0)
         return [
-            m for m in self._log[: max(0, limit)] if m is not None and self._matches(m, kind, key)
+            m
+            for m in self._log[start : max(start, limit)]
+            if m is not None and self._matches(m, kind, key)
         ]
+
+    async def removed_count(self) -> int:
+        """The sequences purged or deleted so far."""
+        return sum(1 for m in self._log if m is None)
 
     async def get(self, seq: int) -> BusMessage | None:
         """The entry at ``seq``, None when purged or beyond the end."""

@@ -16,7 +16,7 @@ from types import TracebackType
 from typing import IO, Any
 
 from bzzz.a2a.bridge import A2ABridge
-from bzzz.access.limits import PostLimiter
+from bzzz.access.limits import CallLimiter, PostLimiter
 from bzzz.access.network_keys import NetworkKeys
 from bzzz.access.service import (
     AccessService,
@@ -316,6 +316,11 @@ class Node:
             node_id=self.node_id,
             limits=limits,
             sequences_of=self._applied_sequences,
+        )
+        self.agents.as_of_limits = CallLimiter(
+            "as_of_reads_per_minute",
+            limits_cfg.as_of_reads_per_minute,
+            limits_cfg.as_of_reads_burst,
         )
         self.conversations = ConversationService(
             self.db,

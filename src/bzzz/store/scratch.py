@@ -12,7 +12,7 @@ import asyncio
 import contextlib
 import contextvars
 import sqlite3
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 
 import aiosqlite
 from sqlalchemy import Connection, Engine, create_engine, event, select
@@ -84,19 +84,67 @@ def _build(writer: Engine, envelopes: Sequence[tuple[Envelope, int]], ctx: Batch
             apply_batch(session, envelopes, ctx, isolate=True)
 
 
+# One step of a staged build: envelopes to apply, then (optionally) a call that is handed
+# the store's image as it stands after them (a checkpoint to start from later).
+Stage = tuple[Sequence[tuple[Envelope, int]], Callable[[bytes], None] | None]
+
+
+def image_of(connection: sqlite3.Connection) -> bytes:
+    """The whole database of ``connection`` as bytes (SQLite's serialized form)."""
+    copy = sqlite3.connect(":memory:")
+    try:
+        connection.backup(copy)
+        return copy.serialize()
+    finally:
+        copy.close()
+
+
+def _restore(connection: sqlite3.Connection, image: bytes) -> None:
+    """Replace the database of ``connection`` with ``image`` (from ``image_of``)."""
+    copy = sqlite3.connect(":memory:")
+    try:
+        copy.deserialize(image)
+        copy.backup(connection)
+    finally:
+        copy.close()
+
+
+def _build_stages(
+    writer: Engine,
+    keeper: sqlite3.Connection,
+    base: bytes | None,
+    stages: Sequence[Stage],
+    node_id: str,
+    limits: ProjectionLimits,
+) -> None:
+    if base is not None:
+        _restore(keeper, base)
+    for envelopes, keep in stages:
+        # One batch a stage, as the projector applies the log in batches of any size.
+        _build(writer, envelopes, BatchContext(node_id, limits, None))
+        if keep is not None:
+            keep(image_of(keeper))
+
+
 @contextlib.asynccontextmanager
 async def scratch_store(
-    envelopes: Sequence[tuple[Envelope, int]], node_id: str, limits: ProjectionLimits
+    envelopes: Sequence[tuple[Envelope, int]],
+    node_id: str,
+    limits: ProjectionLimits,
+    *,
+    base: bytes | None = None,
+    stages: Sequence[Stage] = (),
 ) -> AsyncIterator[AsyncSession]:
-    """A session on an empty store with ``envelopes`` (opened, with their log sequences)
-    applied in order; read it as the live store is read."""
+    """A session on an empty store (or one restored from ``base``, an image a stage kept)
+    with ``stages`` and then ``envelopes`` (opened, with their log sequences) applied in
+    order; read it as the live store is read."""
     writer, reader = _engines()
     token = _DATABASE.set(_uri())
     keeper = _connect()  # holds the in-memory database for the time of the block
     try:
-        ctx = BatchContext(node_id, limits, None)
+        steps = [*stages, (envelopes, None)]
         # On a worker thread, as the live store's batches are written (it copies the context).
-        await asyncio.to_thread(_build, writer, envelopes, ctx)
+        await asyncio.to_thread(_build_stages, writer, keeper, base, steps, node_id, limits)
         async with AsyncSession(reader, expire_on_commit=False) as session:
             yield session
     finally:
