@@ -15,10 +15,12 @@ module reads the log for whoever was allowed to ask.
 
 A replay keeps checkpoints: the scratch store's image at every ``CHECKPOINT_EVERY``-th envelope
 of the thread (sealed under the network key, in memory, ``CHECKPOINT_BYTES`` at most across
-threads). A later read starts from the newest checkpoint at or before its point and applies
-only what lies beyond it. A checkpoint carries a fingerprint of what the log held up to it;
-once retention or erasure changed that (a post purged, a stand-in re-stated), it is dropped,
-so a checkpoint never shows content the log no longer holds.
+threads). A later read starts from the newest checkpoint at or before its point: it reads the
+log only beyond the checkpoint's sequence (``Bus.read_kind``'s ``after_seq``), so it fetches,
+verifies and applies only what lies beyond it. A checkpoint carries the log's
+``removed_count`` when the read that made it began; once anything left the log since
+(retention, erasure: a post purged, its stand-in re-stated before it), it is dropped, so a
+checkpoint never shows content the log no longer holds.
 """
 
 from __future__ import annotations
