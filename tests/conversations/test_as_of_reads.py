@@ -49,7 +49,7 @@ async def thread_of(node: Node, posts: int) -> str:
     return thread_id
 
 
-async def read(node: Node, thread_id: str, as_of: int, caller: Caller = LOCAL_CALLER) -> Any:
+async def read(node: Node, thread_id: str, as_of: int | str, caller: Caller = LOCAL_CALLER) -> Any:
     """The thread as it stood at ``as_of`` (its content)."""
     got = await node.agents.get(
         caller, GetInput(address=f"bzzz://*/threads/{thread_id}", as_of=as_of, max_history=50)
@@ -160,6 +160,33 @@ async def test_a_read_from_a_checkpoint_fetches_only_the_envelopes_after_it(
     assert len(fetched) <= last - start
     assert min(bus.returned) < start  # a replay from nothing reads the thread from its start
     assert warm == cold
+
+
+async def test_a_read_at_a_time_from_a_checkpoint_answers_what_a_replay_from_nothing_answers(
+    tmp_path: Path,
+) -> None:
+    bus = CountingBus()
+    settings = node_settings(tmp_path, None, as_of_reads_per_minute=0)
+    async with Node(settings, bus=bus) as node:
+        thread_id = await thread_of(node, POSTS)
+        log = history(node)
+        entries = await log.entries(thread_id)
+        await read(node, thread_id, await bus.last_sequence())  # keeps checkpoints
+        marks = log.checkpoints.marks(thread_id)
+        times = [e.time for e in entries[-CHECKPOINT_EVERY // 2 :: 7] if e.time]
+        times.append(next(e.time for e in entries if e.seq > marks[0] and e.time))
+        warm = []
+        for time in times:
+            bus.returned.clear()
+            warm.append(await read(node, thread_id, time))
+            fetched = list(bus.returned)
+        cold = []
+        for time in times:
+            log.checkpoints = Checkpoints(node.keyring)
+            cold.append(await read(node, thread_id, time))
+
+    assert warm == cold
+    assert min(fetched) > marks[0]  # the last, just past the first checkpoint, started there
 
 
 async def test_a_removal_from_the_log_drops_the_checkpoints_made_before_it(

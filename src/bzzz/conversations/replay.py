@@ -15,16 +15,19 @@ module reads the log for whoever was allowed to ask.
 
 A replay keeps checkpoints: the scratch store's image at every ``CHECKPOINT_EVERY``-th envelope
 of the thread (sealed under the network key, in memory, ``CHECKPOINT_BYTES`` at most across
-threads). A later read starts from the newest checkpoint at or before its point and applies
-only what lies beyond it. A checkpoint carries a fingerprint of what the log held up to it;
-once retention or erasure changed that (a post purged, a stand-in re-stated), it is dropped,
-so a checkpoint never shows content the log no longer holds.
+threads). A later read starts from the newest checkpoint at or before its point: it reads the
+log only beyond the checkpoint's sequence (``Bus.read_kind``'s ``after_seq``), so it fetches,
+verifies and applies only what lies beyond it. A checkpoint carries the log's
+``removed_count`` when the read that made it began; once anything left the log since
+(retention, erasure: a post purged, its stand-in re-stated before it), it is dropped, so a
+checkpoint never shows content the log no longer holds.
 """
 
 from __future__ import annotations
 
 import contextlib
 import json
+import threading
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from collections.abc import Set as AbstractSet
@@ -62,6 +65,8 @@ CHECKPOINT_BYTES = 64 << 20
 MAX_NEW_CHECKPOINTS = 8
 
 Applied = list[tuple[Envelope, int]]
+# What one envelope id a checkpoint's mark holds costs, about (a ULID string and its set slot).
+ID_BYTES = 128
 
 
 @dataclass(frozen=True, slots=True)
@@ -151,8 +156,8 @@ class Checkpoint:
 
     @property
     def size(self) -> int:
-        """Bytes held."""
-        return len(self.image)
+        """Bytes held (an id the mark holds counted as ID_BYTES)."""
+        return len(self.image) + ID_BYTES * (len(self.mark.applied) + len(self.mark.known))
 
 
 class Checkpoints:
@@ -163,6 +168,9 @@ class Checkpoints:
         self._budget = budget
         self._held = 0
         self._threads: OrderedDict[str, dict[int, Checkpoint]] = OrderedDict()
+        # Checkpoints are kept from the worker thread a scratch store is built on while reads
+        # on the event loop look for one.
+        self._lock = threading.Lock()
 
     def newest(
         self, thread_id: str, removed: int, fits: Callable[[Mark], bool]
@@ -170,6 +178,12 @@ class Checkpoints:
         """The newest checkpoint that ``fits``, opened, made while the log had let go of as
         much as it has now (``removed``): those made before a removal (retention, erasure)
         are dropped, as they may show what the log no longer holds."""
+        with self._lock:
+            return self._newest(thread_id, removed, fits)
+
+    def _newest(
+        self, thread_id: str, removed: int, fits: Callable[[Mark], bool]
+    ) -> tuple[Mark, bytes] | None:
         kept = self._threads.get(thread_id)
         if kept is None:
             return None
@@ -192,6 +206,11 @@ class Checkpoints:
         point = Checkpoint(mark, held)
         if point.size > self._budget:
             return
+        with self._lock:
+            self._keep(thread_id, point)
+
+    def _keep(self, thread_id: str, point: Checkpoint) -> None:
+        mark = point.mark
         kept = self._threads.setdefault(thread_id, {})
         self._threads.move_to_end(thread_id)
         old = kept.get(mark.seq)
@@ -208,7 +227,8 @@ class Checkpoints:
 
     def marks(self, thread_id: str) -> list[int]:
         """The sequences the thread's checkpoints stand at, in order."""
-        return sorted(self._threads.get(thread_id, {}))
+        with self._lock:
+            return sorted(self._threads.get(thread_id, {}))
 
     def _open(self, thread_id: str, point: Checkpoint) -> bytes | None:
         if isinstance(point.image, bytes):
