@@ -164,6 +164,13 @@ def _subcommands(parser: argparse.ArgumentParser) -> dict[str, argparse.Argument
     return {}
 
 
+def _subcommands_required(parser: argparse.ArgumentParser) -> bool:
+    return any(
+        isinstance(action, argparse._SubParsersAction) and action.required
+        for action in parser._actions
+    )
+
+
 def named_commands(text: str) -> list[list[str]]:
     """The `bzzz …` commands a text names at the start of a line (after `$ `, if any)."""
     found = []
@@ -190,7 +197,7 @@ def command_problem(words: list[str], parser: argparse.ArgumentParser) -> str | 
         if word not in choices:
             return f"`bzzz {' '.join(words[: depth + 1])}` is no command"
         current = choices[word]
-    if _subcommands(current) and current is not parser:
+    if _subcommands(current) and _subcommands_required(current):
         return f"`bzzz {' '.join(words)}` needs a subcommand"
     return None
 
