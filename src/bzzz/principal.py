@@ -2,7 +2,8 @@
 
 A principal holds projects (``*`` = all), roles it may announce agents as (``*`` = all) and a
 scope: ``read`` changes nothing, ``write`` posts, assigns tasks and creates threads, ``admin``
-also manages tokens and reads every agent of its projects.
+also manages tokens and reads every agent of its projects. An agent token's principal is one
+agent (``agent``): it announces that id alone, and every call with it acts as that agent.
 """
 
 from __future__ import annotations
@@ -50,6 +51,8 @@ class Principal:
     roles: frozenset[str]
     scope: Scope
     name: str = ""
+    # The one agent an agent token is (None: a principal that may announce any agent id).
+    agent: str | None = None
 
     @property
     def all_projects(self) -> bool:
@@ -93,6 +96,17 @@ class Principal:
         """Admin scope over ``project``."""
         return self.scope >= Scope.ADMIN and self.may_see_project(project)
 
+    def require_agent(self, agent_id: str) -> None:
+        """PERMISSION_DENIED when an agent token names another agent than its own."""
+        if self.agent is None or agent_id == self.agent:
+            return
+        raise PermissionDenied(
+            f"this token is agent '{self.agent}' and announces that id only, not "
+            f"'{agent_id}'; announce '{self.agent}', or use a token made for '{agent_id}' "
+            f"(bzzz token create NAME --agent {agent_id[:128]} --project P)",
+            details={"missing": f"agent:{agent_id[:128]}", "token_agent": self.agent},
+        )
+
     def require(self, scope: Scope, action: str) -> None:
         """PERMISSION_DENIED unless the principal holds ``scope``."""
         if self.scope < scope:
@@ -114,7 +128,7 @@ class Principal:
 
     def to_json(self) -> dict[str, object]:
         """The principal as `whoami`-style answers show it (no secret in it)."""
-        return {
+        shown: dict[str, object] = {
             "id": self.id,
             "name": self.name,
             "kind": self.kind,
@@ -122,6 +136,9 @@ class Principal:
             "roles": sorted(self.roles),
             "scope": self.scope.label,
         }
+        if self.agent is not None:
+            shown["agent"] = self.agent
+        return shown
 
 
 def principal(
@@ -131,9 +148,10 @@ def principal(
     roles: Iterable[str],
     scope: Scope,
     name: str = "",
+    agent: str | None = None,
 ) -> Principal:
     """A principal from plain lists."""
-    return Principal(id_, kind, frozenset(projects), frozenset(roles), scope, name or id_)
+    return Principal(id_, kind, frozenset(projects), frozenset(roles), scope, name or id_, agent)
 
 
 # Without auth (a loopback node with no credential) every caller is this one principal.

@@ -181,9 +181,13 @@ async def test_the_http_door_refuses_bad_credentials_with_the_seeds_error_respon
         await node.kill()
     for why, answer in answers.items():
         assert answer.status_code == 401, why
-        body = answer.json()
+        # At /mcp a JSON-RPC error (what MCP clients show), the ErrorResponse in its data.
+        rpc = answer.json()
+        assert rpc["jsonrpc"] == "2.0" and rpc["error"]["code"] == -32001, (why, rpc)
+        body = rpc["error"]["data"]
         assert body["success"] is False and body["code"] == "PERMISSION_DENIED", (why, body)
         assert {"error", "details", "timestamp"} <= body.keys()
+        assert rpc["error"]["message"] == f"PERMISSION_DENIED: {body['error']}"
         challenge = answer.headers["www-authenticate"]
         assert challenge.startswith('Bearer resource_metadata="http://127.0.0.1:'), challenge
     assert lower.status_code not in (401, 403)

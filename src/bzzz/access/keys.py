@@ -10,7 +10,7 @@ from __future__ import annotations
 import hashlib
 import secrets
 
-from bzzz.domain import network_wide_key
+from bzzz.domain import canonical_agent_id, network_wide_key
 from bzzz.eventlog import Caller
 from bzzz.principal import Principal
 
@@ -26,8 +26,13 @@ def holder_of(caller: Caller) -> str:
 
 
 def principal_key(who: Principal) -> str:
-    """The key under which a principal's sessionless calls hold agents."""
-    return "principal-" + hashlib.sha256(who.id.encode()).hexdigest()[:32]
+    """The key under which a principal's sessionless calls hold agents.
+
+    An agent token's is its agent's: every token made for one agent (a new one after a
+    revoke, one per machine) holds the same agent. No principal id starts with ``agent:``.
+    """
+    named = who.id if who.agent is None else "agent:" + canonical_agent_id(who.agent)
+    return "principal-" + hashlib.sha256(named.encode()).hexdigest()[:32]
 
 
 def mint_handle(agent_id: str) -> str:

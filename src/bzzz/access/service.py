@@ -20,6 +20,15 @@ from bzzz.principal import ALL, Principal, Scope, principal
 logger = logging.getLogger(__name__)
 
 MAX_TOKEN_LENGTH = 8192
+# What a refused caller reads: how to get a credential, and how to send it.
+GET_A_TOKEN = (
+    "No token yet? On the node's machine, 'bzzz init' makes an admin token and prints the "
+    "client configurations; 'bzzz token create NAME --agent AGENT_ID --project P' makes one "
+    "per agent."
+)
+FIX = "send 'Authorization: Bearer <token>'; get a token with 'bzzz init' on the node's machine"
+# An agent id as bzzz_announce takes it (bzzz.schemas.Identifier).
+AGENT_ID = re.compile(r"^[A-Za-z0-9._-]{1,128}$")
 _SPACE = re.compile(r"\s")
 
 
@@ -114,7 +123,9 @@ class AccessService:
         if secret is None:
             if self.required:
                 raise Unauthenticated(
-                    "this node requires a credential: send 'Authorization: Bearer <token>'"
+                    "this node requires a credential: send 'Authorization: Bearer <token>'. "
+                    + GET_A_TOKEN,
+                    details={"fix": FIX},
                 )
             return None
         given = secret.encode()
@@ -126,9 +137,17 @@ class AccessService:
             return await self.jwt.principal_of(secret)
         record = self.tokens.by_secret(secret)
         if record is None:
-            raise Unauthenticated("unknown bearer token")
+            raise Unauthenticated(
+                "unknown bearer token: send one that 'bzzz init' or 'bzzz token create' printed "
+                "('bzzz token list' on the node shows which exist)",
+                details={"fix": FIX},
+            )
         if not record.valid_at(domain.utcnow()):
-            raise Unauthenticated(f"token {record.id} is {record.status(domain.utcnow())}")
+            raise Unauthenticated(
+                f"token {record.id} is {record.status(domain.utcnow())}: ask an admin of its "
+                "project for a new one ('bzzz token create')",
+                details={"fix": FIX},
+            )
         return record.principal()
 
     async def close(self) -> None:
@@ -146,12 +165,18 @@ class AccessService:
         roles: list[str],
         scope: Scope,
         expires_in: timedelta | None,
+        agent: str | None = None,
     ) -> tuple[TokenRecord, str]:
-        """Mint a token no broader than its creator's grants; returns it and its secret."""
+        """Mint a token no broader than its creator's grants; returns it and its secret.
+
+        ``agent``: the token is that one agent (an agent token), of one project.
+        """
         by.require(Scope.ADMIN, "creating a token")
         self._check_grants(by, projects, roles, scope)
         if not name.strip() or len(name) > 128:
             raise InvalidParameters("a token needs a name of 1 to 128 characters")
+        if agent is not None:
+            _check_agent_token(agent, projects, scope)
         secret = mint_secret()
         token_id = f"tok-{ULID()}"
         now = domain.utcnow()
@@ -165,6 +190,8 @@ class AccessService:
             "created_by": by.id,
             "expires_at": (now + expires_in).isoformat() if expires_in else None,
         }
+        if agent is not None:
+            payload["agent_id"] = agent
         await self._emit("token.created", token_id, payload)
         record = self.tokens.get(token_id)
         if record is None:
@@ -221,6 +248,27 @@ class AccessService:
         outcome = await self._log.emit(type_, "token", token_id, payload)
         if not outcome["ok"]:
             raise InvalidParameters(f"refused: {outcome.get('reason')}")
+
+
+def _check_agent_token(agent: str, projects: list[str], scope: Scope) -> None:
+    """An agent token is one agent of one project, with at most the 'write' scope."""
+    if not AGENT_ID.match(agent):
+        raise InvalidParameters(
+            f"--agent must be an agent id (letters, digits, - _ ., at most 128), not "
+            f"{agent[:64]!r}",
+            details={"field": "agent"},
+        )
+    if len(set(projects)) != 1 or ALL in projects:
+        raise InvalidParameters(
+            "an agent token is of one project: pass one --project (not '*')",
+            details={"field": "project"},
+        )
+    if scope > Scope.WRITE:
+        raise InvalidParameters(
+            "an agent token has the 'read' or 'write' scope; an admin token is a person's "
+            "(bzzz init, or a token without --agent)",
+            details={"field": "scope"},
+        )
 
 
 def serves_loopback_only(http_host: str, *, stdio: bool = False) -> bool:

@@ -53,6 +53,8 @@ class TokenRecord:
     created_at: datetime
     expires_at: datetime | None
     revoked_at: datetime | None = None
+    # The one agent this token is (an agent token), or None.
+    agent: str | None = None
 
     def valid_at(self, now: datetime) -> bool:
         """Neither revoked nor expired at ``now``."""
@@ -67,7 +69,13 @@ class TokenRecord:
     def principal(self) -> Principal:
         """The principal a holder of this token is."""
         return principal(
-            f"token:{self.id}", "token", self.projects, self.roles, self.scope, self.name
+            f"token:{self.id}",
+            "token",
+            self.projects,
+            self.roles,
+            self.scope,
+            self.name,
+            self.agent,
         )
 
     def to_json(self, now: datetime) -> dict[str, object]:
@@ -78,6 +86,7 @@ class TokenRecord:
             "projects": list(self.projects),
             "roles": list(self.roles),
             "scope": self.scope.label,
+            "agent": self.agent,
             "status": self.status(now),
             "created_by": self.created_by,
             "created_at": self.created_at.isoformat(),
@@ -98,6 +107,7 @@ def _record_of(row: AccessTokenRow) -> TokenRecord:
         created_at=row.created_at,
         expires_at=row.expires_at,
         revoked_at=row.revoked_at,
+        agent=row.agent_id,
     )
 
 
@@ -135,6 +145,7 @@ class TokenRegistry:
         if p.get("token_id") in self._by_id:
             return
         expires = p.get("expires_at")
+        agent = p.get("agent_id")
         try:
             record = TokenRecord(
                 id=str(p["token_id"]),
@@ -146,6 +157,7 @@ class TokenRegistry:
                 created_by=str(p["created_by"]),
                 created_at=env.timestamp,
                 expires_at=datetime.fromisoformat(expires) if expires else None,
+                agent=str(agent) if agent is not None else None,
             )
         except (KeyError, TypeError, ValueError):
             return  # the store refused it as a bad payload too

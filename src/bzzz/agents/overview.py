@@ -2,9 +2,9 @@
 
 The MCP tools answer for one agent (``bzzz_thread list``, ``bzzz_get …/tasks``); a person or
 an operator looking at the network wants everything its credential may read at once. The
-rules are the agent service's own: a thread is read by its participants, its project's admins
-and (once it escalated to humans) the project's people; an agent's tasks by its owner and its
-project's admins.
+rules are the agent service's own: a thread is read by its participants, every credential of
+its project (the team), its project's admins and (once it escalated to humans) the project's
+people; an agent's tasks by its owner and every credential of its project.
 """
 
 from __future__ import annotations
@@ -63,8 +63,9 @@ class Overview:
         return self._agents.may_read_thread(caller, thread)
 
     async def tasks(self, caller: Caller, limit: int) -> list[dict[str, Any]]:
-        """Tasks of the agents whose work the caller reads (owner, project admin), and those
-        the caller assigned as itself (an orchestrator follows what it gave), newest first."""
+        """Tasks of the agents whose tasks the caller reads (owner, its project's credentials),
+        and those the caller assigned as itself (an orchestrator follows what it gave), newest
+        first."""
         everyone = self._agents.directory.matching(
             agent_id=None, role=None, project=None, task=None, online_only=False
         )
@@ -73,7 +74,7 @@ class Overview:
                 agent
                 for agent in everyone
                 if caller.principal.may_see_project(agent.project)
-                and self._agents.may_read(caller, agent)
+                and self._agents.may_read_tasks(caller, agent)
             ),
             key=lambda agent: agent.last_activity,
             reverse=True,

@@ -18,6 +18,7 @@ from bzzz.access.keys import (
     handle_key,
     holder_of,
     mint_handle,
+    principal_key,
 )
 from bzzz.address import Address, parse_address
 from bzzz.agents.federated import federated_get, federated_info
@@ -135,6 +136,9 @@ class AgentService:
         handle = handle or mint_handle(params.agent_id)
         if held and existing is not None:
             key = existing.session_id  # the holder re-announces: the agent stays where it is
+        elif caller.principal.agent is not None:
+            # An agent token's agent is the token's on any session, client or node.
+            key = principal_key(caller.principal)
         else:
             key = handle_key(handle) if caller.session_id == STATELESS else caller.session_id
         metadata = (extra or {}) | {
@@ -191,6 +195,7 @@ class AgentService:
     def _granted(who: Principal, params: AnnounceInput) -> AnnounceInput:
         """The announcement within the principal's grants (its one project by default)."""
         who.require(Scope.WRITE, "announcing an agent")
+        who.require_agent(params.agent_id)
         if not who.may_role(params.role):
             raise PermissionDenied(
                 f"this credential may not announce agents as '{params.role}' (roles: "
@@ -215,6 +220,8 @@ class AgentService:
 
     def _holds_by_key(self, caller: Caller, agent: domain.Agent) -> bool:
         """Whether the caller's own key (session, process, principal) holds ``agent``."""
+        if _token_agent(caller, agent):
+            return True
         if caller.session_id == STATELESS or agent.session_id != caller.session_id:
             return False
         return agent.node_id == self._log.node_id or domain.network_wide_key(agent.session_id)
@@ -410,7 +417,9 @@ class AgentService:
             self._no_cursor(params, path)
             held = await self.reservations_of(agent.id) if self.reservations_of else []
             return base | {"reservations": held, "count": len(held)}, "reservations"
-        if path in ("", "/inbox", "/tasks") and not self.may_read(caller, agent):
+        if path == "/tasks" and self.may_read_tasks(caller, agent):
+            pass  # the team reads its project's tasks
+        elif path in ("", "/inbox", "/tasks") and not self.may_read(caller, agent):
             if path == "":
                 # Anyone who sees the agent sees what a lookup shows; its work is private.
                 return base, "agent_data"
@@ -572,15 +581,23 @@ class AgentService:
             return None
         return agent
 
+    def may_read_tasks(self, caller: Caller, agent: domain.Agent) -> bool:
+        """Its owner, its project's admins, and every credential of its project (the team
+        sees the project's work; its inbox stays its owner's)."""
+        return self.may_read(caller, agent) or _teammate(caller.principal, agent.project)
+
     def may_read_thread(self, caller: Caller, thread: domain.Thread) -> bool:
         """A participant (through an agent the caller acts as, or one its principal owns,
-        whatever client announced it), the principal that created it, an admin of its
-        project, or a person (role ``human``) of its project once it escalated to humans."""
+        whatever client announced it), the principal that created it, every credential of
+        its project (the team reads the project's threads), an admin of its project, or a
+        person (role ``human``) of its project once it escalated to humans."""
         who = caller.principal
         project = thread_project(thread)
         if who.is_admin_of(project):
             return True
         if who.is_human and who.may_see_project(project) and thread.asks_a_human:
+            return True
+        if _teammate(who, project):
             return True
         members = set(thread.active_participants)
         if any(a.id in members for a in self._acting(caller)):
@@ -611,6 +628,10 @@ class AgentService:
             fits = agent is not None and agent.online and self._handle_fits(caller, agent)
             if fits and agent is not None and agent not in mine:
                 mine.append(agent)
+        if caller.principal.agent is not None:
+            agent = self.directory.get(caller.principal.agent)
+            if agent is not None and agent.online and _token_agent(caller, agent):
+                mine = [agent]  # an agent token acts as its agent alone, whatever else
         return mine
 
     async def expire_leases(self) -> list[str]:
@@ -635,6 +656,23 @@ class AgentService:
                 await self.expire_leases()
             except BzzzError as exc:
                 logger.warning("could not expire agent leases: %s", exc.message)
+
+
+def _teammate(who: Principal, project: str | None) -> bool:
+    """A named credential granted ``project`` (any scope): it reads the project's threads
+    and tasks. Not for what belongs to no project."""
+    return who.authenticated and project is not None and who.may_see_project(project)
+
+
+def _token_agent(caller: Caller, agent: domain.Agent) -> bool:
+    """Whether the caller's agent token is ``agent``: the token's agent id, held by a token
+    of that agent (under the key every token of one agent shares)."""
+    bound = caller.principal.agent
+    return (
+        bound is not None
+        and agent.id == bound
+        and agent.session_id == principal_key(caller.principal)
+    )
 
 
 def _check_human(params: AnnounceInput) -> None:

@@ -33,6 +33,9 @@ from bzzz.node.core import Node
 from bzzz.principal import ANONYMOUS, Principal
 
 RESOURCE_METADATA_PATH = "/.well-known/oauth-protected-resource"
+MCP_PATH = "/mcp"
+# JSON-RPC's range for a server's own errors (-32000 to -32099): no credential, or a bad one.
+UNAUTHENTICATED_RPC = -32001
 SCOPES_SUPPORTED = ["bzzz:read", "bzzz:write", "bzzz:admin", "bzzz:project:*", "bzzz:role:*"]
 
 # Open to anyone: liveness, and where a client learns how to get a credential.
@@ -56,6 +59,22 @@ def error_response(
 ) -> Response:
     """The seed's ErrorResponse as an HTTP answer."""
     return JSONResponse(error.to_response(), status_code=status, headers=headers)
+
+
+def mcp_refusal(error: BzzzError, headers: dict[str, str]) -> Response:
+    """A 401 at /mcp as a JSON-RPC error whose message says what to do, the ErrorResponse in
+    its data: MCP clients show a JSON-RPC error body (the Python SDK raises it as MCPError)
+    and only a generic "Server returned an error response" for any other 401 body."""
+    body = {
+        "jsonrpc": "2.0",
+        "id": None,  # the request is not read: clients answer the request they sent
+        "error": {
+            "code": UNAUTHENTICATED_RPC,
+            "message": f"{error.code}: {error.message}",
+            "data": error.to_response(),
+        },
+    }
+    return JSONResponse(body, status_code=401, headers=headers)
 
 
 class Authenticate:
@@ -97,8 +116,13 @@ class Authenticate:
             who = await self._principal(scope, header)
         except Unauthenticated as exc:
             error = "invalid_token" if exc.details.pop("invalid_token", False) else None
-            challenge = www_authenticate(self.metadata_url, error)
-            await error_response(exc, 401, {"WWW-Authenticate": challenge})(scope, receive, send)
+            challenge = {"WWW-Authenticate": www_authenticate(self.metadata_url, error)}
+            answer = (
+                mcp_refusal(exc, challenge)
+                if path == MCP_PATH
+                else error_response(exc, 401, challenge)
+            )
+            await answer(scope, receive, send)
             return
         scope.setdefault("state", {})[PRINCIPAL_STATE] = who
         await self.app(scope, receive, send)

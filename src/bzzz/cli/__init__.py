@@ -4,6 +4,7 @@ Each command group lives in a module of this package, which adds its part of the
 (``add_parser``) and runs it:
 
     serve         serve                         tokens        token create|list|revoke
+    init          init (your admin token, client configurations)
     events        subscriptions, webhooks       keys          keys list|rotate
     network       peers, identity, node         audit         audit list|verify|export
     threads       escalations, slurp            retention     retention, forget
@@ -30,6 +31,7 @@ from bzzz import __version__
 from bzzz.cli import a2a as cli_a2a
 from bzzz.cli import audit as cli_audit
 from bzzz.cli import events as cli_events
+from bzzz.cli import init as cli_init
 from bzzz.cli import keys as cli_keys
 from bzzz.cli import metrics as cli_metrics
 from bzzz.cli import network as cli_network
@@ -51,6 +53,7 @@ EXIT_CONFIG = 2
 
 _COMMANDS: dict[str, Callable[[argparse.Namespace, Settings], int]] = {
     "serve": cli_serve.run,
+    "init": cli_init.run,
     "webhooks": cli_events.webhooks,
     "subscriptions": cli_events.subscriptions,
     "peers": cli_network.peers,
@@ -79,6 +82,7 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--config", help="TOML settings file (or BZZZ_CONFIG)")
     parser.add_argument("--data-dir", help="data directory (or BZZZ_DATA_DIR)")
     sub = parser.add_subparsers(dest="command")
+    cli_init.add_parser(sub)
     cli_serve.add_parser(sub)
     cli_events.add_parser(sub)
     cli_network.add_parser(sub)

@@ -1,24 +1,28 @@
 """`bzzz token create|list|revoke`: network tokens, without starting a node.
 
 The commands act as the local user of the data directory (an admin of every project), as a
-stdio process does, through the access service's own rules. ``list`` reads the data
-directory's store (current while a node runs there). ``create`` and ``revoke`` store one
-envelope on the network's log with the data directory's key (``cli/log.py``): with a node running
-on the same directory they join its embedded server; with none, they start it for the time of
-the command. Once the command answers, the change is on the log and every node applies it.
+stdio process does, through the access service's own rules. ``create --agent`` makes an agent
+token: a credential that is that one agent (it announces that id alone, and every call with
+it acts as that agent), so a client configured with one header needs no handle or session.
+``list`` reads the data directory's store (current while a node runs there). ``create`` and
+``revoke`` store one envelope on the network's log with the data directory's key
+(``cli/log.py``): with a node running on the same directory they join its embedded server;
+with none, they start it for the time of the command. Once the command answers, the change is
+on the log and every node applies it.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import sys
 from typing import TYPE_CHECKING, Any
 
 from bzzz.cli import output as out
 from bzzz.cli import start as start
-from bzzz.errors import InvalidParameters
+from bzzz.errors import BzzzError, InvalidParameters
 
 if TYPE_CHECKING:
     from bzzz.access.service import AccessService, TokenLog
@@ -34,6 +38,12 @@ def add_parser(sub: Any) -> None:
     create.add_argument("name", help="who or what holds it")
     create.add_argument(
         "--project", action="append", required=True, help="a granted project ('*' = all)"
+    )
+    create.add_argument(
+        "--agent",
+        metavar="AGENT_ID",
+        help="the token is this one agent: it announces that id only, and every call with it "
+        "acts as that agent (one --project; scope read or write)",
     )
     create.add_argument("--role", action="append", help="a role it may announce ('*' = all)")
     create.add_argument("--scope", choices=["read", "write", "admin"], default="write")
@@ -61,6 +71,33 @@ def _service(tokens: TokenRegistry, log: TokenLog | None = None) -> AccessServic
     return AccessService(tokens, [], required=False, log=log)
 
 
+# What `bzzz token create` says when its token is the node's first credential.
+FIRST_CREDENTIAL = (
+    "bzzz: warning: this node had no credential until now. From now on HTTP callers without a "
+    "token are refused (401): every configured MCP client, the dashboard and curl need "
+    "'Authorization: Bearer <token>'. Keep an admin token for yourself: run `bzzz init`.\n"
+)
+
+
+async def node_is_open(settings: Settings) -> bool:
+    """Whether the data directory's node lets HTTP callers in without a credential: loopback,
+    no admin token, no issuer and no network token in its store (a node never run has none)."""
+    from bzzz.access.service import AccessService, serves_loopback_only
+    from bzzz.access.tokens import TokenRegistry
+
+    tokens = TokenRegistry()
+    with contextlib.suppress(BzzzError):  # no node has run here: its store holds no token yet
+        tokens = await _stored_tokens(settings)
+    access = AccessService(
+        tokens,
+        settings.node.auth_tokens,
+        required=settings.auth.required,
+        loopback=serves_loopback_only(settings.node.http_host),
+        issuer=bool(settings.auth.issuer),
+    )
+    return not access.required
+
+
 async def _stored_tokens(settings: Settings) -> TokenRegistry:
     """The network's tokens as the data directory's store has them."""
     from bzzz.access.tokens import TokenRegistry
@@ -82,12 +119,21 @@ async def _create(args: argparse.Namespace, settings: Settings) -> int:
         expires = parse_duration(args.expires) if args.expires else None
     except ValueError as exc:
         raise InvalidParameters(str(exc)) from None
+    was_open = await node_is_open(settings)
     tokens = TokenRegistry()
     async with cli_log.joined(settings) as log:
         log.applied.append(tokens.on_applied)
         record, secret = await _service(tokens, log).create_token(
-            LOCAL, args.name, args.project, args.role or ["*"], Scope.parse(args.scope), expires
+            LOCAL,
+            args.name,
+            args.project,
+            args.role or ["*"],
+            Scope.parse(args.scope),
+            expires,
+            agent=args.agent,
         )
+    if was_open:
+        sys.stderr.write(FIRST_CREDENTIAL)
     shown = record.to_json(utcnow())
     if args.json:
         sys.stdout.write(json.dumps(shown | {"token": secret}) + "\n")
@@ -95,7 +141,8 @@ async def _create(args: argparse.Namespace, settings: Settings) -> int:
     sys.stdout.write(
         f"token {record.id} ({record.name}): projects {', '.join(record.projects)}; "
         f"roles {', '.join(record.roles)}; scope {record.scope.label}; "
-        f"expires {shown['expires_at'] or 'never'}\n"
+        + (f"agent {record.agent}; " if record.agent else "")
+        + f"expires {shown['expires_at'] or 'never'}\n"
         "Store it now: it is not shown again.\n"
     )
     sys.stdout.write(secret + "\n")
@@ -117,6 +164,7 @@ def _list(args: argparse.Namespace, tokens: TokenRegistry) -> int:
         out.Column("projects"),
         out.Column("roles"),
         out.Column("scope"),
+        out.Column("agent", whole=True),
         out.Column("status"),
         out.Column("expires", whole=True),
     ]
@@ -127,6 +175,7 @@ def _list(args: argparse.Namespace, tokens: TokenRegistry) -> int:
             ", ".join(t["projects"]),
             ", ".join(t["roles"]),
             t["scope"],
+            t["agent"] or "",
             t["status"],
             t["expires_at"] or "never",
         ]

@@ -41,6 +41,8 @@ from bzzz.store.repository import Repository
 
 THREAD_POST_TYPES = THREAD_MESSAGE_TYPES + TASK_UPDATE_TYPES + ("task_assignment",)
 STATUS_ACTIONS = ("pause", "resume", "resolve", "close")
+# The recent threads a credential acting as no agent is shown by `bzzz_thread list`.
+PRINCIPAL_LISTED = 100
 
 logger = logging.getLogger(__name__)
 
@@ -102,7 +104,8 @@ class ConversationService:
         mine = await self._agents.agents_of(caller)
         if not mine and caller.session_id == STATELESS:
             raise InvalidParameters(
-                "this call acts as no agent: a client without a session or credential passes "
+                "this call acts as no agent: send an agent token ('Authorization: Bearer "
+                "<token>' from 'bzzz token create NAME --agent AGENT_ID --project P'), or pass "
                 "the agent_handle that bzzz_announce returned",
                 details={"hint": "agent_handle"},
             )
@@ -600,9 +603,17 @@ class ConversationService:
         return await self._membership(caller, params, "thread.left")
 
     async def _list(self, caller: Caller, params: ThreadInput) -> list[dict[str, Any]]:
-        agent = await self.sender_of(caller, params.agent_id)
-        async with self._db.session() as session:
-            threads = await Repository(session).threads_of([agent.id])
+        """The threads of the caller's agent; a credential acting as no agent lists the
+        recent threads it reads (its projects', as the dashboard does)."""
+        as_principal = params.agent_id is None and caller.principal.authenticated
+        if as_principal and not await self._agents.agents_of(caller):
+            async with self._db.session() as session:
+                recent = await Repository(session).recent_threads(PRINCIPAL_LISTED)
+            threads = [t for t in recent if self._agents.may_read_thread(caller, t)]
+        else:
+            agent = await self.sender_of(caller, params.agent_id)
+            async with self._db.session() as session:
+                threads = await Repository(session).threads_of([agent.id])
         return [
             {
                 "id": t.id,

@@ -25,6 +25,8 @@ from bzzz.store.projection import (
 
 _HASH = re.compile(r"^[0-9a-f]{64}$")
 SCOPES = ("read", "write", "admin")
+# As bzzz_announce takes an agent id (bzzz.schemas.Identifier).
+_AGENT_ID = re.compile(r"^[A-Za-z0-9._-]{1,128}$")
 
 
 def _when(value: object, name: str) -> datetime | None:
@@ -42,6 +44,11 @@ def apply_token_created(session: Session, env: Envelope, limits: ProjectionLimit
         raise ValueError("secret_hash must be a SHA-256 hex digest")
     if p["scope"] not in SCOPES:
         raise ValueError("scope must be read, write or admin")
+    agent = p.get("agent_id")
+    if agent is not None and not (isinstance(agent, str) and _AGENT_ID.match(agent)):
+        raise ValueError("agent_id must be an agent id (letters, digits, - _ ., at most 128)")
+    if agent is not None and p["scope"] == "admin":
+        raise ValueError("an agent token is not an admin token")
     if session.get(AccessTokenRow, token_id) is not None:
         return Applied({"ok": False, "reason": "exists"})
     session.add(
@@ -55,6 +62,7 @@ def apply_token_created(session: Session, env: Envelope, limits: ProjectionLimit
             created_by=_text(p["created_by"], 256, "created_by"),
             created_at=env.timestamp,
             expires_at=_when(p.get("expires_at"), "expires_at"),
+            agent_id=agent,
         )
     )
     return Applied({"ok": True})

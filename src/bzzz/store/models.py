@@ -448,6 +448,8 @@ class AccessTokenRow(Base):
     expires_at: Mapped[datetime | None] = mapped_column(TZ)
     revoked_at: Mapped[datetime | None] = mapped_column(TZ)
     revoked_by: Mapped[str | None] = mapped_column(String(256))
+    # An agent token is one agent: every call with it acts as this agent id (None: any).
+    agent_id: Mapped[str | None] = mapped_column(String(128))
 
 
 class KnowledgeRow(Base):
