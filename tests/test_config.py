@@ -230,17 +230,37 @@ def test_a_value_the_file_sets_but_the_environment_overrides_names_the_variable(
     assert "(BZZZ_HTTP_PORT)" in message
 
 
-def test_unknown_short_variables_close_to_a_known_one_are_reported() -> None:
+def test_unknown_short_variables_are_reported_with_the_nearest_setting() -> None:
     from bzzz.config import unknown_variables
 
     found = unknown_variables(
-        {"BZZZ_DATADIR": "/x", "BZZZ_NATSURL": "nats://x", "BZZZ_DATA_DIR": "/y", "BZZZ_ZZZ": "1"}
+        {
+            "BZZZ_DATADIR": "/x",
+            "BZZZ_NATSURL": "nats://x",
+            "BZZZ_PORT": "22007",
+            "BZZZ_STREAM_REPLICAS": "3",
+            "BZZZ_DATA_DIR": "/y",
+            "BZZZ_ZZZ": "1",
+        }
     )
 
     assert found == [
         "BZZZ_DATADIR is not a setting and is ignored; did you mean BZZZ_DATA_DIR?",
         "BZZZ_NATSURL is not a setting and is ignored; did you mean BZZZ_NATS_URL?",
+        "BZZZ_PORT is not a setting and is ignored; did you mean BZZZ_HTTP_PORT?",
+        # A setting without a short name is suggested by its section and key.
+        "BZZZ_STREAM_REPLICAS is not a setting and is ignored; "
+        "did you mean BZZZ_BZZZ__STREAM_REPLICAS?",
+        "BZZZ_ZZZ is not a setting and is ignored",
     ]
+
+
+def test_the_variables_of_the_projects_own_tools_are_not_reported() -> None:
+    from bzzz.config import unknown_variables
+
+    tools = {"BZZZ_TEST_PG_HOST": "db", "BZZZ_PUBLISH_ADDR": "0.0.0.0", "BZZZ_UI_SHOTS": "/s"}
+
+    assert unknown_variables(tools | {"BZZZ_CONFIG": "/c.toml", "BZZZ_HTTP_PORT": "1"}) == []
 
 
 def test_a_missing_config_file_is_a_config_error(tmp_path: Path) -> None:

@@ -50,6 +50,11 @@ COMMANDS = [
     "thread",
     "reservations",
     "snapshot",
+    "agents",
+    "threads",
+    "tasks",
+    "inbox",
+    "status",
 ]
 
 

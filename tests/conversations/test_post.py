@@ -6,9 +6,11 @@ from typing import Any
 
 import pytest
 
+from bzzz.access.keys import principal_key
 from bzzz.errors import AgentNotFound, ErrorCode, InvalidParameters, ThreadNotFound
 from bzzz.eventlog import LOCAL_CALLER, Caller
 from bzzz.node.core import Node
+from bzzz.principal import ALL, Scope, principal
 from bzzz.schemas import AnnounceInput, GetInput, PostInput, ThreadInput, validate_input
 
 
@@ -144,6 +146,83 @@ async def test_an_unknown_agent_is_agent_not_found(node: Node) -> None:
 
     with pytest.raises(AgentNotFound):
         await post(node, "session-arch", "bzzz://nobody")
+
+
+async def test_a_post_to_an_offline_agent_is_kept_for_it_and_says_it_was_not_delivered(
+    node: Node,
+) -> None:
+    await announce(node, "arch", "architect")
+    await announce(node, "dev", "developer")
+    await node.agents.session_ended(Caller("session-dev"))
+
+    result = await post(node, "session-arch", "bzzz://dev")
+
+    assert result["success"] is True  # stored: the post is in dev's inbox
+    delivery = result["delivery_results"]
+    assert delivery["delivered"] is False
+    assert delivery["recipients"] == ["dev"]
+    assert delivery["queued"] == ["dev"]
+    assert delivery["reason"].startswith("offline: dev")
+    assert [m["id"] for m in await inbox(node, "dev")] == [result["message_id"]]
+
+
+async def test_a_post_reaching_one_online_agent_is_delivered_and_names_the_queued_ones(
+    node: Node,
+) -> None:
+    await announce(node, "arch", "architect")
+    await announce(node, "dev", "developer")
+    await announce(node, "rev", "reviewer")
+    created = await node.conversations.thread(
+        Caller("session-arch"), ThreadInput(action="create", participants=["dev", "rev"], topic="t")
+    )
+    await node.agents.session_ended(Caller("session-rev"))
+
+    result = await post(node, "session-arch", "bzzz://*", thread_id=created["thread_id"])
+
+    delivery = result["delivery_results"]
+    assert (delivery["delivered"], delivery["recipients"]) == (True, ["dev", "rev"])
+    assert delivery["queued"] == ["rev"]
+    assert "reason" not in delivery
+
+
+async def test_an_empty_wildcard_says_no_online_agent_matched(node: Node) -> None:
+    await announce(node, "arch", "architect")
+
+    delivery = (await post(node, "session-arch", "bzzz://*:tester@*"))["delivery_results"]
+
+    assert (delivery["delivered"], delivery["queued"]) == (False, [])
+    assert delivery["reason"].startswith("no online agent matches the address")
+
+
+async def test_a_misspelt_agent_id_gets_the_closest_ids_of_the_callers_projects(
+    node: Node,
+) -> None:
+    alpha = principal("token:alpha", "token", ["alpha"], [ALL], Scope.WRITE, "alpha")
+    beta = principal("token:beta", "token", ["beta"], [ALL], Scope.WRITE, "beta")
+    as_alpha, as_beta = Caller(principal_key(alpha), alpha), Caller(principal_key(beta), beta)
+    await node.agents.announce(as_alpha, AnnounceInput(agent_id="arch", role="a", project="alpha"))
+    await node.agents.announce(
+        as_alpha, AnnounceInput(agent_id="reviewer-01", role="r", project="alpha")
+    )
+    await node.agents.announce(
+        as_beta, AnnounceInput(agent_id="reviewer-02", role="r", project="beta")
+    )
+
+    with pytest.raises(AgentNotFound) as posted:
+        await node.conversations.post(
+            as_alpha,
+            PostInput(
+                target_address="bzzz://reviewer-0", message_type="text", content={}, agent_id="arch"
+            ),
+        )
+    with pytest.raises(AgentNotFound) as got:
+        await node.agents.get(as_alpha, GetInput(address="bzzz://reviewr-01/inbox"))
+
+    for caught in (posted, got):
+        assert caught.value.code == ErrorCode.AGENT_NOT_FOUND
+        assert caught.value.details["did_you_mean"] == ["reviewer-01"]
+        assert "did you mean 'reviewer-01'?" in caught.value.message
+        assert "reviewer-02" not in caught.value.message  # beta's agent: not alpha's to see
 
 
 async def test_a_thread_post_reaches_the_threads_participants(node: Node) -> None:

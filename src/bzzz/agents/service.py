@@ -25,10 +25,10 @@ from bzzz.agents.federated import federated_get, federated_info
 from bzzz.agents.history import ThreadHistory, thread_then, thread_view
 from bzzz.agents.leases import Leases
 from bzzz.agents.listing import RemoteAgents
+from bzzz.agents.suggestions import agent_not_found
 from bzzz.agents.views import agent_info, message_info, task_info, thread_info
 from bzzz.domain import RESERVED_AGENT_IDS, iso
 from bzzz.errors import (
-    AgentNotFound,
     BzzzError,
     ErrorCode,
     InvalidParameters,
@@ -386,8 +386,12 @@ class AgentService:
             )
         agent = self.visible_agent(caller.principal, address.agent)
         if agent is None or not address.matches(agent.id, agent.role, agent.project, agent.task):
-            raise AgentNotFound(
-                f"no agent '{address.agent}' at that address", details={"agent_id": address.agent}
+            raise agent_not_found(
+                self.directory,
+                caller.principal,
+                address.agent,
+                f"no agent '{address.agent}' at that address",
+                address.project,
             )
         return agent
 

@@ -11,9 +11,12 @@ Each command group lives in a module of this package, which adds its part of the
     a2a           a2a add|list|remove
     metrics       metrics, costs                settings      config show
     replay        thread replay                 reservations  reservations list
+    work          agents, threads, tasks, inbox
+    status        status (where a node runs, its counts)
 
 ``output`` prints (JSON, tables that never cut an id), ``start`` opens stores and starts
-nodes, ``log`` stores one change on the network's log. The modules import what a command
+nodes, ``log`` stores one change on the network's log, ``serving`` is the file a running
+`bzzz serve` keeps (where `config show` and `status` find it). The modules import what a command
 needs inside the command: `bzzz --help` and `bzzz <command> --help` load no database, NATS,
 model or web library, nor the settings.
 """
@@ -41,8 +44,10 @@ from bzzz.cli import retention as cli_retention
 from bzzz.cli import serve as cli_serve
 from bzzz.cli import settings as cli_settings
 from bzzz.cli import snapshot as cli_snapshot
+from bzzz.cli import status as cli_status
 from bzzz.cli import threads as cli_threads
 from bzzz.cli import tokens as cli_tokens
+from bzzz.cli import work as cli_work
 from bzzz.errors import BzzzError
 
 if TYPE_CHECKING:
@@ -73,6 +78,11 @@ _COMMANDS: dict[str, Callable[[argparse.Namespace, Settings], int]] = {
     "thread": cli_replay.run,
     "reservations": cli_reservations.run,
     "snapshot": cli_snapshot.run,
+    "agents": cli_work.agents,
+    "threads": cli_work.threads,
+    "tasks": cli_work.tasks,
+    "inbox": cli_work.inbox,
+    "status": cli_status.run,
 }
 
 
@@ -84,6 +94,8 @@ def _parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command")
     cli_init.add_parser(sub)
     cli_serve.add_parser(sub)
+    cli_status.add_parser(sub)
+    cli_work.add_parser(sub)
     cli_events.add_parser(sub)
     cli_network.add_parser(sub)
     cli_threads.add_parser(sub)
@@ -126,6 +138,26 @@ def _overrides(args: argparse.Namespace) -> dict[str, dict[str, Any]]:
     return {"node": node} if node else {}
 
 
+def _warn(warnings: list[str]) -> None:
+    """Say on stderr, through logging, what the settings ignored (before any command logs).
+
+    The records go to a handler of their own, in the CLI's ``bzzz: warning:`` form, whatever
+    a command configures later (`bzzz serve`'s log file, JSON lines).
+    """
+    if not warnings:
+        return
+    import logging
+
+    logger = logging.getLogger("bzzz.config")
+    if not logger.handlers:
+        handler = logging.StreamHandler(sys.stderr)
+        handler.setFormatter(logging.Formatter("bzzz: warning: %(message)s"))
+        logger.addHandler(handler)
+        logger.propagate = False
+    for warning in warnings:
+        logger.warning("%s", warning)
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the `bzzz` command."""
     parser = _parser()
@@ -140,8 +172,7 @@ def main(argv: list[str] | None = None) -> int:
         from bzzz.config import load_settings, unknown_variables
 
         settings = load_settings(args.config, overrides=_overrides(args))
-        for warning in unknown_variables():
-            print(f"bzzz: warning: {warning}", file=sys.stderr)
+        _warn(unknown_variables())
         return cli_audit.recorded(_COMMANDS[args.command], args, settings)
     except BzzzError as exc:
         print(f"bzzz: {exc.message}", file=sys.stderr)

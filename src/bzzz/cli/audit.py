@@ -61,6 +61,9 @@ _CHANGE_ACTIONS = frozenset(
         "snapshot",
     }
 )
+# The CLI reads that show protected content (messages, task data, thread topics): on the
+# trail as the MCP tools' reads are (who read, whose, allowed or refused).
+_CONTENT_READS = frozenset({"inbox", "threads", "tasks"})
 _TARGETS = ("id", "node", "name", "agent", "agent_id", "url")
 
 
@@ -293,6 +296,8 @@ def _write_lines(out: IO[str], found: list[Record]) -> None:
 
 
 def _change_of(args: argparse.Namespace) -> str | None:
+    if getattr(args, "command", None) in _CONTENT_READS:
+        return str(args.command)
     attribute = _CHANGES.get(str(getattr(args, "command", "")))
     if attribute is None:
         return None
@@ -305,7 +310,8 @@ def recorded(
     args: argparse.Namespace,
     settings: Settings,
 ) -> int:
-    """Run a CLI command; a change is recorded on the data directory's chain, allowed or not."""
+    """Run a CLI command; a change (or a read of content) is recorded on the data directory's
+    chain, allowed or not."""
     action = _change_of(args)
     if action is None:
         return command(args, settings)

@@ -15,6 +15,7 @@ import signal
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from bzzz.cli import serving as serving
 from bzzz.cli import start as start
 from bzzz.errors import ConfigError
 
@@ -28,8 +29,21 @@ def add_parser(sub: Any) -> None:
     """The `serve` command."""
     serve = sub.add_parser("serve", help="run the node (MCP over HTTP at /mcp, or --stdio)")
     serve.add_argument("--stdio", action="store_true", help="MCP over stdin/stdout")
-    serve.add_argument("--port", type=int, help="HTTP port (or BZZZ_HTTP_PORT; default 7331)")
+    serve.add_argument(
+        "--port", type=port_number, help="HTTP port (or BZZZ_HTTP_PORT; default 7331)"
+    )
     serve.add_argument("--host", help="HTTP bind address (default 127.0.0.1)")
+
+
+def port_number(text: str) -> int:
+    """A TCP port (0 picks a free one): argparse then names ``--port`` in its error."""
+    try:
+        port = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a port number (0-65535)") from None
+    if not 0 <= port <= 65535:
+        raise argparse.ArgumentTypeError(f"{port} is not a port number (0-65535)")
+    return port
 
 
 def run(args: argparse.Namespace, settings: Settings) -> int:
@@ -62,16 +76,17 @@ async def _serve_stdio(settings: Settings) -> None:
     # stdout is claimed first: nothing the node starts (nats-server included) inherits it.
     with stdio.claimed_stdout() as wire:
         async with start.started(Node(settings, address="stdio")) as node:
-            server, _ = build_server(node)
-            lowlevel = server._lowlevel_server
-            pending = stdio.Pending()
-            lines = stdio.StdinLines(await stdio.stdin_source(), pending)
-            # stdio_server accepts any async line iterator and writer as stdin and stdout.
-            async with stdio_server(
-                stdin=lines,  # type: ignore[arg-type]
-                stdout=stdio.StdoutWriter(wire, pending),  # type: ignore[arg-type]
-            ) as (read, write):
-                await lowlevel.run(read, write, lowlevel.create_initialization_options())
+            with _serving(node, {"transport": "stdio"}):
+                server, _ = build_server(node)
+                lowlevel = server._lowlevel_server
+                pending = stdio.Pending()
+                lines = stdio.StdinLines(await stdio.stdin_source(), pending)
+                # stdio_server accepts any async line iterator and writer as stdin and stdout.
+                async with stdio_server(
+                    stdin=lines,  # type: ignore[arg-type]
+                    stdout=stdio.StdoutWriter(wire, pending),  # type: ignore[arg-type]
+                ) as (read, write):
+                    await lowlevel.run(read, write, lowlevel.create_initialization_options())
 
 
 async def _serve_http(settings: Settings) -> None:
@@ -86,7 +101,8 @@ async def _serve_http(settings: Settings) -> None:
     listener = start.listen(host, settings.node.http_port)
     # The real port (port 0 picks one), so peers see it in this node's address.
     port = listener.getsockname()[1]
-    address = f"http://{host}:{port}/mcp"
+    shown = serving.urls(host, port)
+    address = shown["mcp_url"]
     try:
         async with start.started(Node(settings, address=address)) as node:
             server, _ = build_server(node)
@@ -97,9 +113,20 @@ async def _serve_http(settings: Settings) -> None:
             for sig in (signal.SIGTERM, signal.SIGINT):
                 loop.add_signal_handler(sig, setattr, web, "should_exit", True)
             logger.info("MCP at %s", address)
-            await web.serve(sockets=[listener])
+            logger.info("dashboard at %s (REST at %s)", shown["dashboard_url"], shown["api_url"])
+            with _serving(node, {"transport": "http", "host": host, "port": port, **shown}):
+                await web.serve(sockets=[listener])
     finally:
         listener.close()
+
+
+def _serving(node: Any, facts: dict[str, Any]) -> contextlib.AbstractContextManager[Any]:
+    """The running node's serving file (cli/serving.py): where `bzzz config show` and
+    `bzzz status` find what it runs with."""
+    return serving.serving(
+        node.settings.node.data_dir.expanduser(),
+        {"slot": node.slot, "node_id": node.node_id, "network": node.network, **facts},
+    )
 
 
 def check_exposure(settings: Settings) -> None:

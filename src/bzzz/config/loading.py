@@ -171,17 +171,46 @@ def _describe(
     return f"invalid setting {dotted} ({where}): {error['msg']}{_suggestion(error, field)}"
 
 
+# BZZZ_* names that are no setting of a node but belong to the project's own tools: the
+# deployment's compose file (deploy/) and the test suite. A node ignores them without a word.
+TOOL_VARIABLES = ("BZZZ_ADMIN_TOKENS", "BZZZ_IMAGE", "BZZZ_PUBLISH_ADDR", "BZZZ_UI_SHOTS")
+TOOL_PREFIXES = ("BZZZ_TEST_",)
+
+
+def _known_names() -> dict[str, str]:
+    """Every variable that sets something, each mapped to the name to suggest for it (a
+    setting's short name where it has one)."""
+    names = {alias: alias for alias in ENV_ALIASES} | {"BZZZ_CONFIG": "BZZZ_CONFIG"}
+    for section, field in Settings.model_fields.items():
+        for key in getattr(field.annotation, "model_fields", {}):
+            names[f"{ENV_PREFIX}{section}__{key}".upper()] = _env_name((section, key))
+    return names
+
+
+def nearest_setting(name: str) -> str | None:
+    """The known variable closest to ``name`` (difflib), or None when none is close."""
+    known = _known_names()
+    close = difflib.get_close_matches(name.upper(), list(known), n=1, cutoff=0.6)
+    return known[close[0]] if close else None
+
+
 def unknown_variables(environ: Mapping[str, str] | None = None) -> list[str]:
-    """Warnings for BZZZ_* variables that set nothing but are close to a known short name."""
+    """Warnings for BZZZ_* variables that set nothing, each with the nearest known setting.
+
+    ``BZZZ_<SECTION>__<KEY>`` names are not here: an unknown one stops the start
+    (``load_settings``), as an unknown key of the settings file does.
+    """
     env = os.environ if environ is None else environ
-    known = [*ENV_ALIASES, "BZZZ_CONFIG"]
+    known = [*ENV_ALIASES, "BZZZ_CONFIG", *TOOL_VARIABLES]
     warnings = []
     for name in sorted(env):
         if not name.startswith(ENV_PREFIX) or name in known or "__" in name:
             continue
-        close = difflib.get_close_matches(name, known, n=1, cutoff=0.8)
-        if close:
-            warnings.append(f"{name} is not a setting and is ignored; did you mean {close[0]}?")
+        if name.startswith(TOOL_PREFIXES):
+            continue
+        close = nearest_setting(name)
+        hint = f"; did you mean {close}?" if close else ""
+        warnings.append(f"{name} is not a setting and is ignored{hint}")
     return warnings
 
 

@@ -20,6 +20,7 @@ from bzzz.agents.service import (
     thread_project,
     thread_project_in,
 )
+from bzzz.agents.suggestions import agent_not_found
 from bzzz.agents.views import thread_info
 from bzzz.clock import Clock, SystemClock
 from bzzz.conversations.answers import post_result, target_of
@@ -209,12 +210,17 @@ class ConversationService:
             )
         if params.thread_id:
             await self._observe(params.thread_id, outcome)
-        result = post_result(params, message_id, recipients, outcome, started)
+        result = post_result(params, message_id, recipients, outcome, started, self._online)
         if stance is not None:
             result["stance"] = {"stance": stance[0], "source": stance[1], "on": params.reply_to}
         if outcome.get("consensus"):
             result["consensus"] = outcome["consensus"]
         return result
+
+    def _online(self, agent_id: str) -> bool:
+        """Whether an agent is online (a post to one that is not waits in its inbox)."""
+        agent = self._agents.directory.get(agent_id)
+        return agent is not None and agent.online
 
     async def _recipients(
         self, caller: Caller, params: PostInput, address: Address | None, sender: str
@@ -354,6 +360,7 @@ class ConversationService:
         if recipients:
             await federation.post(address.network, sender.id, payload)
         outcome = {"ok": True, "delivered": recipients}
+        # The other network's directory says who is online there (its recipients are).
         result = post_result(params, message_id, recipients, outcome, started)
         result["network"] = address.network
         # Stored in that network's log; its nodes deliver it (and may refuse an untrusted node).
@@ -403,9 +410,17 @@ class ConversationService:
             if agent is None or not address.matches(
                 agent.id, agent.role, agent.project, agent.task
             ):
-                raise AgentNotFound(
+                if who is None:  # another network's: its directory is not ours to show
+                    raise AgentNotFound(
+                        f"no agent '{address.agent}' at that address",
+                        details={"agent_id": address.agent},
+                    )
+                raise agent_not_found(
+                    directory,
+                    who,
+                    address.agent,
                     f"no agent '{address.agent}' at that address",
-                    details={"agent_id": address.agent},
+                    address.project,
                 )
             return [agent.id]
         matches = directory.matching(

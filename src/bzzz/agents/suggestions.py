@@ -1,0 +1,72 @@
+"""AGENT_NOT_FOUND with the closest agent ids the caller may see (a typo gets its fix).
+
+Only ids of the caller's projects are compared, so the answer never names an agent of another
+project. The comparison (difflib) is bounded: at most ``SCANNED`` ids are compared, those of
+the address's project first, then the rest of the caller's in id order, so a typo on a
+network of a million agents costs milliseconds, not seconds; past the bound a close id may be
+missed, never a foreign one shown.
+"""
+
+from __future__ import annotations
+
+import difflib
+import itertools
+from collections.abc import Iterable
+
+from bzzz.errors import AgentNotFound
+from bzzz.principal import Principal
+from bzzz.store.directory import AgentDirectory
+
+SCANNED = 5_000
+SUGGESTED = 3
+CUTOFF = 0.6
+
+
+def _ranked_ids(
+    directory: AgentDirectory, who: Principal, project: str | None, limit: int
+) -> list[str]:
+    """The ids of the first ``limit`` agents ``who`` may see (of ``project`` if given), in the
+    directory's rank order: a walk that stops at ``limit`` (never the whole directory)."""
+    _, found = directory.ranked(
+        agent_id=None,
+        role=None,
+        project=project,
+        task=None,
+        available_only=False,
+        min_performance=None,
+        expertise=[],
+        limit=limit,
+        visible=None if who.all_projects else who.projects,
+    )
+    return [agent.id for _, agent in found]
+
+
+def _visible_ids(directory: AgentDirectory, who: Principal, project: str | None) -> Iterable[str]:
+    """Up to ``SCANNED`` ids ``who`` may see, those of ``project`` first (each once)."""
+    first = _ranked_ids(directory, who, project, SCANNED) if project is not None else []
+    rest = _ranked_ids(directory, who, None, SCANNED)
+    return dict.fromkeys(itertools.chain(first, rest))
+
+
+def close_ids(
+    directory: AgentDirectory, who: Principal, agent_id: str, project: str | None = None
+) -> list[str]:
+    """The ids closest to ``agent_id`` among those ``who`` may see (at most ``SUGGESTED``)."""
+    candidates = list(itertools.islice(_visible_ids(directory, who, project), SCANNED))
+    return difflib.get_close_matches(agent_id, candidates, n=SUGGESTED, cutoff=CUTOFF)
+
+
+def agent_not_found(
+    directory: AgentDirectory,
+    who: Principal,
+    agent_id: str,
+    message: str,
+    project: str | None = None,
+) -> AgentNotFound:
+    """AGENT_NOT_FOUND for ``agent_id``; ``details.did_you_mean`` lists the close ids."""
+    close = close_ids(directory, who, agent_id, project)
+    hint = f"; did you mean {', '.join(repr(c) for c in close)}?" if close else ""
+    details: dict[str, object] = {"agent_id": agent_id}
+    if close:
+        details["did_you_mean"] = close
+    return AgentNotFound(f"{message}{hint}", details=details)
