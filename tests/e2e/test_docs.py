@@ -310,11 +310,30 @@ async def test_the_console_lines_run_on_a_nodes_data_directory(
 ) -> None:
     consoles = of_kind(page(name), "console")
     assert consoles, name
+    if name == "cli.md":
+        await _agent_with_work(team_node, "dev-1")
     for block in consoles:
         for line in block.body.splitlines():
             printed = await run_console_line(line, block, team_node.env)
             if "token create" in line and "--json" in line:
                 assert printed["token"].startswith("bzzz_"), block.where
+
+
+async def _agent_with_work(node: HttpNode, agent_id: str) -> None:
+    """What the page's lines read: an agent of shop (its own token) with a message and a task."""
+    token = await new_token(
+        node.env, f"docs-{agent_id}", "--agent", agent_id, "--project", "shop", "--role", "dev"
+    )
+    async with stateless(node.mcp_url, {"Authorization": f"Bearer {token}"}) as client:
+        act = caller(client.call_tool)
+        made = await act("bzzz_announce", {"agent_id": agent_id, "role": "dev", "project": "shop"})
+        assert made["success"] is True, made
+        posted = await act(
+            "bzzz_post",
+            {"target_address": f"bzzz://{agent_id}", "message_type": "task_assignment",
+             "content": {"task_type": "chat_completion", "description": "read me"}},
+        )  # fmt: skip
+        assert posted["success"] is True, posted
 
 
 def test_every_console_block_is_run_above() -> None:
