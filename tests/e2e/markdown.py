@@ -282,12 +282,13 @@ async def stateless(url: str, headers: dict[str, str]) -> AsyncIterator[Client]:
 # --- commands and client configurations --------------------------------------------------------
 
 
-async def run_bzzz(args: list[str], env: dict[str, str]) -> str:
+async def run_bzzz(args: list[str], env: dict[str, str], cwd: Path | None = None) -> str:
     """Run `bzzz ARGS…` to completion (bounded); its stdout, failing on an error."""
     done = await asyncio.to_thread(
         subprocess.run,
         [bzzz_executable(), *args],
         env=env,
+        cwd=cwd,
         capture_output=True,
         text=True,
         timeout=START_TIMEOUT,
@@ -297,11 +298,16 @@ async def run_bzzz(args: list[str], env: dict[str, str]) -> str:
     return done.stdout
 
 
-async def run_console_line(line: str, block: Block, env: dict[str, str]) -> Any:
-    """One `$ bzzz …` line of a console block: it succeeds and prints; --json prints JSON."""
+async def run_console_line(line: str, block: Block, env: dict[str, str], cwd: Path) -> Any:
+    """One `$ bzzz …` line of a console block, run in ``cwd``: it succeeds and prints (or
+    writes the file its -o names); --json prints JSON."""
     assert line.startswith("$ bzzz "), f"{block.where}: {line}"
     argv = shlex.split(line.removeprefix("$ "))
-    printed = await run_bzzz(argv[1:], env)
+    printed = await run_bzzz(argv[1:], env, cwd)
+    if "-o" in argv:
+        written = cwd / argv[argv.index("-o") + 1]
+        assert written.read_text().strip(), f"{block.where}: {line} wrote nothing"
+        return printed
     assert printed.strip(), f"{block.where}: {line} printed nothing"
     return json.loads(printed) if "--json" in argv else printed
 

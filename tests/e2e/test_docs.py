@@ -303,18 +303,23 @@ async def test_the_client_configuration_with_a_token_connects_only_with_one(
 # --- console lines -----------------------------------------------------------------------------
 
 
+CONSOLES = ["access.md", "dashboard.md", "cli.md", "operations.md"]
+
+
 @SHARED
-@pytest.mark.parametrize("name", ["access.md", "dashboard.md", "cli.md"])
+@pytest.mark.parametrize("name", CONSOLES)
 async def test_the_console_lines_run_on_a_nodes_data_directory(
-    name: str, team_node: HttpNode
+    name: str, team_node: HttpNode, tmp_path: Path
 ) -> None:
     consoles = of_kind(page(name), "console")
     assert consoles, name
     if name == "cli.md":
         await _agent_with_work(team_node, "dev-1")
+    if name == "operations.md":
+        await _agent_with_work(team_node, "bob-001")  # the agent its `forget` line erases
     for block in consoles:
         for line in block.body.splitlines():
-            printed = await run_console_line(line, block, team_node.env)
+            printed = await run_console_line(line, block, team_node.env, tmp_path)
             if "token create" in line and "--json" in line:
                 assert printed["token"].startswith("bzzz_"), block.where
 
@@ -338,7 +343,7 @@ async def _agent_with_work(node: HttpNode, agent_id: str) -> None:
 
 def test_every_console_block_is_run_above() -> None:
     with_console = {name for name, p in PAGES.items() if of_kind(p, "console")}
-    assert with_console == {"access.md", "dashboard.md", "cli.md"}
+    assert with_console == set(CONSOLES)
 
 
 # --- the event stream --------------------------------------------------------------------------
