@@ -21,6 +21,7 @@ import secrets
 import shlex
 import shutil
 import subprocess
+import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -383,6 +384,37 @@ async def test_the_event_stream_curl_line_hears_a_task_assignment(team_node: Htt
         proc.kill()
         await proc.wait()
     assert b"event:" in heard or b"data:" in heard, heard
+
+
+# --- the A2A client code ----------------------------------------------------------------------
+
+
+@SHARED
+async def test_the_a2a_client_code_runs_as_written_and_assigns_a_task(team_node: HttpNode) -> None:
+    [block] = of_kind(page("a2a.md"), "python")
+    await _agent_with_work(team_node, "reviewer-1")
+    token = await new_token(team_node.env, "docs-a2a")
+    env = {k: v for k, v in team_node.env.items() if not k.startswith("BZZZ_")}
+    env |= {"BZZZ_BASE": team_node.base_url, "TOKEN": token}
+    done = await asyncio.to_thread(
+        subprocess.run,
+        [sys.executable, "-c", block.body],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=START_TIMEOUT,
+        check=False,
+    )
+    assert done.returncode == 0, f"{block.where}: {done.stderr}"
+    [agent, task_id, state] = done.stdout.split()
+    assert (agent, state) == ("reviewer-1", "TASK_STATE_SUBMITTED"), done.stdout
+    tasks = json.loads(await run_bzzz(["tasks", "--agent", "reviewer-1", "--json"], team_node.env))
+    assert task_id in {t["id"] for t in tasks["tasks"]}, tasks
+
+
+def test_every_python_block_is_run() -> None:
+    with_python = {name for name, p in PAGES.items() if of_kind(p, "python")}
+    assert with_python == {"a2a.md"}
 
 
 # --- the seven tools' tour ---------------------------------------------------------------------
