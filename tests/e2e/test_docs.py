@@ -500,13 +500,13 @@ async def test_the_tools_tour_runs_with_the_legacy_handshake_and_its_rule_fires(
     assert escalation["rule"] == "Any Disagreement" and escalation["resolved"] is True
 
 
+@SHARED
 async def test_resolve_on_the_default_settings_has_nothing_to_resolve_as_the_page_says(
-    make_node: NodeFactory,
+    open_node: HttpNode,
 ) -> None:
     """Why the README's tour stops short of `resolve`: the default rules do not fire on one
     disagreement, and the page says what `resolve` answers then."""
-    node = make_node("defaults")
-    await node.start()
+    node = open_node  # the default settings
     text = page("tools.md").read_text()
     [said] = re.findall(r'answers\n?`(\w+)` \("([^"]+)"\)', text)
     async with http_session(node.mcp_url) as first, http_session(node.mcp_url) as second:
