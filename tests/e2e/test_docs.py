@@ -201,6 +201,15 @@ def test_the_refusal_shown_is_a_reservation_conflict_error_response() -> None:
     assert set(refusal["details"]) == {"holder", "requested", "overlaps"}
 
 
+def test_the_missing_key_line_shown_is_the_one_a_node_says() -> None:
+    from bzzz.network.sealing import missing_key_message
+
+    [block] = [b for b in of_kind(page("access.md"), "text") if "cannot open" in b.body]
+    said = "bzzz: " + missing_key_message("KID", None).replace("none", "HELD")
+    pattern = re.escape(said).replace("KID", "[0-9a-f]{16}").replace("HELD", "[0-9a-f…, ]+")
+    assert re.fullmatch(pattern, " ".join(block.body.split())), block.where
+
+
 # A bash block's lines are each one of: a script of the repository, a `bzzz` line whose
 # settings load (the many-nodes lines, which also run below), or the event stream's curl line.
 RUN_ELSEWHERE = ("curl ",)
