@@ -374,8 +374,11 @@ async def test_the_event_stream_curl_line_hears_a_task_assignment(team_node: Htt
     try:
         headers = {"Authorization": f"Bearer {token}"}
         async with http_session(team_node.mcp_url, headers=headers) as session:
+            # Room for a task a second: the stream may open after the first posts.
             await call(
-                session, "bzzz_announce", {"agent_id": "sse-1", "role": "dev", "project": "shop"}
+                session,
+                "bzzz_announce",
+                {"agent_id": "sse-1", "role": "dev", "project": "shop", "max_tasks": 50},
             )
             heard = b""
             async with asyncio.timeout(START_TIMEOUT):
