@@ -78,12 +78,14 @@ async def test_wrong_audience_expired_and_unknown_key_tokens_are_401(
             metadata = await http.get(f"{node.base_url}/.well-known/oauth-protected-resource")
     finally:
         await node.kill()
+    # At /mcp the ErrorResponse is the data of a JSON-RPC error (what MCP clients show).
+    bodies = {why: answer.json()["error"]["data"] for why, answer in answers.items()}
     for why, answer in answers.items():
         assert answer.status_code == 401, why
-        body = answer.json()
+        body = bodies[why]
         assert body["code"] == "PERMISSION_DENIED" and body["success"] is False, (why, body)
         assert "eve" not in answer.text and bad[why] not in answer.text
         assert 'error="invalid_token"' in answer.headers["www-authenticate"], why
-    assert answers["expired"].json()["details"]["reason"] == "expired"
-    assert answers["wrong audience"].json()["details"]["reason"] == "wrong audience"
+    assert bodies["expired"]["details"]["reason"] == "expired"
+    assert bodies["wrong audience"]["details"]["reason"] == "wrong audience"
     assert metadata.json()["authorization_servers"] == [jwt_issuer.url]

@@ -231,7 +231,8 @@ async def test_only_people_with_write_post_or_resolve_as_a_person(net: Net) -> N
         404,
         "THREAD_NOT_FOUND",
     )
-    refused(await net.http.get(path, headers=team), 403, "PERMISSION_DENIED")
+    # A token of the project reads its threads (the team's), not another project's.
+    team_reads = (await net.ok("GET", path, team))["content"]["thread"]
     refused(await net.http.get(path, headers=stranger), 404, "THREAD_NOT_FOUND")
     refused(
         await net.http.post(f"{path}/messages", headers=arch, json={"text": ""}),
@@ -239,6 +240,7 @@ async def test_only_people_with_write_post_or_resolve_as_a_person(net: Net) -> N
         "INVALID_PARAMETERS",
     )
 
+    assert team_reads["id"] == thread_id
     assert no_role["details"]["missing"] == "role:human"
     assert read_only["details"]["missing"] == "scope:write"
     assert (await net.ok("GET", "/api/v1/escalations", stranger))["escalations"] == []

@@ -143,7 +143,7 @@ async def test_a_team_token_assigns_to_its_agents_and_another_project_sees_and_a
     assert (f"token:{record.id}", "http:POST /agents/dev/tasks", "ok") in await _audited(net.node)
 
 
-async def test_an_orchestrator_assigns_through_api_v1_and_follows_only_what_it_gave(
+async def test_an_orchestrator_assigns_through_api_v1_and_follows_its_projects_work(
     net: Net,  # noqa: F811 - the imported fixture
 ) -> None:
     team = await net.token("shop-team", "shop")
@@ -163,19 +163,23 @@ async def test_an_orchestrator_assigns_through_api_v1_and_follows_only_what_it_g
 
     sent = await net.ok("POST", "/api/v1/agents/dev/tasks", orchestrator, json=TASK)
     mine = (await net.ok("GET", "/api/v1/tasks", orchestrator))["tasks"]
-    unseen = await net.http.post(
+    invited = await net.http.post(
         "/api/v1/agents/qa/collaborate", json={"thread_id": thread_id}, headers=orchestrator
     )
     lead_threads = (await net.ok("GET", "/api/v1/threads", lead))["threads"]
     lead_tasks = (await net.ok("GET", "/api/v1/tasks", lead))["tasks"]
 
-    # It follows the task it gave, and only that one (not the team's task between its agents).
-    assert [(t["id"], t["agent_id"], t["assigner"], t["project"]) for t in mine] == [
-        (sent["tasks"]["dev"], "dev", f"token:{ci.id}", "shop")
+    # It follows the task it gave and, as a token of shop, the project's other work: the
+    # team's task between its agents, the thread none of its agents joined.
+    assert {(t["id"], t["agent_id"], t["assigner"], t["project"]) for t in mine} == {
+        (sent["tasks"]["dev"], "dev", f"token:{ci.id}", "shop"),
+        (given["tasks"]["qa"], "qa", "dev", "shop"),
+    }
+    assert [t["id"] for t in (await net.ok("GET", "/api/v1/threads", orchestrator))["threads"]] == [
+        thread_id
     ]
-    assert (await net.ok("GET", "/api/v1/threads", orchestrator))["threads"] == []
-    # A principal of the project may join the thread, so it is told the thread exists.
-    refused(unseen, 403, "PERMISSION_DENIED")
+    # It reads the thread, so it may invite an agent of the project into it (a post to qa).
+    assert invited.status_code == 201 and invited.json()["mode"] == "invited", invited.text
     assert [t["id"] for t in lead_threads] == [thread_id]
     assert {t["id"] for t in lead_tasks} == {sent["tasks"]["dev"], given["tasks"]["qa"]}
     assert (f"token:{ci.id}", "http:POST /api/v1/agents/dev/tasks", "ok") in await _audited(

@@ -12,12 +12,15 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import subprocess
+import sys
 from collections.abc import AsyncIterator
 from typing import Any
 
 import httpx
 import httpx2
 import pytest
+from launch import bzzz_executable
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
@@ -32,10 +35,6 @@ SHOP = "shop"
 
 def cli(node: HttpNode, *args: str) -> tuple[int, str, str]:
     """`bzzz …` on the node's data directory (its port, so printed URLs are the node's)."""
-    import subprocess
-
-    from launch import bzzz_executable
-
     env = {k: v for k, v in node.env.items() if not k.startswith("BZZZ_")}
     env |= {
         "BZZZ_DATA_DIR": str(node.data_dir),
@@ -114,7 +113,11 @@ async def refused_without_token(node: HttpNode) -> httpx.Response:
         async def probe() -> httpx.Response:
             return await http.get(f"{node.base_url}/api/v1/agents")
 
-        return await eventually(probe, lambda answer: answer.status_code == 401)
+        try:
+            return await eventually(probe, lambda answer: answer.status_code == 401, within=20)
+        except pytest.fail.Exception:
+            # The node's own account of why it did not answer, for the failure's reader.
+            pytest.fail(f"no 401 from the node; its stderr:\n{node.stderr_tail()}")
 
 
 async def test_bzzz_init_closes_the_node_with_a_401_that_names_the_fix_and_its_token_is_admin(
@@ -136,6 +139,14 @@ async def test_bzzz_init_closes_the_node_with_a_401_that_names_the_fix_and_its_t
     token = shown["token"]
     async with default_client(cursor["url"], token) as client:
         announced = await ok(client, "bzzz_announce", {"agent_id": "lead-1", "role": "lead"})
+    # The Python snippet runs as printed, with the SDK's client, and finds the lead's agent.
+    snippet = await asyncio.to_thread(
+        subprocess.run,
+        [sys.executable, "-c", shown["configs"]["python"]],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
 
     assert "bzzz init" in rest.json()["error"] and "Authorization: Bearer" in rest.json()["error"]
     assert "'bzzz init'" in sdk_error and "Authorization: Bearer <token>" in sdk_error
@@ -148,6 +159,8 @@ async def test_bzzz_init_closes_the_node_with_a_401_that_names_the_fix_and_its_t
     assert f'TOKEN = "{token}"' in shown["configs"]["python"]
     assert whoami["principal"]["scope"] == "admin" and whoami["principal"]["projects"] == ["*"]
     assert announced["agent"]["id"] == "lead-1"
+    assert snippet.returncode == 0, snippet.stderr
+    assert "'lead-1'" in snippet.stdout, snippet.stdout
 
 
 async def test_token_create_on_an_open_node_warns_that_the_node_closes(

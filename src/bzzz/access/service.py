@@ -13,7 +13,13 @@ from typing import Any, Protocol
 from ulid import ULID
 
 from bzzz import domain
-from bzzz.access.tokens import TokenRecord, TokenRegistry, mint_secret, secret_hash
+from bzzz.access.tokens import (
+    AGENT_ID,
+    TokenRecord,
+    TokenRegistry,
+    mint_secret,
+    secret_hash,
+)
 from bzzz.errors import BzzzError, InvalidParameters, PermissionDenied, Unauthenticated
 from bzzz.principal import ALL, Principal, Scope, principal
 
@@ -27,8 +33,6 @@ GET_A_TOKEN = (
     "per agent."
 )
 FIX = "send 'Authorization: Bearer <token>'; get a token with 'bzzz init' on the node's machine"
-# An agent id as bzzz_announce takes it (bzzz.schemas.Identifier).
-AGENT_ID = re.compile(r"^[A-Za-z0-9._-]{1,128}$")
 _SPACE = re.compile(r"\s")
 
 

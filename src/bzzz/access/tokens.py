@@ -17,6 +17,8 @@ from bzzz.store.database import Database
 from bzzz.store.models import AccessTokenRow
 
 TOKEN_PREFIX = "bzzz_"
+# An agent id as bzzz_announce takes it (bzzz.schemas.Identifier), as the store checks it.
+AGENT_ID = re.compile(r"^[A-Za-z0-9._-]{1,128}$")
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhdw]?)\s*$")
 _UNITS = {"": 86400, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
 
@@ -111,6 +113,15 @@ def _record_of(row: AccessTokenRow) -> TokenRecord:
     )
 
 
+def _agent_of(agent: object, scope: str) -> str | None:
+    """A token envelope's agent binding, refused as the store refuses it (ValueError)."""
+    if agent is None:
+        return None
+    if not isinstance(agent, str) or not AGENT_ID.match(agent) or scope == "admin":
+        raise ValueError("not an agent token's binding")
+    return agent
+
+
 class TokenRegistry:
     """The network's tokens in memory, kept current by the projector's applied envelopes."""
 
@@ -157,7 +168,7 @@ class TokenRegistry:
                 created_by=str(p["created_by"]),
                 created_at=env.timestamp,
                 expires_at=datetime.fromisoformat(expires) if expires else None,
-                agent=str(agent) if agent is not None else None,
+                agent=_agent_of(agent, str(p["scope"])),
             )
         except (KeyError, TypeError, ValueError):
             return  # the store refused it as a bad payload too

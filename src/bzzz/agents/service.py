@@ -136,9 +136,6 @@ class AgentService:
         handle = handle or mint_handle(params.agent_id)
         if held and existing is not None:
             key = existing.session_id  # the holder re-announces: the agent stays where it is
-        elif caller.principal.agent is not None:
-            # An agent token's agent is the token's on any session, client or node.
-            key = principal_key(caller.principal)
         else:
             key = handle_key(handle) if caller.session_id == STATELESS else caller.session_id
         metadata = (extra or {}) | {
@@ -669,14 +666,13 @@ def _teammate(who: Principal, project: str | None) -> bool:
 
 
 def _token_agent(caller: Caller, agent: domain.Agent) -> bool:
-    """Whether the caller's agent token is ``agent``: the token's agent id, held by a token
-    of that agent (under the key every token of one agent shares)."""
-    bound = caller.principal.agent
-    return (
-        bound is not None
-        and agent.id == bound
-        and agent.session_id == principal_key(caller.principal)
-    )
+    """Whether the caller's agent token is ``agent``: the token's agent id, announced with
+    this token (in any session: a legacy client's stays online while its session lives) or
+    sessionless with any token of that agent (the key every token of one agent shares)."""
+    who = caller.principal
+    if who.agent is None or agent.id != who.agent:
+        return False
+    return agent.owner == who.id or agent.session_id == principal_key(who)
 
 
 def _check_human(params: AnnounceInput) -> None:

@@ -28,6 +28,10 @@ CLOSED = (
     "From now on HTTP callers without a token are refused (401): every MCP client, the "
     "dashboard and curl send 'Authorization: Bearer <token>'."
 )
+STAYS_OPEN = (
+    "auth.required is false (BZZZ_AUTH_REQUIRED) on this node: HTTP callers without a token "
+    "are still let in. Unset it, or set it to true, to require a token."
+)
 AGENT_TOKENS = (
     "This token is an admin of every project: keep it for yourself. Give each agent a token "
     "of its own: bzzz token create NAME --agent AGENT_ID --project P"
@@ -46,6 +50,8 @@ def add_parser(sub: Any) -> None:
     init.add_argument(
         "--name", help="who holds the token (default: your login name, 'admin (LOGIN)')"
     )
+    init.add_argument("--host", help="the node's HTTP host, if not the settings' (for the URL)")
+    init.add_argument("--port", type=int, help="the node's HTTP port, if not the settings'")
     out.json_flag(init, '{"token": ..., "mcp_url": ..., "configs": {...}}')
 
 
@@ -69,17 +75,18 @@ async def _init(args: argparse.Namespace, settings: Settings) -> int:
         )
     url = mcp_url(settings)
     configs = client_configs(url, secret)
+    closed = STAYS_OPEN if settings.auth.required is False else CLOSED
     if args.json:
         shown = {
             "token": secret,
             "token_id": record.id,
             "mcp_url": url,
             "configs": configs,
-            "notice": f"{CLOSED} {AGENT_TOKENS}",
+            "notice": f"{closed} {AGENT_TOKENS}",
         }
         sys.stdout.write(json.dumps(shown) + "\n")
         return 0
-    sys.stdout.write(_text(record.id, record.name, secret, url, configs))
+    sys.stdout.write(_text(record.id, record.name, secret, closed, configs) + "\n")
     return 0
 
 
@@ -131,13 +138,13 @@ asyncio.run(main())
 """
 
 
-def _text(token_id: str, name: str, secret: str, url: str, configs: dict[str, Any]) -> str:
+def _text(token_id: str, name: str, secret: str, closed: str, configs: dict[str, Any]) -> str:
     cursor = json.dumps(configs["cursor"], indent=2)
     return (
         f"Admin token {token_id} ({name}): every project, every role. Store it now: it is not "
         f"shown again.\n\n    {secret}\n\n"
-        f"{CLOSED}\n{AGENT_TOKENS}\n\n"
+        f"{closed}\n{AGENT_TOKENS}\n\n"
         f"Claude Code:\n\n    {configs['claude_code']}\n\n"
         f"Cursor (.cursor/mcp.json):\n\n{cursor}\n\n"
-        f"Python (the MCP SDK, {url}):\n\n{configs['python']}"
+        f"Python (the MCP SDK):\n\n{configs['python']}"
     )

@@ -68,6 +68,8 @@ class WirePrincipal(_Wire):
     roles: list[str] = Field(max_length=1000)
     scope: int = Field(ge=int(Scope.READ), le=int(Scope.ADMIN))
     name: str = Field("", max_length=512)
+    # An agent token's agent: the receiving node keeps the binding (it announces that id only).
+    agent: str | None = Field(None, max_length=128)
 
     @classmethod
     def of(cls, who: Principal) -> WirePrincipal:
@@ -79,6 +81,7 @@ class WirePrincipal(_Wire):
             roles=sorted(who.roles),
             scope=int(who.scope),
             name=who.name,
+            agent=who.agent,
         )
 
     def principal(self) -> Principal:
@@ -90,6 +93,7 @@ class WirePrincipal(_Wire):
             roles=frozenset(self.roles),
             scope=Scope(self.scope),
             name=self.name,
+            agent=self.agent,
         )
 
 
