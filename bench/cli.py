@@ -65,6 +65,12 @@ READS = [
     ["peers"],
     ["node", "list"],
     ["config", "show"],
+    ["status"],
+    ["status", "--json"],
+    ["agents"],
+    ["agents", "--json"],
+    ["threads", "--json"],
+    ["tasks", "--json"],
 ]
 
 

@@ -133,6 +133,7 @@ async def test_the_work_commands_print_one_json_object_beside_a_running_node_and
         await node.kill()
     without = {" ".join(c): one_object(await _cli(env, *c, "--json")) for c in WORK_COMMANDS}
     trail = one_object(await _cli(env, "audit", "list", "--json"))
+    keyless = await _cli(cli_env(clean_env, data_dir), "threads", "--json")
 
     task_id = work["posted"]["tasks"]["dev-7"]
     for seen in (beside, without):
@@ -148,6 +149,10 @@ async def test_the_work_commands_print_one_json_object_beside_a_running_node_and
     assert (running["port"], running["health"]["state"]) == (node.port, "running")
     assert running["source"] == str(data_dir / "slots" / "0.serving.json")
     assert without["status"]["running"] == []
+    # Without the network key the content stays sealed: said in one line, no traceback.
+    assert (keyless.returncode, keyless.stdout) == (2, "")
+    assert keyless.stderr.startswith("bzzz: cannot open the store's sealed content")
+    assert "BZZZ_NETWORK_KEY" in keyless.stderr and "Traceback" not in keyless.stderr
     # config show beside the node: what the node runs with, not this shell's default port.
     [served] = shown["running"]
     assert (served["port"], served["mcp_url"]) == (node.port, node.mcp_url)

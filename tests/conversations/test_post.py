@@ -225,6 +225,17 @@ async def test_a_misspelt_agent_id_gets_the_closest_ids_of_the_callers_projects(
         assert "reviewer-02" not in caught.value.message  # beta's agent: not alpha's to see
 
 
+async def test_a_visible_agent_at_a_wrong_address_is_named_with_its_own(node: Node) -> None:
+    await announce(node, "arch", "architect")
+    await announce(node, "dev", "developer")
+
+    with pytest.raises(AgentNotFound) as caught:
+        await post(node, "session-arch", "bzzz://dev:reviewer@*")
+
+    assert caught.value.details["address"] == "bzzz://dev:developer@*:*"
+    assert caught.value.message.endswith("'dev' is at bzzz://dev:developer@*:*")
+
+
 async def test_a_thread_post_reaches_the_threads_participants(node: Node) -> None:
     await announce(node, "arch", "architect")
     await announce(node, "dev", "developer")

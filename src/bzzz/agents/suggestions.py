@@ -2,9 +2,11 @@
 
 Only ids of the caller's projects are compared, so the answer never names an agent of another
 project. The comparison (difflib) is bounded: at most ``SCANNED`` ids are compared, those of
-the address's project first, then the rest of the caller's in id order, so a typo on a
-network of a million agents costs milliseconds, not seconds; past the bound a close id may be
-missed, never a foreign one shown.
+the address's project first, then the rest of the caller's in the directory's rank order (a
+walk that stops there, never the whole directory), so a typo costs the same on a network of a
+million agents as on one of a thousand; past the bound a close id may be missed, never a
+foreign one shown. An agent the caller sees whose role, project or task the address got wrong
+is named with its own address instead.
 """
 
 from __future__ import annotations
@@ -13,11 +15,12 @@ import difflib
 import itertools
 from collections.abc import Iterable
 
+from bzzz.address import agent_address
 from bzzz.errors import AgentNotFound
 from bzzz.principal import Principal
 from bzzz.store.directory import AgentDirectory
 
-SCANNED = 5_000
+SCANNED = 1_000
 SUGGESTED = 3
 CUTOFF = 0.6
 
@@ -64,9 +67,15 @@ def agent_not_found(
     project: str | None = None,
 ) -> AgentNotFound:
     """AGENT_NOT_FOUND for ``agent_id``; ``details.did_you_mean`` lists the close ids."""
+    details: dict[str, object] = {"agent_id": agent_id}
+    there = directory.get(agent_id)
+    if there is not None and who.may_see_project(there.project):
+        # The id is right and visible: the address's other parts are not.
+        address = agent_address(there.id, there.role, there.project, there.task)
+        details["address"] = address
+        return AgentNotFound(f"{message}; '{agent_id}' is at {address}", details=details)
     close = close_ids(directory, who, agent_id, project)
     hint = f"; did you mean {', '.join(repr(c) for c in close)}?" if close else ""
-    details: dict[str, object] = {"agent_id": agent_id}
     if close:
         details["did_you_mean"] = close
     return AgentNotFound(f"{message}{hint}", details=details)

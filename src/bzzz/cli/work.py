@@ -135,11 +135,21 @@ async def reading(settings: Settings) -> AsyncIterator[Reader]:
 
 
 def _read(settings: Settings, work: Callable[[Reader], Awaitable[T]]) -> T:
+    from bzzz.errors import ConfigError
+    from bzzz.network.sealing import SealError
+
     async def run() -> T:
         async with reading(settings) as reader:
             return await work(reader)
 
-    return asyncio.run(run())
+    try:
+        return asyncio.run(run())
+    except SealError as exc:
+        # The store's content is sealed under the network key the node runs with.
+        raise ConfigError(
+            f"cannot open the store's sealed content ({exc.reason}): give this command the "
+            "network key the node runs with (BZZZ_NETWORK_KEY or BZZZ_NETWORK_KEY_FILE)"
+        ) from None
 
 
 # --- bzzz agents ---------------------------------------------------------------------------------
@@ -162,7 +172,9 @@ async def list_agents(reader: Reader, args: argparse.Namespace) -> dict[str, Any
         and (not args.online or agent["status"] != "offline")
     ]
     shown = matches[: args.limit]
-    return {"agents": shown, "count": len(shown), "total": len(matches)}
+    # A lookup answers at most 1,000 agents; unfiltered, its own count is the whole total.
+    total = len(matches) if args.project or args.online else found["total_matches"]
+    return {"agents": shown, "count": len(shown), "total": total}
 
 
 def agents(args: argparse.Namespace, settings: Settings) -> int:
