@@ -12,7 +12,9 @@ A block's kind is its info string's first word; each kind is checked one way:
 - ```python```: run as it stands against a spawned node;
 - ```text```: pictures, sample output, and commands for machines a test cannot reach (docker,
   systemd: tests/test_deploy.py checks their files); every `bzzz …` command a text block names
-  must exist in the CLI's parser, and a few run (the cluster configuration, the compose lines).
+  must exist in the CLI's parser, and some run or are compared with what the code says: the
+  cluster configuration, the partition mapping, the compose lines, the `bzzz a2a` lines, the
+  missing-key line, the reservation refusal, the `bzzz_get` lines.
 """
 
 from __future__ import annotations

@@ -6,8 +6,9 @@ file loads, every `bzzz` command a page names exists, every shell line parses or
 what needs a node: client configurations connect (two nodes shared by the module: one that
 never knows a credential, one whose callers hold tokens), console lines run on the data
 directory of a node, the event stream's curl line hears an event, the seven tools' tour runs
-with its settings file and both kinds of MCP client, the many-nodes lines run on three
-nats-servers run with the page's configuration, and the compose lines admit a second node.
+with its settings file and both kinds of MCP client, the A2A client code and `bzzz a2a` lines
+run, the many-nodes lines run on three nats-servers run with the page's configuration, and the
+compose lines admit a second node.
 """
 
 from __future__ import annotations
@@ -422,6 +423,35 @@ async def test_the_a2a_client_code_runs_as_written_and_assigns_a_task(team_node:
     assert (agent, state) == ("reviewer-1", "TASK_STATE_SUBMITTED"), done.stdout
     tasks = json.loads(await run_bzzz(["tasks", "--agent", "reviewer-1", "--json"], team_node.env))
     assert task_id in {t["id"] for t in tasks["tasks"]}, tasks
+
+
+@SHARED
+async def test_the_a2a_add_lines_put_an_a2a_agent_on_the_network_as_shown(
+    team_node: HttpNode,
+) -> None:
+    """The page's `$ bzzz a2a …` lines, its example URL standing for a local signed echo agent;
+    `add` prints the line the page shows, with that URL."""
+    from agent2agent.remote import remote_agent
+
+    [block] = [b for b in of_kind(page("a2a.md"), "text") if "$ bzzz a2a add" in b.body]
+    example = "https://agents.example.com/echo"
+    lines = block.body.splitlines()
+    async with remote_agent(signed=True) as remote:
+        for i, line in enumerate(lines):
+            if not line.startswith("$ "):
+                continue
+            printed = await run_bzzz(
+                shlex.split(line[2:].replace(example, remote.url))[1:], team_node.env
+            )
+            shown = (
+                lines[i + 1] if i + 1 < len(lines) and not lines[i + 1].startswith("$") else None
+            )
+            if shown is not None:
+                assert printed.strip() == shown.replace(example, remote.url), block.where
+            if "a2a list" in line:
+                assert remote.url in printed and "echo-agent" in printed, printed
+    listed = await run_bzzz(["a2a", "list", "--json"], team_node.env)
+    assert "echo-agent" not in listed, listed  # the last line removed it
 
 
 def test_every_python_block_is_run() -> None:
