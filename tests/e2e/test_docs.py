@@ -540,6 +540,24 @@ async def test_the_tools_tour_runs_with_the_legacy_handshake_and_its_rule_fires(
     # The rule of the page's settings file fired, and `resolve` resolved it.
     [escalation] = escalations["escalations"]
     assert escalation["rule"] == "Any Disagreement" and escalation["resolved"] is True
+    await _replay_is_as_shown(tour_node, tour.known["thread_id"])
+
+
+async def _replay_is_as_shown(node: HttpNode, thread_id: str) -> None:
+    """`bzzz thread replay` of the tour's thread prints the columns and fields threads.md shows."""
+    [block] = [b for b in of_kind(page("threads.md"), "text") if "$ bzzz thread replay" in b.body]
+    lines = block.body.splitlines()
+    table = await run_bzzz(["thread", "replay", thread_id], node.env)
+    # The table's columns are the ones shown (the page draws it without the box).
+    [header] = [line for line in table.splitlines() if "┃" in line]
+    columns = [c.strip() for c in header.strip("┃ ").split("┃")]
+    assert columns == re.split(r"\s{2,}", lines[1].strip()), (lines[1], header)
+    shown = json.loads(re.sub(r", …\]", "]", lines[-1]))
+    replayed = json.loads(await run_bzzz(["thread", "replay", thread_id, "--json"], node.env))
+    assert set(replayed) >= set(shown) and replayed["thread_id"] == thread_id
+    assert replayed["envelopes"] and all(
+        set(e) == set(shown["envelopes"][0]) and e["verified"] for e in replayed["envelopes"]
+    ), replayed
 
 
 @SHARED
