@@ -174,10 +174,14 @@ def _subcommands_required(parser: argparse.ArgumentParser) -> bool:
 
 
 def named_commands(text: str) -> list[list[str]]:
-    """The `bzzz …` commands a text names at the start of a line (after `$ `, if any)."""
+    """The `bzzz …` commands a text names: at a line's start (after `$ `, if any), or run in a
+    container or from an install."""
     found = []
+    # At a line's start, or run in a container (`exec [-T] NAME bzzz`) or from an install
+    # (`…/bin/bzzz`).
+    starts = re.compile(r"(?:^\s*(?:\$ )?|\bexec (?:-T )?\S+ |/bin/)bzzz (.*)$")
     for line in text.splitlines():
-        match = re.match(r"^\s*(?:\$ )?bzzz (.*)$", line)
+        match = starts.search(line)
         if match is None:
             continue
         words = []
@@ -187,6 +191,12 @@ def named_commands(text: str) -> list[list[str]]:
             words.append(word)
         found.append(words)
     return found
+
+
+def command_lines(text: str) -> list[str]:
+    """The whole of each `bzzz …` command a text names, from `bzzz` on (comments dropped)."""
+    starts = re.compile(r"(?:^\s*(?:\$ )?|\bexec (?:-T )?\S+ |/bin/)(bzzz .*)$")
+    return [m.group(1).split(" #")[0].strip() for m in map(starts.search, text.splitlines()) if m]
 
 
 def command_problem(words: list[str], parser: argparse.ArgumentParser) -> str | None:

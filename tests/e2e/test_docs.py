@@ -46,6 +46,7 @@ from .markdown import (
     blocks,
     caller,
     client_configs,
+    command_lines,
     command_problem,
     kind_problems,
     named_commands,
@@ -178,6 +179,14 @@ def test_every_bzzz_command_a_page_names_exists(page: Path) -> None:
         for words in named_commands(block.body):
             problem = command_problem(words, parser)
             assert problem is None, f"{block.where}: {problem}"
+        # A whole line with nothing for a shell to expand parses as the CLI reads it.
+        for line in command_lines(block.body):
+            if re.search(r"[$|\[\]`'\"]", line):
+                continue
+            try:
+                parser.parse_args(line.split()[1:])
+            except SystemExit:
+                pytest.fail(f"{block.where}: `{line}` does not parse")
 
 
 @each_page()
