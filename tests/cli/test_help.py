@@ -30,6 +30,7 @@ HEAVY = (
 )
 
 COMMANDS = [
+    "init",
     "serve",
     "webhooks",
     "subscriptions",

@@ -12,9 +12,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import re
 import subprocess
 import sys
 from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -26,7 +28,15 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 
 from .conftest import NodeFactory
-from .support import CALL_TIMEOUT, TEST_NETWORK_KEY_B64, HttpNode, WebhookReceiver, eventually
+from .support import (
+    CALL_TIMEOUT,
+    TEST_NETWORK_KEY_B64,
+    HttpNode,
+    WebhookReceiver,
+    eventually,
+    kill_orphans,
+    node_env,
+)
 
 pytestmark = pytest.mark.integration
 
@@ -305,3 +315,30 @@ async def test_a_token_of_the_project_reads_its_threads_and_tasks_but_not_an_age
     assert foreign_threads["threads"] == []
     assert [t["id"] for t in listed["result"]] == [thread_id]
     assert len(viewed_tasks["content"]["tasks"]) == 1
+
+
+async def test_bzzz_init_where_no_node_ran_prints_the_token_once_and_a_node_started_there_takes_it(
+    tmp_path: Path, clean_env: dict[str, str]
+) -> None:
+    data_dir = tmp_path / "fresh"
+    node = HttpNode(data_dir, node_env(clean_env, data_dir), tmp_path / "logs")
+    try:
+        code, printed, errors = await asyncio.to_thread(cli, node, "init")
+        assert code == 0, errors
+        [secret] = set(re.findall(r"bzzz_[A-Za-z0-9_-]{40,}", printed))
+        await node.start()
+        without = await refused_without_token(node)
+        async with httpx.AsyncClient(base_url=node.base_url, timeout=10) as http:
+            whoami = await http.get("/api/v1/whoami", headers={"Authorization": f"Bearer {secret}"})
+    finally:
+        await node.kill()
+        kill_orphans(data_dir)
+
+    # Once as itself, and inside each configuration that carries it.
+    assert printed.count(f"\n    {secret}\n") == 1
+    assert f'--header "Authorization: Bearer {secret}"' in printed
+    assert '"Authorization": "Bearer ' + secret + '"' in printed
+    assert f'TOKEN = "{secret}"' in printed
+    assert "refused (401)" in printed and "--agent AGENT_ID" in printed
+    assert without.status_code == 401
+    assert whoami.json()["principal"]["scope"] == "admin"

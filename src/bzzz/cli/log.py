@@ -77,6 +77,7 @@ class DirectoryLog:
         if project is not None and not ProjectSet.of(self.settings.bzzz.projects).serves(project):
             raise NotServed(project or NO_PROJECT)
 
+        await self._admitted_if_open(type_)
         refusal = await self._refusal()
         if refusal is not None:
             return {"ok": False, "reason": refusal}
@@ -100,6 +101,32 @@ class DirectoryLog:
         for listener in self.applied:
             listener([envelope])
         return {"ok": True}
+
+    async def _admitted_if_open(self, type_: str) -> None:
+        """On a network no node was admitted to yet, admit the data directory's key first, as
+        the first node started here would: a token, node, key or retention change is applied
+        from an admitted node only, so one stored before (a `bzzz init` before the first
+        `bzzz serve`) would be dropped by every node."""
+        from bzzz.errors import NetworkError
+        from bzzz.network import admission
+        from bzzz.network.envelope import seal
+        from bzzz.node.admin import derive
+
+        if not admission.privileged(type_):
+            return
+        bus = await self._joined()
+        state, _ = await derive(self.settings, bus)
+        if not state.open:
+            return
+        me = self.identity
+        subject = f"bzzz.{self.network}.{admission.KIND}.{me.node_id}"
+        env = seal(me, self.network, admission.ADMITTED, subject, {"public_key": me.public_key_b64})
+        await bus.store(env.subject, env.to_bytes(), env.id)
+        _, outcome = await derive(self.settings, bus, until=env.id)
+        if outcome is None or not outcome.get("ok"):
+            reason = (outcome or {}).get("reason", "its log does not show it")
+            raise NetworkError(f"this node could not admit itself to the new network: {reason}")
+        logger.info("admitted this data directory's node %s to the new network", me.node_id)
 
     async def _applied_here(self, seq: int) -> None:
         """Wait until the node on this directory has applied log sequence ``seq`` (bounded)."""
