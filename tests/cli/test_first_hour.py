@@ -26,6 +26,13 @@ from e2e.support import (
     node_env,
 )
 
+from bzzz.clock import ManualClock
+from bzzz.config import load_settings
+from bzzz.eventlog import Caller
+from bzzz.network.memory import InMemoryBus
+from bzzz.node.core import Node
+from bzzz.schemas import AnnounceInput, PostInput
+
 pytestmark = pytest.mark.integration
 
 WORK_COMMANDS = [
@@ -145,6 +152,9 @@ async def test_the_work_commands_print_one_json_object_beside_a_running_node_and
     assert others == {"agents": [], "count": 0, "total": 0}
     assert (typo.returncode, typo.stdout) == (1, "")
     assert "no agent 'dev7' at that address; did you mean 'dev-7'?" in typo.stderr
+    # The start-up log (stderr) says where MCP and the dashboard are.
+    logged = node.stderr_path.read_text()
+    assert f"MCP at {node.mcp_url}" in logged and f"dashboard at {node.base_url}/ui" in logged
     [running] = beside["status"]["running"]
     assert (running["port"], running["health"]["state"]) == (node.port, "running")
     assert running["source"] == str(data_dir / "slots" / "0.serving.json")
@@ -175,3 +185,51 @@ def test_a_data_directory_where_no_node_ran(tmp_path: Path, clean_env: dict[str,
     assert agents.stdout == ""
     assert "no node in" in agents.stderr
     assert not (tmp_path / "data").exists(), "a read creates nothing"
+
+
+async def test_the_filters_keep_a_projects_an_agents_and_the_unread_work(
+    data_dir: Path, clean_env: dict[str, str]
+) -> None:
+    settings = load_settings(environ={}, overrides={"node": {"data_dir": str(data_dir)}})
+    env = cli_env(clean_env, data_dir)
+    clock = ManualClock()
+    async with Node(settings, bus=InMemoryBus(), clock=clock) as node:
+        for agent_id, project in [("dev-7", "shop"), ("arch", "shop"), ("qa", "blog")]:
+            params = AnnounceInput(agent_id=agent_id, role=agent_id, project=project)
+            await node.agents.announce(Caller(f"s-{agent_id}"), params)
+        await node.agents.session_ended(Caller("s-qa"))
+
+        async def send(session: str, target: str, text: str, kind: str = "text") -> str:
+            clock.advance(1)
+            content = {"text": text, "description": text}
+            params = PostInput(target_address=target, message_type=kind, content=content)
+            posted = await node.conversations.post(Caller(session), params)
+            return str(posted["message_id"])
+
+        await send("s-arch", "bzzz://dev-7", "read before dev-7 acted")
+        await send("s-dev-7", "bzzz://arch", "on it")  # dev-7 acts: what came before is read
+        unread = await send("s-arch", "bzzz://dev-7", "came after", kind="task_assignment")
+        runs = {
+            name: await asyncio.to_thread(bzzz_cli, env, *args, "--json")
+            for name, args in {
+                "inbox": ["inbox", "dev-7"],
+                "unread": ["inbox", "dev-7", "--unread"],
+                "online shop": ["agents", "--project", "shop", "--online"],
+                "role": ["agents", "--role", "qa"],
+                "shop tasks": ["tasks", "--project", "shop"],
+                "blog tasks": ["tasks", "--project", "blog"],
+                "dev-7 tasks": ["tasks", "--agent", "dev-7"],
+                "dev-7 threads": ["threads", "--agent", "dev-7"],
+            }.items()
+        }
+
+    seen = {name: one_object(done) for name, done in runs.items()}
+    assert len(seen["inbox"]["messages"]) == 2
+    assert [m["id"] for m in seen["unread"]["messages"]] == [unread]
+    assert seen["unread"]["unread_only"] is True
+    assert sorted(a["id"] for a in seen["online shop"]["agents"]) == ["arch", "dev-7"]
+    assert [(a["id"], a["status"]) for a in seen["role"]["agents"]] == [("qa", "offline")]
+    for name in ("shop tasks", "dev-7 tasks"):
+        assert [(t["agent_id"], t["project"]) for t in seen[name]["tasks"]] == [("dev-7", "shop")]
+    assert seen["blog tasks"] == {"tasks": [], "count": 0}
+    assert seen["dev-7 threads"] == {"threads": [], "count": 0}

@@ -223,6 +223,13 @@ async def test_a_misspelt_agent_id_gets_the_closest_ids_of_the_callers_projects(
         assert caught.value.details["did_you_mean"] == ["reviewer-01"]
         assert "did you mean 'reviewer-01'?" in caught.value.message
         assert "reviewer-02" not in caught.value.message  # beta's agent: not alpha's to see
+    with pytest.raises(AgentNotFound) as invited:
+        await node.conversations.thread(
+            as_alpha,
+            ThreadInput(action="create", participants=["reviewr-02"], topic="t", agent_id="arch"),
+        )
+    assert invited.value.details["did_you_mean"] == {"reviewr-02": ["reviewer-01"]}
+    assert "reviewer-02" not in invited.value.message
 
 
 async def test_a_visible_agent_at_a_wrong_address_is_named_with_its_own(node: Node) -> None:

@@ -61,13 +61,18 @@ def close_ids(
 
 def agent_not_found(
     directory: AgentDirectory,
-    who: Principal,
+    who: Principal | None,
     agent_id: str,
     message: str,
     project: str | None = None,
 ) -> AgentNotFound:
-    """AGENT_NOT_FOUND for ``agent_id``; ``details.did_you_mean`` lists the close ids."""
+    """AGENT_NOT_FOUND for ``agent_id``; ``details.did_you_mean`` lists the close ids.
+
+    ``who`` None: the directory is another network's, whose agents are not named here.
+    """
     details: dict[str, object] = {"agent_id": agent_id}
+    if who is None:
+        return AgentNotFound(message, details=details)
     there = directory.get(agent_id)
     if there is not None and who.may_see_project(there.project):
         # The id is right and visible: the address's other parts are not.
@@ -79,3 +84,17 @@ def agent_not_found(
     if close:
         details["did_you_mean"] = close
     return AgentNotFound(f"{message}{hint}", details=details)
+
+
+def participants_not_found(
+    directory: AgentDirectory, who: Principal, unknown: list[str]
+) -> AgentNotFound:
+    """AGENT_NOT_FOUND naming a thread's unknown participants, each with its close ids."""
+    close = {p: ids for p in unknown if (ids := close_ids(directory, who, p))}
+    hints = "".join(
+        f"; for '{p}' did you mean {', '.join(repr(i) for i in ids)}?" for p, ids in close.items()
+    )
+    details: dict[str, object] = {"unknown": unknown}
+    if close:
+        details["did_you_mean"] = close
+    return AgentNotFound(f"unknown participants: {', '.join(unknown)}{hints}", details=details)

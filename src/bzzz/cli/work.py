@@ -16,6 +16,7 @@ import argparse
 import asyncio
 import contextlib
 from collections.abc import AsyncIterator, Awaitable, Callable
+from datetime import datetime
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from bzzz.cli import output as out
@@ -334,8 +335,9 @@ async def read_inbox(reader: Reader, args: argparse.Namespace) -> dict[str, Any]
     content = (await reader.agents.get(reader.caller, params))["content"]
     since = content["agent_info"]["last_activity"]
     messages = content["messages"]
-    if args.unread:
-        messages = [m for m in messages if since is None or (m["timestamp"] or "") > since]
+    if args.unread and since is not None:
+        after = _when(since)
+        messages = [m for m in messages if m["timestamp"] and _when(m["timestamp"]) > after]
     return {
         "agent_id": content["agent_info"]["id"],
         "status": content["agent_info"]["status"],
@@ -379,6 +381,11 @@ def inbox(args: argparse.Namespace, settings: Settings) -> int:
     title = f"inbox of {shown['agent_id']} ({shown['status']}): {shown['count']} {which}"
     out.print_table(title, columns, cells)
     return 0
+
+
+def _when(stamp: str) -> datetime:
+    """An ISO time as the tools write it (``…Z``), comparable."""
+    return datetime.fromisoformat(stamp.replace("Z", "+00:00"))
 
 
 def _text(content: Any, dumps: Callable[[Any], str]) -> str:

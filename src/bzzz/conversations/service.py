@@ -20,7 +20,7 @@ from bzzz.agents.service import (
     thread_project,
     thread_project_in,
 )
-from bzzz.agents.suggestions import agent_not_found
+from bzzz.agents.suggestions import agent_not_found, participants_not_found
 from bzzz.agents.views import thread_info
 from bzzz.clock import Clock, SystemClock
 from bzzz.conversations.answers import post_result, target_of
@@ -30,7 +30,7 @@ from bzzz.conversations.placement import message_project, require_of_project
 from bzzz.conversations.review import ReviewDesk
 from bzzz.conversations.summary import content_text, message_text, summarize_thread
 from bzzz.domain import TASK_UPDATE_TYPES, THREAD_MESSAGE_TYPES, iso
-from bzzz.errors import AgentNotFound, BzzzError, InvalidParameters, RateLimited, ThreadNotFound
+from bzzz.errors import BzzzError, InvalidParameters, RateLimited, ThreadNotFound
 from bzzz.eventlog import Caller, EventLog
 from bzzz.principal import Principal, Scope
 from bzzz.privacy.redact import redact_data
@@ -410,11 +410,6 @@ class ConversationService:
             if agent is None or not address.matches(
                 agent.id, agent.role, agent.project, agent.task
             ):
-                if who is None:  # another network's: its directory is not ours to show
-                    raise AgentNotFound(
-                        f"no agent '{address.agent}' at that address",
-                        details={"agent_id": address.agent},
-                    )
                 raise agent_not_found(
                     directory,
                     who,
@@ -516,9 +511,7 @@ class ConversationService:
         visible = [self._agents.visible_agent(caller.principal, p) for p in participants]
         unknown = [p for p, agent in zip(participants, visible, strict=True) if agent is None]
         if unknown:
-            raise AgentNotFound(
-                f"unknown participants: {', '.join(unknown)}", details={"unknown": unknown}
-            )
+            raise participants_not_found(self._agents.directory, caller.principal, unknown)
         # The thread is its creator's project's (the first participant's for a principal),
         # and its participants are of that project: a participant of another one could not
         # read the thread, nor be served by the nodes of its project.
