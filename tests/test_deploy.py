@@ -209,10 +209,10 @@ def nats_config(name: str) -> str:
     return (DEPLOY / "nats" / f"{name}.conf").read_text(encoding="utf-8")
 
 
-def readme_deploy_section() -> str:
-    text = (ROOT / "README.md").read_text(encoding="utf-8")
+def docs_deploy_section() -> str:
+    text = (ROOT / "docs" / "operations.md").read_text(encoding="utf-8")
     match = re.search(r"^## Deploy\n(.*?)(?=^## )", text, re.M | re.S)
-    assert match, "README.md has no '## Deploy' section"
+    assert match, "docs/operations.md has no '## Deploy' section"
     return match.group(1)
 
 
@@ -608,10 +608,10 @@ def test_the_unit_is_hardened_and_restarts_on_failure() -> None:
     assert "BZZZ_DATA_DIR=%S/bzzz" in unit["Service"]["Environment"]
     assert service["EnvironmentFile"].lstrip("-") == "/etc/bzzz/bzzz.env"
     assert unit["Install"]["WantedBy"] == ["multi-user.target"]
-    # The path it runs bzzz from is the one the README's Deploy section installs to.
+    # The path it runs bzzz from is the one docs/operations.md's Deploy section installs to.
     binary = service["ExecStart"].split()[0]
     assert service["ExecStart"].split()[1:] == ["serve"]
-    assert binary.removesuffix("/bin/bzzz") in readme_deploy_section()
+    assert binary.removesuffix("/bin/bzzz") in docs_deploy_section()
 
 
 def test_the_env_file_example_holds_settings_the_node_reads() -> None:

@@ -1,4 +1,4 @@
-"""Every entry point holds to the README's table of scopes.
+"""Every entry point holds to the table of scopes in docs/access.md.
 
 The MCP tools come from the server (``tools/list``, their actions from the input models), the
 HTTP routes from the Starlette app, the CLI commands from its parser: one without a row, or a
@@ -38,7 +38,7 @@ from bzzz.principal import Scope
 from bzzz.reservations.schemas import ReserveInput
 from bzzz.schemas import SubscribeInput, ThreadInput
 
-README = Path(__file__).resolve().parents[2] / "README.md"
+TABLE = Path(__file__).resolve().parents[2] / "docs" / "access.md"
 ROW = re.compile(r"^\| `([^`]+)` \| (none|read|write|admin|local) \|")
 SCOPES = ["none", "read", "write", "admin"]
 BASE = "http://127.0.0.1:7331"
@@ -57,15 +57,15 @@ MCP_METHODS = ("GET", "POST", "DELETE")
 
 
 def scope_table() -> dict[str, str]:
-    """The README's table: entry point -> scope."""
+    """docs/access.md's table: entry point -> scope."""
     rows: dict[str, str] = {}
-    for line in README.read_text(encoding="utf-8").splitlines():
+    for line in TABLE.read_text(encoding="utf-8").splitlines():
         found = ROW.match(line)
         if found:
             key, scope = found.groups()
-            assert key not in rows, f"the README names {key!r} twice"
+            assert key not in rows, f"docs/access.md names {key!r} twice"
             rows[key] = scope
-    assert rows, "the README has no table of scopes"
+    assert rows, "docs/access.md has no table of scopes"
     return rows
 
 
@@ -267,8 +267,8 @@ async def test_every_entry_point_has_a_row_and_every_row_an_entry_point(served: 
     entry_points = tool_keys(tools) | route_keys(served.app) | command_keys(_parser())
     table = scope_table()
 
-    assert sorted(entry_points - set(table)) == [], "entry points without a row in the README"
-    assert sorted(set(table) - entry_points) == [], "rows of the README without an entry point"
+    assert sorted(entry_points - set(table)) == [], "entry points without a row in docs/access.md"
+    assert sorted(set(table) - entry_points) == [], "rows of docs/access.md without an entry point"
 
 
 def checks(served: Served) -> dict[str, Callable[[str, str], Awaitable[bool]]]:

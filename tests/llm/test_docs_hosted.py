@@ -1,4 +1,4 @@
-"""The README's hosted-agent examples run as written, against the scripted OpenAI server.
+"""The hosted-agent examples of docs/hosted-agents.md run as written, on a scripted model.
 
 The section's settings file (```toml hosted```: a local Ollama model, no API key) starts a
 node, pointed at the scripted server instead of Ollama; each ```json hosted``` block is posted
@@ -25,14 +25,14 @@ from bzzz.schemas import AnnounceInput, PostInput
 
 from .support import TaskWatcher
 
-README = Path(__file__).resolve().parents[2] / "README.md"
+PAGE = Path(__file__).resolve().parents[2] / "docs" / "hosted-agents.md"
 OLLAMA = "http://127.0.0.1:11434/v1"
 
 
 def hosted_blocks(kind: str) -> list[str]:
-    """The bodies of the README's ```<kind> hosted``` blocks, in order."""
+    """The bodies of the page's ```<kind> hosted``` blocks, in order."""
     pattern = rf"^```{kind} hosted\n(.*?)^```"
-    return re.findall(pattern, README.read_text(), flags=re.MULTILINE | re.DOTALL)
+    return re.findall(pattern, PAGE.read_text(), flags=re.MULTILINE | re.DOTALL)
 
 
 def test_the_section_has_a_settings_file_and_an_example_of_every_task_type() -> None:
