@@ -46,7 +46,14 @@ from .markdown import (
     tool_calls,
     tool_names_over_http,
 )
-from .support import START_TIMEOUT, HttpNode, eventually, kill_orphans, node_env
+from .support import (
+    START_TIMEOUT,
+    HttpNode,
+    eventually,
+    kill_orphans,
+    node_env,
+    stdio_session,
+)
 
 pytestmark = pytest.mark.integration
 SHARED = pytest.mark.asyncio(loop_scope="module")
@@ -294,3 +301,24 @@ async def test_the_tour_runs_on_the_default_settings_with_the_sdks_default_clien
         assert [r["agent_id"] for r in held["reservations"]] == ["reviewer-1"], held
     assert {"task_id", "thread_id", "message_id"} <= set(tour.known)
     assert len(tour.subscriptions) == 1
+
+
+async def test_the_tour_runs_over_stdio_with_a_process_per_client(tmp_path: Path) -> None:
+    # Over stdio each client starts its own `bzzz serve --stdio` on one data directory: the
+    # second joins the first's embedded NATS server; each process is its client's session.
+    base = {k: v for k, v in os.environ.items() if not k.startswith("BZZZ_")}
+    env = node_env(base, tmp_path / "data")
+    with (
+        (tmp_path / "first.err").open("w") as first_err,
+        (tmp_path / "second.err").open("w") as second_err,
+    ):
+        async with (
+            stdio_session(env, first_err) as first,
+            stdio_session(env, second_err) as second,
+        ):
+            tour = await run_tour(README, caller(first.call_tool), caller(second.call_tool))
+            held = await caller(first.call_tool)("bzzz_reserve", {"action": "list"})
+    inbox = next(a for t, a in tour.answers if t == "bzzz_get")
+    assert "task_complete" in [m["message_type"] for m in inbox["content"]["messages"]]
+    assert [r["agent_id"] for r in held["reservations"]] == ["reviewer-1"], held
+    assert {"task_id", "thread_id", "message_id"} <= set(tour.known)
