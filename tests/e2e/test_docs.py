@@ -442,8 +442,8 @@ async def test_the_a2a_add_lines_put_an_a2a_agent_on_the_network_as_shown(
     `add` prints the line the page shows, with that URL."""
     from agent2agent.remote import remote_agent
 
-    [block] = [b for b in of_kind(page("a2a.md"), "text") if "$ bzzz a2a add" in b.body]
     example = "https://agents.example.com/echo"
+    [block] = [b for b in of_kind(page("a2a.md"), "text") if f"$ bzzz a2a add {example}" in b.body]
     lines = block.body.splitlines()
     async with remote_agent(signed=True) as remote:
         for i, line in enumerate(lines):
@@ -461,6 +461,28 @@ async def test_the_a2a_add_lines_put_an_a2a_agent_on_the_network_as_shown(
                 assert remote.url in printed and "echo-agent" in printed, printed
     listed = await run_bzzz(["a2a", "list", "--json"], team_node.env)
     assert "echo-agent" not in listed, listed  # the last line removed it
+
+
+@SHARED
+async def test_the_refused_a2a_add_line_fails_with_the_line_shown(team_node: HttpNode) -> None:
+    """The page's `a2a add` of a URL the SSRF rules never allow: exit code 1, the line shown on
+    stderr, and nothing added."""
+    [block] = [b for b in of_kind(page("a2a.md"), "text") if "is refused: host" in b.body]
+    [line, said] = block.body.splitlines()
+    assert line.startswith("$ bzzz a2a add "), block.where
+    before = json.loads(await run_bzzz(["a2a", "list", "--json"], team_node.env))
+    done = await asyncio.to_thread(
+        subprocess.run,
+        [bzzz_executable(), *shlex.split(line[2:])[1:]],
+        env=team_node.env,
+        capture_output=True,
+        text=True,
+        timeout=START_TIMEOUT,
+        check=False,
+    )
+    assert done.returncode == 1, f"{block.where}: {done.stdout} {done.stderr}"
+    assert done.stderr.strip().splitlines()[-1] == said, f"{block.where}: {done.stderr}"
+    assert json.loads(await run_bzzz(["a2a", "list", "--json"], team_node.env)) == before
 
 
 def test_every_python_block_is_run() -> None:
