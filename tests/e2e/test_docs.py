@@ -7,8 +7,9 @@ what needs a node: client configurations connect (two nodes shared by the module
 never knows a credential, one whose callers hold tokens), console lines run on the data
 directory of a node, the event stream's curl line hears an event, the seven tools' tour runs
 with its settings file and both kinds of MCP client, the A2A client code and `bzzz a2a` lines
-run, the many-nodes lines run on three nats-servers run with the page's configuration, and the
-compose lines admit a second node.
+run (the refused one fails with the line shown), the first-node lines of access.md run on a new
+data directory, the many-nodes lines run on three nats-servers run with the page's
+configuration, and the compose lines admit a second node.
 """
 
 from __future__ import annotations
@@ -248,6 +249,33 @@ def test_the_shell_lines_name_scripts_that_exist_and_settings_that_load(
             env |= {"BZZZ_DATA_DIR": str(tmp_path / "d")}
             assert unknown_variables(env) == [], line
             load_settings(environ=env)
+
+
+def test_the_first_node_lines_admit_the_data_directorys_key_before_any_node_runs(
+    tmp_path: Path,
+) -> None:
+    """access.md's lines, run as written on a new data directory (made under the test's
+    directory): the token is stored, and `bzzz node list` shows the network closed with the
+    directory's own node admitted."""
+    [block] = [b for b in of_kind(page("access.md"), "bash") if "mktemp" in b.body]
+    on_path = {"PATH": f"{Path(bzzz_executable()).parent}:{os.environ['PATH']}"}
+    env = _base_env() | on_path | {"TMPDIR": str(tmp_path)}
+    script = "\n".join(
+        ["set -euo pipefail", *shell_lines(block), 'bzzz identity --json > "$TMPDIR/id.json"']
+    )
+    try:
+        done = subprocess.run(
+            ["bash", "-c", script], env=env, capture_output=True, text=True,
+            timeout=START_TIMEOUT, check=False,
+        )  # fmt: skip
+    finally:
+        for made in tmp_path.iterdir():
+            if made.is_dir():
+                kill_orphans(made)
+    assert done.returncode == 0, f"{block.where}: {done.stderr}"
+    node_id = json.loads((tmp_path / "id.json").read_text())["node_id"]
+    assert re.search(r"^network main: closed$", done.stdout, re.MULTILINE), done.stdout
+    assert re.search(rf"^{node_id}\s", done.stdout, re.MULTILINE), done.stdout
 
 
 # --- the shared nodes --------------------------------------------------------------------------
