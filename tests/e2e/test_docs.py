@@ -7,8 +7,9 @@ what needs a node: client configurations connect (two nodes shared by the module
 never knows a credential, one whose callers hold tokens), console lines run on the data
 directory of a node, the event stream's curl line hears an event, the seven tools' tour runs
 with its settings file and both kinds of MCP client, the A2A client code and `bzzz a2a` lines
-run, the many-nodes lines run on three nats-servers run with the page's configuration, and the
-compose lines admit a second node.
+run (the refused one fails with the line shown), the first-node lines of access.md run on a new
+data directory, the many-nodes lines run on three nats-servers run with the page's
+configuration, and the compose lines admit a second node.
 """
 
 from __future__ import annotations
@@ -250,6 +251,33 @@ def test_the_shell_lines_name_scripts_that_exist_and_settings_that_load(
             load_settings(environ=env)
 
 
+def test_the_first_node_lines_admit_the_data_directorys_key_before_any_node_runs(
+    tmp_path: Path,
+) -> None:
+    """access.md's lines, run as written on a new data directory (made under the test's
+    directory): the token is stored, and `bzzz node list` shows the network closed with the
+    directory's own node admitted."""
+    [block] = [b for b in of_kind(page("access.md"), "bash") if "mktemp" in b.body]
+    on_path = {"PATH": f"{Path(bzzz_executable()).parent}:{os.environ['PATH']}"}
+    env = _base_env() | on_path | {"TMPDIR": str(tmp_path)}
+    script = "\n".join(
+        ["set -euo pipefail", *shell_lines(block), 'bzzz identity --json > "$TMPDIR/id.json"']
+    )
+    try:
+        done = subprocess.run(
+            ["bash", "-c", script], env=env, capture_output=True, text=True,
+            timeout=START_TIMEOUT, check=False,
+        )  # fmt: skip
+    finally:
+        for made in tmp_path.iterdir():
+            if made.is_dir():
+                kill_orphans(made)
+    assert done.returncode == 0, f"{block.where}: {done.stderr}"
+    node_id = json.loads((tmp_path / "id.json").read_text())["node_id"]
+    assert re.search(r"^network main: closed$", done.stdout, re.MULTILINE), done.stdout
+    assert re.search(rf"^{node_id}\s", done.stdout, re.MULTILINE), done.stdout
+
+
 # --- the shared nodes --------------------------------------------------------------------------
 
 
@@ -442,8 +470,8 @@ async def test_the_a2a_add_lines_put_an_a2a_agent_on_the_network_as_shown(
     `add` prints the line the page shows, with that URL."""
     from agent2agent.remote import remote_agent
 
-    [block] = [b for b in of_kind(page("a2a.md"), "text") if "$ bzzz a2a add" in b.body]
     example = "https://agents.example.com/echo"
+    [block] = [b for b in of_kind(page("a2a.md"), "text") if f"$ bzzz a2a add {example}" in b.body]
     lines = block.body.splitlines()
     async with remote_agent(signed=True) as remote:
         for i, line in enumerate(lines):
@@ -461,6 +489,28 @@ async def test_the_a2a_add_lines_put_an_a2a_agent_on_the_network_as_shown(
                 assert remote.url in printed and "echo-agent" in printed, printed
     listed = await run_bzzz(["a2a", "list", "--json"], team_node.env)
     assert "echo-agent" not in listed, listed  # the last line removed it
+
+
+@SHARED
+async def test_the_refused_a2a_add_line_fails_with_the_line_shown(team_node: HttpNode) -> None:
+    """The page's `a2a add` of a URL the SSRF rules never allow: exit code 1, the line shown on
+    stderr, and nothing added."""
+    [block] = [b for b in of_kind(page("a2a.md"), "text") if "is refused: host" in b.body]
+    [line, said] = block.body.splitlines()
+    assert line.startswith("$ bzzz a2a add "), block.where
+    before = json.loads(await run_bzzz(["a2a", "list", "--json"], team_node.env))
+    done = await asyncio.to_thread(
+        subprocess.run,
+        [bzzz_executable(), *shlex.split(line[2:])[1:]],
+        env=team_node.env,
+        capture_output=True,
+        text=True,
+        timeout=START_TIMEOUT,
+        check=False,
+    )
+    assert done.returncode == 1, f"{block.where}: {done.stdout} {done.stderr}"
+    assert done.stderr.strip().splitlines()[-1] == said, f"{block.where}: {done.stderr}"
+    assert json.loads(await run_bzzz(["a2a", "list", "--json"], team_node.env)) == before
 
 
 def test_every_python_block_is_run() -> None:
