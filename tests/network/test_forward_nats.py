@@ -158,3 +158,50 @@ async def test_a_request_id_claimed_through_one_connection_is_refused_through_ev
     # Kept in memory on the servers, each id past its window and no longer.
     assert info.config.storage == StorageType.MEMORY
     assert info.config.max_age == ONCE_TTL
+
+
+async def test_nodes_binding_the_used_ids_at_once_each_get_the_bucket_and_one_claim_wins(
+    nats_url: str,
+) -> None:
+    # Eight nodes meet a network with no bucket yet at the same moment: whoever creates it,
+    # the others bind to it, and of eight claims of one id exactly one is granted.
+    buses = [JetStreamBus([nats_url], "racenet", create=True) for _ in range(8)]
+    for bus in buses:
+        await bus.start()
+    try:
+        claims = await asyncio.gather(
+            *(JetStreamOnce(bus.client, "racenet", ONCE_TTL).claim("01ID-RACE") for bus in buses)
+        )
+    finally:
+        for bus in buses:
+            await bus.close()
+    assert sorted(claims) == [False] * 7 + [True]
+
+
+async def test_a_claim_tried_again_after_an_unanswered_create_knows_its_own_key(
+    nats_url: str,
+) -> None:
+    # The first create is stored but its answer never comes: the retry finds the key, and
+    # reads that it holds this claim's token, so the claim is granted, not taken as a replay.
+    bus = JetStreamBus([nats_url], NET, create=True)
+    await bus.start()
+    try:
+        once = JetStreamOnce(bus.client, NET, ONCE_TTL)
+        kv = await once._bound()
+        real_create = kv.create
+        calls = 0
+
+        async def lost_answer(key: str, value: bytes) -> int:
+            nonlocal calls
+            calls += 1
+            seq = await real_create(key, value)
+            if calls == 1:
+                raise TimeoutError("the answer was lost")
+            return seq
+
+        kv.create = lost_answer  # type: ignore[method-assign]
+        granted = await once.claim("01ID-LOST")
+        replayed = await JetStreamOnce(bus.client, NET, ONCE_TTL).claim("01ID-LOST")
+    finally:
+        await bus.close()
+    assert (granted, replayed, calls) == (True, False, 2)

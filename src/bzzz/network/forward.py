@@ -32,6 +32,7 @@ envelopes then do.
 from __future__ import annotations
 
 import json
+import logging
 import time
 from collections.abc import Callable
 from typing import Any, Literal
@@ -52,6 +53,8 @@ from bzzz.network.once import UsedOnce
 from bzzz.network.sealing import Keyring, SealError, is_sealed
 from bzzz.principal import Principal, Scope
 from bzzz.projects import subject_token
+
+logger = logging.getLogger(__name__)
 
 QUEUE = "bzzz-fwd"
 # How far a request's timestamp may be from the landing node's clock (seconds, either way).
@@ -351,7 +354,8 @@ class ForwardGate:
             raise ForwardRefused("stale timestamp", body)
         try:
             first = await self._used.claim(body.id)
-        except NetworkError:
+        except NetworkError as exc:
+            logger.warning("forwarded request %s refused: %s", body.id, exc.message)
             raise ForwardRefused("the request id could not be recorded", body) from None
         if not first:
             raise ForwardRefused("replayed request id", body)

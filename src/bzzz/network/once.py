@@ -15,6 +15,8 @@ after it is stale.
 from __future__ import annotations
 
 import asyncio
+import logging
+import secrets
 import time
 from collections import OrderedDict
 from collections.abc import Callable
@@ -26,8 +28,13 @@ if TYPE_CHECKING:
     from nats.aio.client import Client as NatsClient
     from nats.js.kv import KeyValue
 
+logger = logging.getLogger(__name__)
+
 # At most this many ids are held in memory (the oldest are let go first).
 REMEMBERED = 100_000
+# A claim the servers did not answer (a timeout under load, a bucket being created by another
+# node at the same moment) is tried this many times before the caller refuses the work.
+CLAIM_ATTEMPTS = 3
 
 
 def once_bucket(network: str) -> str:
@@ -99,34 +106,54 @@ class JetStreamOnce:
 
     async def _bound(self) -> KeyValue:
         from nats.js.api import KeyValueConfig, StorageType
-        from nats.js.errors import BucketNotFoundError
+        from nats.js.errors import BadRequestError, BucketNotFoundError
 
         async with self._binding:
             if self._kv is None:
                 try:
                     self._kv = await self._js.key_value(self.bucket)
                 except BucketNotFoundError:
-                    # In memory: an id is worth keeping for a minute, never worth a disk write.
-                    self._kv = await self._js.create_key_value(
-                        KeyValueConfig(
-                            bucket=self.bucket,
-                            history=1,
-                            ttl=self._ttl,
-                            storage=StorageType.MEMORY,
-                            replicas=self._replicas,
-                        )
+                    config = KeyValueConfig(
+                        bucket=self.bucket,
+                        history=1,
+                        ttl=self._ttl,
+                        # In memory: an id is worth keeping for a minute, never a disk write.
+                        storage=StorageType.MEMORY,
+                        replicas=self._replicas,
                     )
+                    try:
+                        self._kv = await self._js.create_key_value(config)
+                    except BadRequestError:
+                        # Another node created it between the look and the create.
+                        self._kv = await self._js.key_value(self.bucket)
             return self._kv
 
     async def claim(self, key: str) -> bool:
-        """True when this call created ``key``; False when it was there already."""
+        """True when this call created ``key``; False when it was there already.
+
+        The value is a token of this claim, so a claim tried again after an answer that never
+        came (stored, or not) tells its own key from another's.
+        """
+        token = secrets.token_hex(8).encode()
+        failure: BaseException | None = None
+        for attempt in range(CLAIM_ATTEMPTS):
+            try:
+                return await self._claim_once(key, token, retried=attempt > 0)
+            except Exception as exc:  # nats-py raises many kinds; each means "not recorded"
+                failure = exc
+                logger.warning("claiming request id %s failed (try %d): %r", key, attempt + 1, exc)
+                await asyncio.sleep(0.05 * (attempt + 1))
+        raise NetworkError(f"the network did not record request id {key!r} ({failure!r})")
+
+    async def _claim_once(self, key: str, token: bytes, *, retried: bool) -> bool:
         from nats.js.errors import KeyWrongLastSequenceError
 
+        kv = await self._bound()
         try:
-            kv = await self._bound()
-            await kv.create(key, b"1")
+            await kv.create(key, token)
         except KeyWrongLastSequenceError:
-            return False
-        except Exception as exc:  # nats-py raises many kinds; all mean "not recorded"
-            raise NetworkError(f"the network did not record request id {key!r} ({exc!r})") from exc
+            if not retried:
+                return False
+            held = await kv.get(key)
+            return held.value == token
         return True
