@@ -15,7 +15,8 @@ import asyncio
 import nats
 import pytest
 
-from bzzz.network.jetstream import PEER_WATCH_GONE, JetStreamBus, peer_bucket
+from bzzz.network.jetstream import JetStreamBus
+from bzzz.network.peer_board import PEER_WATCH_GONE, peer_bucket
 
 pytestmark = pytest.mark.integration
 

@@ -5,17 +5,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import secrets
 from collections.abc import Awaitable, Callable, Sequence
-from typing import Any, TypeVar
+from typing import TypeVar
 
 from nats.aio.client import Client as NatsClient
 from nats.aio.msg import Msg
-from nats.aio.subscription import Subscription
 from nats.errors import (
     BadSubscriptionError,
     ConnectionClosedError,
-    NoRespondersError,
     NoServersError,
     SlowConsumerError,
 )
@@ -26,17 +23,10 @@ from nats.js.api import (
     AckPolicy,
     ConsumerConfig,
     DeliverPolicy,
-    Header,
-    KeyValueConfig,
-    StorageType,
 )
 from nats.js.errors import (
-    BucketNotFoundError,
-    NoStreamResponseError,
     NotFoundError,
-    ServiceUnavailableError,
 )
-from nats.js.kv import KeyValue
 
 from bzzz.errors import NetworkError
 from bzzz.network import partitions, subjects
@@ -47,50 +37,21 @@ from bzzz.network.base import (
     PingHandler,
     RequestHandler,
     Stored,
-    Unanswered,
-    ping_subject,
 )
 from bzzz.network.deliveries import NodeConsumer, drain, still_wanted, to_bus
 from bzzz.network.nats_auth import NatsAuth, redact_url
+from bzzz.network.nats_calls import RETRYABLE, retried
+from bzzz.network.node_requests import NodeRequests
+from bzzz.network.peer_board import PeerBoard
 
 logger = logging.getLogger(__name__)
 
-# Forwarded calls a node runs at once (each waits for the store and the log).
-REQUESTS_IN_FLIGHT = 256
-
 T = TypeVar("T")
-
-_RETRYABLE = (
-    asyncio.TimeoutError,
-    NatsTimeoutError,
-    NoRespondersError,
-    NoStreamResponseError,
-    ServiceUnavailableError,
-    ConnectionClosedError,
-)
 
 
 def stream_name(network: str) -> str:
     """The JetStream stream that holds a network's log."""
     return "BZZZ_" + network.replace("-", "_").upper()
-
-
-_QUIET = object()
-
-
-async def _next_entry(watcher: KeyValue.KeyWatcher, within: float) -> Any:
-    """The watcher's next entry, or _QUIET after ``within`` seconds of silence.
-
-    Not ``watcher.updates(timeout)``: it rests on ``asyncio.wait_for``, which on Python 3.11 can
-    swallow a cancellation that arrives with an update, and a stopping node then waits forever.
-    """
-    try:
-        async with asyncio.timeout(within):
-            return await anext(watcher)
-    except TimeoutError:
-        return _QUIET
-    except StopAsyncIteration:
-        return _QUIET
 
 
 def _seq(msg: Msg) -> int:
@@ -105,21 +66,7 @@ def _reason(exc: BaseException) -> str:
     return text
 
 
-def peer_bucket(network: str) -> str:
-    """The JetStream key-value bucket that holds a network's peer board."""
-    return f"bzzz_peers_{network}"
-
-
-# A watch that hears nothing this long is rebuilt (its ephemeral consumer may have been lost
-# with a server); a node's own heartbeats keep a healthy watch of its own keys busy (a watch of
-# keys no node beats under is rebuilt every this many seconds, a consumer made again).
-PEER_WATCH_IDLE = 30.0
-# The server drops a watch's consumer this long after its node stopped reading it (a watch
-# made again, a node gone); nats-py's default of 5 minutes let a busy cluster's rebuilt
-# watches pile up to the server's limit of consumers on the board.
-PEER_WATCH_GONE = 15.0
 PENDING_MSGS_LIMIT = 100_000
-PEER_ENTRY_MAX_AGE = 7 * 86_400.0
 FOLLOW_RETRY = 2.0
 
 
@@ -148,7 +95,6 @@ class JetStreamBus:
         self._create = create
         self._nc: NatsClient | None = None
         self._js: JetStreamContext | None = None
-        self._kv: KeyValue | None = None
         self._closing = False
         self._refused = asyncio.Event()
         self.stream = stream_name(network)
@@ -162,12 +108,8 @@ class JetStreamBus:
         self.consumer_restarts: dict[str, int] = {"dropped": 0, "lost": 0}
         # Subscriptions the client dropped deliveries of (nats-py's slow consumer error).
         self._dropped_sids: set[int] = set()
-        # Requests answered on a reply subject of the bus's own (``new_inbox``): one wildcard
-        # subscription for all of them, each awaited by its subject.
-        self._reply_root = f"_INBOX.{secrets.token_hex(11)}"
-        self._reply_sub: Subscription | None = None
-        self._reply_lock = asyncio.Lock()
-        self._replies: dict[str, asyncio.Future[Msg]] = {}
+        self._board = PeerBoard(self._jetstream, network, replicas=replicas, within=publish_timeout)
+        self._requests = NodeRequests(self._client, network)
 
     @property
     def connected(self) -> bool:
@@ -238,6 +180,10 @@ class JetStreamBus:
         await nc.close()
         raise NatsError("Authorization Violation")
 
+    async def _retried(self, failure: str, call: Callable[[], Awaitable[T]]) -> T:
+        """``call``, made again on a retryable error until publish_timeout."""
+        return await retried(failure, call, self._publish_timeout)
+
     async def _ensure_stream(self) -> None:
         await partitions.ensure_log(
             self._jetstream(), self._network, self.stream, self.partitions, self._replicas
@@ -246,8 +192,9 @@ class JetStreamBus:
     async def close(self) -> None:
         """Drain nothing, just close: unacked messages are redelivered to the durable later."""
         self._closing = True
-        nc, self._nc, self._js, self._kv = self._nc, None, None, None
-        self._reply_sub = None
+        nc, self._nc, self._js = self._nc, None, None
+        self._board.forget()
+        self._requests.forget()
         if nc is not None and not nc.is_closed:
             await nc.close()
 
@@ -295,7 +242,7 @@ class JetStreamBus:
                     timeout=max(0.5, min(remaining, 2.0)),
                     headers={"Nats-Msg-Id": msg_id},
                 )
-            except _RETRYABLE as exc:
+            except RETRYABLE as exc:
                 if loop.time() + delay >= deadline:
                     raise NetworkError(
                         "the network did not store the message in time; it was not posted",
@@ -448,7 +395,7 @@ class JetStreamBus:
                 # An ephemeral consumer outlives its last read by inactive_threshold (30 s):
                 # loops of reads (as_of replays make several each) piled them up on the
                 # stream. Removed at once; one the server lost is gone anyway.
-                with contextlib.suppress(*_RETRYABLE, NatsError):
+                with contextlib.suppress(*RETRYABLE, NatsError):
                     await js.delete_consumer(self.stream, sub._consumer)
 
     async def get(self, seq: int) -> BusMessage | None:
@@ -457,7 +404,7 @@ class JetStreamBus:
             raw = await self._jetstream().get_msg(self.stream, seq)
         except NotFoundError:
             return None
-        except (*_RETRYABLE, NatsError) as exc:
+        except (*RETRYABLE, NatsError) as exc:
             raise NetworkError(f"the network did not return entry {seq} ({exc!r})") from exc
         if raw.data is None or raw.subject is None:
             return None
@@ -479,7 +426,7 @@ class JetStreamBus:
             for stream, bound in bounds:
                 for subject in filters:
                     await self._jetstream().purge_stream(stream, seq=bound, subject=subject)
-        except (*_RETRYABLE, NatsError) as exc:
+        except (*RETRYABLE, NatsError) as exc:
             raise NetworkError(f"the network did not purge {kind} ({exc!r})") from exc
 
     async def delete(self, seq: int) -> None:
@@ -492,120 +439,28 @@ class JetStreamBus:
             await js.delete_msg(self.stream, seq)
         except NotFoundError:
             return
-        except (*_RETRYABLE, NatsError) as exc:
+        except (*RETRYABLE, NatsError) as exc:
             raise NetworkError(f"the network did not delete entry {seq} ({exc!r})") from exc
 
-    # --- the peer board ----------------------------------------------------------------------
-
-    async def _peers(self) -> KeyValue:
-        if self._kv is None:
-            js = self._jetstream()
-            bucket = peer_bucket(self._network)
-            try:
-                self._kv = await js.key_value(bucket)
-            except BucketNotFoundError:
-                self._kv = await js.create_key_value(
-                    KeyValueConfig(
-                        bucket=bucket,
-                        history=1,
-                        ttl=PEER_ENTRY_MAX_AGE,
-                        storage=StorageType.FILE,
-                        replicas=self._replicas,
-                    )
-                )
-        return self._kv
+    # --- the peer board (network/peer_board.py) ----------------------------------------------
 
     async def put_peer(self, key: str, data: bytes) -> None:
-        """Replace an entry of the board, retrying until publish_timeout (a bucket just created
-        on a cluster answers "no stream response" until its leader is elected)."""
-
-        async def put() -> None:
-            await (await self._peers()).put(key, data)
-
-        await self._retried("the peer board did not take the heartbeat", put)
+        """Replace an entry of the board (retried until publish_timeout)."""
+        await self._board.put(key, data)
 
     async def delete_peer(self, key: str) -> None:
         """Take an entry off the board (a delete marker: its watchers see it go)."""
-
-        async def delete() -> None:
-            await (await self._peers()).delete(key)
-
-        await self._retried("the peer board did not take the removal", delete)
-
-    async def _retried(self, failure: str, call: Callable[[], Awaitable[T]]) -> T:
-        """``call``, made again on a retryable error (a leader not yet elected, a reconnect)
-        until publish_timeout; NetworkError (``failure``, then why) when it does not succeed."""
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + self._publish_timeout
-        delay = 0.05
-        while True:
-            try:
-                return await call()
-            except _RETRYABLE as exc:
-                if loop.time() + delay >= deadline:
-                    raise NetworkError(f"{failure} ({exc!r})") from exc
-                await asyncio.sleep(delay)
-                delay = min(delay * 2, 1.0)
-            except NatsError as exc:
-                raise NetworkError(f"{failure} ({exc!r})") from exc
+        await self._board.delete(key)
 
     async def peer_entries(self) -> dict[str, bytes]:
         """The board as it is now: key -> newest heartbeat."""
-        kv = await self._peers()
-        watcher = await kv.watchall(ignore_deletes=True)
-        entries: dict[str, bytes] = {}
-        try:
-            while True:
-                entry = await _next_entry(watcher, self._publish_timeout)
-                if entry is _QUIET:
-                    raise NetworkError("the peer board did not answer in time")
-                if entry is None:  # the end of the current entries
-                    return entries
-                if entry.value is not None:
-                    entries[entry.key] = entry.value
-        finally:
-            with contextlib.suppress(*_RETRYABLE, BadSubscriptionError):
-                await watcher.stop()  # type: ignore[no-untyped-call]  # nats-py: untyped
+        return await self._board.entries()
 
     async def watch_peers(self, handler: PeerHandler, patterns: Sequence[str] = (">",)) -> None:
-        """The board's entries under ``patterns``, then their changes, until cancelled: one
-        watch (an ordered consumer) a pattern, each rebuilt when it goes quiet."""
-        async with asyncio.TaskGroup() as group:
-            for pattern in patterns:
-                group.create_task(self._watch_board(pattern, handler))
+        """The board's entries under ``patterns``, then their changes, until cancelled."""
+        await self._board.watch(handler, patterns)
 
-    async def _watch_board(self, pattern: str, handler: PeerHandler) -> None:
-        while True:
-            try:
-                watcher = await (await self._peers()).watch(
-                    pattern, inactive_threshold=PEER_WATCH_GONE
-                )
-            except (*_RETRYABLE, NatsError) as exc:
-                # The server is away (the connection reconnects) or the bucket is not ready.
-                logger.info("cannot watch the peer board yet: %r", exc)
-                await asyncio.sleep(1.0)
-                continue
-            try:
-                still_wanted()
-                await self._pump_peers(watcher, handler)
-            finally:
-                with contextlib.suppress(*_RETRYABLE, BadSubscriptionError):
-                    await watcher.stop()  # type: ignore[no-untyped-call]  # nats-py: untyped
-
-    @staticmethod
-    async def _pump_peers(watcher: KeyValue.KeyWatcher, handler: PeerHandler) -> None:
-        while True:
-            still_wanted()
-            entry = await _next_entry(watcher, PEER_WATCH_IDLE)
-            if entry is _QUIET:
-                logger.info("the peer board went quiet; watching it afresh")
-                return
-            if entry is None:  # the end of the current entries
-                continue
-            gone = entry.operation in ("DEL", "PURGE") or entry.value is None
-            await handler(entry.key, None if gone else entry.value)
-
-    # --- node to node ----------------------------------------------------------------------
+    # --- node to node (network/node_requests.py) -------------------------------------------
 
     def _client(self) -> NatsClient:
         if self._nc is None:
@@ -619,116 +474,27 @@ class JetStreamBus:
 
     async def serve_pings(self, node_id: str, handler: PingHandler) -> None:
         """Answer pings on the node's subject (core NATS; resubscribed on reconnect)."""
-
-        async def on_ping(msg: Msg) -> None:
-            answer = await handler(msg.data)
-            if answer is not None and msg.reply:
-                with contextlib.suppress(NatsError):
-                    await msg.respond(answer)
-
-        sub = await self._client().subscribe(ping_subject(self._network, node_id), cb=on_ping)
-        try:
-            await asyncio.Event().wait()
-        finally:
-            with contextlib.suppress(NatsError, BadSubscriptionError):
-                await sub.unsubscribe()
+        await self._requests.serve_pings(node_id, handler)
 
     async def ping(self, node_id: str, data: bytes, within: float) -> bytes:
         """One request/reply to the node's ping subject."""
-        subject = ping_subject(self._network, node_id)
-        try:
-            reply = await self._client().request(subject, data, timeout=within)
-        except (*_RETRYABLE, NatsError) as exc:
-            raise NetworkError(f"node {node_id} did not answer the ping ({exc!r})") from exc
-        return reply.data
+        return await self._requests.ping(node_id, data, within)
 
     async def serve_requests(
         self, subjects: Sequence[str], queue: str, handler: RequestHandler
     ) -> None:
-        """Answer requests on ``subjects`` in the queue group ``queue`` (core NATS).
-
-        nats-py runs a subscription's callback for one message at a time: each request is
-        answered in a task of its own (at most ``REQUESTS_IN_FLIGHT`` at once), so a slow call
-        holds up no other.
-        """
-        slots = asyncio.Semaphore(REQUESTS_IN_FLIGHT)
-        running: set[asyncio.Task[None]] = set()
-
-        async def answer(msg: Msg) -> None:
-            try:
-                reply = await handler(msg.data, msg.reply)
-                if reply is not None and msg.reply:
-                    with contextlib.suppress(NatsError):
-                        await msg.respond(reply)
-            finally:
-                slots.release()
-
-        async def on_request(msg: Msg) -> None:
-            await slots.acquire()
-            task = asyncio.create_task(answer(msg))
-            running.add(task)
-            task.add_done_callback(running.discard)
-
-        nc = self._client()
-        subs = [await nc.subscribe(s, queue=queue, cb=on_request) for s in subjects]
-        try:
-            await nc.flush()
-            await asyncio.Event().wait()
-        finally:
-            for sub in subs:
-                with contextlib.suppress(NatsError, BadSubscriptionError):
-                    await sub.unsubscribe()
-            for task in running:
-                task.cancel()
+        """Answer requests on ``subjects`` in the queue group ``queue`` (core NATS)."""
+        await self._requests.serve(subjects, queue, handler)
 
     def new_inbox(self) -> str:
         """A reply subject of this bus's own for one ``request(reply=…)``."""
-        return f"{self._reply_root}.{secrets.token_hex(8)}"
+        return self._requests.new_inbox()
 
     async def request(
         self, subject: str, data: bytes, within: float, *, reply: str | None = None
     ) -> bytes | None:
         """One request/reply; None when nats-server says no one listens."""
-        try:
-            if reply is None:
-                answer = await self._client().request(subject, data, timeout=within)
-            else:
-                answer = await self._request_on(subject, data, within, reply)
-        except NoRespondersError:
-            return None
-        except (*_RETRYABLE, NatsError) as exc:
-            raise Unanswered(f"no answer on {subject} within {within:g}s ({exc!r})") from exc
-        return answer.data
-
-    async def _request_on(self, subject: str, data: bytes, within: float, reply: str) -> Msg:
-        """Publish with ``reply`` (a ``new_inbox`` subject) and await the one answer there."""
-        if not reply.startswith(f"{self._reply_root}."):
-            raise ValueError("reply must come from new_inbox()")
-        nc = self._client()
-        await self._replies_subscribed(nc)
-        waiting: asyncio.Future[Msg] = asyncio.get_running_loop().create_future()
-        self._replies[reply] = waiting
-        try:
-            await nc.publish(subject, data, reply=reply)
-            async with asyncio.timeout(within):
-                answer = await waiting
-        finally:
-            self._replies.pop(reply, None)
-        if answer.headers and answer.headers.get(Header.STATUS) == "503":
-            raise NoRespondersError
-        return answer
-
-    async def _replies_subscribed(self, nc: NatsClient) -> None:
-        async with self._reply_lock:
-            if self._reply_sub is not None:
-                return
-
-            async def on_reply(msg: Msg) -> None:
-                waiting = self._replies.pop(msg.subject, None)
-                if waiting is not None and not waiting.done():
-                    waiting.set_result(msg)
-
-            self._reply_sub = await nc.subscribe(f"{self._reply_root}.*", cb=on_reply)
+        return await self._requests.request(subject, data, within, reply=reply)
 
     # --- other networks --------------------------------------------------------------------
 
@@ -750,7 +516,7 @@ class JetStreamBus:
                     pending_msgs_limit=100_000,
                 )
                 break
-            except (NotFoundError, *_RETRYABLE):
+            except (NotFoundError, *RETRYABLE):
                 # That network has no log yet (no node of it has started) or NATS is away.
                 logger.info("network %s has no log to follow yet; waiting", network)
                 await asyncio.sleep(FOLLOW_RETRY)
