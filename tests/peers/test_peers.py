@@ -101,12 +101,16 @@ async def test_a_silent_node_turns_offline_with_its_agents_and_subscribers_hear_
     assert a.peers.peer(b.node_id) is not None
     assert a.peers.peer(b.node_id).status == "offline"  # type: ignore[union-attr]
     events = (await a.subscriptions.events(LOCAL_CALLER, sub["subscription_id"]))["events"]
+    # Only B's loss counts: on a starved machine A's own beats may come late enough for a
+    # witness to call A offline for a moment, which is the rule working, not this test's subject.
     lost = [
         e
         for e in events
-        if e["event_type"] == "network_status" and e["data"]["status"] == "offline"
+        if e["event_type"] == "network_status"
+        and e["data"]["status"] == "offline"
+        and e["data"]["node_id"] == b.node_id
     ]
-    assert [e["data"]["node_id"] for e in lost] == [b.node_id]
+    assert len(lost) == 1
     assert lost[0]["data"]["reason"] == "missed heartbeats"
     offline = [e for e in events if e["event_type"] == "agent_announcement"]
     assert [e["data"]["agent"]["id"] for e in offline if e["data"]["action"] == "offline"] == [
