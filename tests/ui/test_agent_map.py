@@ -63,6 +63,7 @@ async def test_an_agent_row_opens_its_page_with_inbox_tasks_reservations_and_thr
     served: Served, browser: Browser, width: int
 ) -> None:
     owner, secret = await _token(served, "alpha-team", ["alpha"], Scope.WRITE)
+    _, teammate = await _token(served, "alpha-reviewer", ["alpha"], Scope.WRITE)
     await _announce(served, owner, "alice-dev", "alpha")
     await _announce(served, owner, "bob-dev", "alpha")
     await _post(served, owner, "bob-dev", "alice-dev", "text", {"text": "schema is ready"})
@@ -97,7 +98,16 @@ async def test_an_agent_row_opens_its_page_with_inbox_tasks_reservations_and_thr
         assert board.problems.messages == []
     finally:
         await tab.__aexit__(None, None, None)
+    # The page's link, opened by a teammate: the work shows, the inbox is private.
+    async with open_tab(browser, f"{served.url}/ui{hash_}", width) as other:
+        await other.sign_in(teammate)
+        await other.page.locator('[data-agent-page="alice-dev"]').wait_for()
+        private = await other.page.locator("#agent-inbox").inner_text()
+        their_tasks = await other.page.locator("#agent-tasks").inner_text()
+        assert other.problems.messages == []
 
+    assert "This inbox is private" in private and "schema is ready" not in private
+    assert "LGTM, ship it" in their_tasks
     assert "schema is ready" in inbox and "bob-dev" in inbox
     assert "LGTM, ship it" in result
     assert "completed" in tasks and "75 s" in tasks
