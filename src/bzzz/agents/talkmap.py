@@ -5,7 +5,9 @@ task assignments delivered between two of them in a window of at most 24 hours, 
 threads the caller may read that were active in the window. The counts come from the inbox
 (one row per delivery, indexed by agent and time) joined to the messages, read in ONE query
 that stops after ``MAX_DELIVERIES`` rows: a window with more deliveries answers
-``truncated: true`` with the counts of the rows read. Counts are metadata of the caller's
+``truncated: true`` with the counts of the rows read (read in index order: agent by agent,
+not a sample). An edge's messages come from the newest ``EDGE_SCANNED`` deliveries to each of
+its two agents. Counts are metadata of the caller's
 own projects; the messages behind an edge (``edge``) are listed only where the caller may
 read them: a thread's message by who reads the thread, another by who reads the inbox of
 its recipient or of its sender (owner, project admin); the rest are counted as hidden.
@@ -14,10 +16,11 @@ its recipient or of its sender (owner, project admin); the rest are counted as h
 from __future__ import annotations
 
 from collections.abc import Sequence
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import and_, or_, select
+from sqlalchemy import select
+from sqlalchemy.ext.asyncio import AsyncSession
 
 from bzzz import domain
 from bzzz.agents.page import require_project
@@ -42,8 +45,10 @@ MAX_DELIVERIES = 5000
 # The most recent threads looked at for groups, and the most groups drawn.
 SCANNED_THREADS = 200
 MAX_GROUPS = 50
-# The most messages an edge lists (newest first).
+# The most messages an edge lists (newest first), and the most deliveries it reads each way
+# (the newest of the recipient's in the window, whoever sent them).
 EDGE_MESSAGES = 100
+EDGE_SCANNED = 5000
 
 
 def window_seconds(window: str) -> int:
@@ -167,27 +172,18 @@ class TalkMap:
                 )
             pair.append(agent)
         async with self._db.session() as session:
-            query = (
-                select(MessageRow, InboxRow.agent_id)
-                .join(InboxRow, InboxRow.message_id == MessageRow.id)
-                .where(
-                    InboxRow.agent_id.in_([a, b]),
-                    InboxRow.posted_at >= since,
-                    or_(
-                        and_(InboxRow.agent_id == b, MessageRow.sender == a),
-                        and_(InboxRow.agent_id == a, MessageRow.sender == b),
-                    ),
-                )
-                .order_by(InboxRow.posted_at.desc(), MessageRow.id.desc())
-                .limit(EDGE_MESSAGES)
-            )
-            rows = (await session.execute(query)).all()
+            rows = [
+                *await _delivered(session, sender=a, recipient=b, since=since),
+                *await _delivered(session, sender=b, recipient=a, since=since),
+            ]
+            rows.sort(key=lambda row: (row[1], row[0].id), reverse=True)
+            rows = rows[:EDGE_MESSAGES]
             thread_ids = {row[0].thread_id for row in rows if row[0].thread_id}
             repo = Repository(session)
             threads = {tid: await repo.thread(tid) for tid in sorted(thread_ids)}
         agents = {agent.id: agent for agent in pair}
         shown: list[dict[str, Any]] = []
-        for row, recipient in rows:
+        for row, _, recipient in rows:
             message = message_from_row(row)
             if self._reads(caller, message, agents, threads.get(message.thread_id or "")):
                 shown.append(message_info(message) | {"recipient": recipient})
@@ -214,6 +210,28 @@ class TalkMap:
             agents.get(r) for r in message.recipients
         ]
         return any(agent is not None and self._agents.may_read(caller, agent) for agent in ends)
+
+
+async def _delivered(
+    session: AsyncSession, *, sender: str, recipient: str, since: datetime
+) -> list[tuple[MessageRow, datetime, str]]:
+    """The messages ``sender`` sent ``recipient`` since then, newest first, among the newest
+    EDGE_SCANNED deliveries to ``recipient`` (its inbox index, read backwards)."""
+    recent = (
+        select(InboxRow.message_id, InboxRow.posted_at)
+        .where(InboxRow.agent_id == recipient, InboxRow.posted_at >= since)
+        .order_by(InboxRow.posted_at.desc())
+        .limit(EDGE_SCANNED)
+        .subquery()
+    )
+    query = (
+        select(MessageRow, recent.c.posted_at)
+        .join(recent, recent.c.message_id == MessageRow.id)
+        .where(MessageRow.sender == sender)
+        .order_by(recent.c.posted_at.desc())
+        .limit(EDGE_MESSAGES)
+    )
+    return [(row, at, recipient) for row, at in (await session.execute(query)).all()]
 
 
 def _edge(sender: str, recipient: str) -> dict[str, Any]:
