@@ -129,6 +129,8 @@ async def test_the_agent_page_shows_the_owner_its_inbox_tasks_reservations_and_t
     narrowed = await team.get("/api/v1/agents/alice-dev/page", beta_h, project="alpha")
 
     assert mine["agent"]["id"] == "alice-dev" and mine["agent"]["project"] == "alpha"
+    lease = mine["lease"]
+    assert lease["lease_bound"] is True and 0 < lease["seconds_left"] <= lease["lease_seconds"]
     assert mine["inbox"]["readable"] is True
     texts = [m["content"].get("text") for m in mine["inbox"]["messages"]]
     assert "the schema is ready" in texts
@@ -168,6 +170,8 @@ async def test_the_map_counts_messages_and_tasks_per_pair_within_the_window(team
     )
     await team.node.conversations.post(alpha, task)
     await team.say(beta, "b1", "b1", "note to self")
+    plans = ThreadInput(action="create", topic="Plans", participants=["a2", "a3"], agent_id="a1")
+    made = await team.node.conversations.thread(alpha, plans)
 
     hour = await team.ok("/api/v1/map", alpha_h, window="1h")
     day = await team.ok("/api/v1/map", every_h, window="24h", project="alpha")
@@ -182,6 +186,8 @@ async def test_the_map_counts_messages_and_tasks_per_pair_within_the_window(team
     assert (pair["source_to_target"], pair["target_to_source"]) == (3, 1)
     assert {n["id"] for n in hour["nodes"]} == {"a1", "a2", "a3"}
     assert hour["truncated"] is False
+    (group,) = hour["groups"]
+    assert group["thread_id"] == made["thread_id"] and set(group["members"]) == {"a1", "a2", "a3"}
     assert [e["messages"] for e in day["edges"] if e["target"] == "a2"] == [5]
     assert {n["id"] for n in day["nodes"]} == {"a1", "a2", "a3"}
     assert "b1" in {n["id"] for n in everything["nodes"]}

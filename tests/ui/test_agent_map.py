@@ -95,6 +95,10 @@ async def test_an_agent_row_opens_its_page_with_inbox_tasks_reservations_and_thr
         held = await page.locator("#agent-reservations").inner_text()
         threads = await page.locator("#agent-threads").inner_text()
         hash_ = await page.evaluate("() => location.hash")
+        # Live: a message that arrives now shows without a reload.
+        await _post(served, owner, "bob-dev", "alice-dev", "text", {"text": "one more thing"})
+        await page.locator("#agent-inbox", has_text="one more thing").wait_for()
+        assert len(board.loads) == 1
         assert board.problems.messages == []
     finally:
         await tab.__aexit__(None, None, None)
