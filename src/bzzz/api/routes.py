@@ -20,11 +20,11 @@ def operations(node: Node) -> list[Operation]:
     return (
         whoosh.operations(node)
         + rest.operations(node)
+        + dashboard.operations(node)
         + console.operations(node)
         + stream.operations(node)
         + replay.operations(node)
         + reservations.operations(node)
-        + dashboard.operations(node)
     )
 
 

@@ -1,9 +1,9 @@
 // The human console: escalations addressed to humans, a thread with its history, and what a
 // person does in it (post, decide, agree or disagree, resolve) as the agent human-<name>.
+import { agentLink } from "./agent.js";
 import { api } from "./api.js";
 import { badge, el, replace, table, text, when } from "./dom.js";
 import { asOf, threadAt, timeSlider } from "./replay.js";
-import { agentLink } from "./agent.js";
 
 const asksHuman = (e) => (e.actions || []).some((a) => a && a.type === "notify_human");
 
