@@ -111,6 +111,11 @@ export function renderMap(data, report) {
   const width = Math.max(Math.min(host.clientWidth || 640, 900), 300);
   const height = Math.round(Math.min(Math.max(width * 0.8, 300), 620));
   const at = positions(data.nodes, width, height);
+  // An edge listed that is no longer drawn (another window or project): its list goes too.
+  if (selected && !data.edges.some((e) => `${e.source}|${e.target}` === selected)) {
+    selected = null;
+    replace("map-edge");
+  }
   const projects = [...new Set(data.nodes.map((n) => n.project || ""))].sort();
   const drawing = svg("svg", { viewBox: `0 0 ${width} ${height}`, width, height, class: "talk-map",
     role: "group", "aria-label": `who talks to whom in the last ${WINDOWS[data.window]}`,
