@@ -13,6 +13,7 @@ from typing import Any
 
 import httpx
 import pytest
+from audit.support import chain_of
 
 from bzzz.access.keys import principal_key
 from bzzz.api.app import build_app
@@ -147,6 +148,12 @@ async def test_the_agent_page_shows_the_owner_its_inbox_tasks_reservations_and_t
     refused(other, 404, "AGENT_NOT_FOUND")
     assert "alpha" not in other.text and "schema" not in other.text
     refused(narrowed, 403, "PERMISSION_DENIED")
+    # Reads of an inbox are on the audit trail, refused ones too.
+    records = await chain_of(team.node)
+    reads = [(r.action, r.outcome) for r in records if r.action.endswith("/page")]
+    assert reads.count(("http:GET /api/v1/agents/alice-dev/page", "ok")) == 4
+    assert ("http:GET /api/v1/agents/alice-dev/page", "AGENT_NOT_FOUND") in reads
+    assert ("http:GET /api/v1/agents/alice-dev/page", "PERMISSION_DENIED") in reads
 
 
 async def test_the_map_counts_messages_and_tasks_per_pair_within_the_window(team: Team) -> None:

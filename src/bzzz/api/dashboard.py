@@ -110,7 +110,6 @@ def operations(node: Node) -> list[Operation]:
 
     async def audited(
         request: Request,
-        name: str,
         params: dict[str, Any],
         read: Callable[[Caller], Awaitable[Any]],
     ) -> Any:
@@ -127,7 +126,7 @@ def operations(node: Node) -> list[Operation]:
                     at=stamp(node.clock.now()),
                     principal=caller.principal.id[:256],
                     session="http",
-                    action=f"http:GET {name}"[:128],
+                    action=f"http:GET {request.url.path}"[:128],
                     outcome=outcome[:64],
                     digest=digest(params),
                     target=str(request.url.path)[:512],
@@ -139,7 +138,6 @@ def operations(node: Node) -> list[Operation]:
         agent_id = request.path_params["agent_id"]
         return await audited(  # type: ignore[no-any-return]
             request,
-            "agent_page",
             {"agent_id": agent_id, "project": query.project},
             lambda caller: pages.page(caller, agent_id, query.project),
         )
@@ -152,7 +150,6 @@ def operations(node: Node) -> list[Operation]:
         query = query_of(request, EdgeQuery)
         return await audited(  # type: ignore[no-any-return]
             request,
-            "map_edge",
             query.model_dump(),
             lambda caller: talk.edge(caller, query.a, query.b, query.window, query.project),
         )
