@@ -167,6 +167,10 @@ export function renderAgentPage(page, onOpenThread) {
 }
 
 export async function loadAgentPage(agentId, onOpenThread) {
+  const host = document.getElementById("agent-page");
+  const shown = host.querySelector("[data-agent-page]");
+  // Another agent's page does not stay up while this one loads.
+  if (shown && shown.dataset.agentPage !== agentId) replace(host, el("p", { class: "meta" }, "Loading…"));
   const page = await api(`/api/v1/agents/${encodeURIComponent(agentId)}/page`);
   renderAgentPage(page, onOpenThread);
 }

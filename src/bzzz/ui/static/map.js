@@ -17,7 +17,12 @@ export function edgeLabel(e) {
     + `${plural(e.tasks, "task assignment")}`;
 }
 
-function short(id) { return id.length > 16 ? `${id.slice(0, 15)}…` : id; }
+// A label cut to the room it has inside the drawing (12 px monospace: ~7.3 px a character);
+// the whole id is in the node's title and aria-label.
+function fitted(id, room) {
+  const most = Math.max(4, Math.floor(room / 7.3));
+  return id.length > most ? `${id.slice(0, most - 1)}…` : id;
+}
 
 function controls(data) {
   const select = el("select", { id: "map-window", "aria-label": "time window" },
@@ -74,7 +79,7 @@ function edgeShape(e, at, onPick) {
   g.append(svg("line", { x1: a.x, y1: a.y, x2: b.x, y2: b.y, class: "hit" }));
   g.append(svg("line", { x1: a.x, y1: a.y, x2: b.x, y2: b.y, class: e.messages ? "wire" : "wire task",
     "stroke-width": width }));
-  const count = e.tasks ? `${e.messages} · ${e.tasks}t` : String(e.messages);
+  const count = !e.tasks ? String(e.messages) : e.messages ? `${e.messages} + ${e.tasks}t` : `${e.tasks}t`;
   const mx = (a.x + b.x) / 2, my = (a.y + b.y) / 2;
   g.append(svg("rect", { x: mx - 5 - count.length * 3.6, y: my - 10, width: 10 + count.length * 7.2,
     height: 20, rx: 9, class: "count-back" }));
@@ -87,7 +92,7 @@ function edgeShape(e, at, onPick) {
   return g;
 }
 
-function nodeShape(node, at, projects) {
+function nodeShape(node, at, projects, width) {
   const p = at.get(node.id);
   const label = `agent ${node.id}, ${node.role}, project ${node.project || "none"}, ${node.status}`;
   const link = svg("a", { href: hrefOf({ tab: "agent", agent: node.id }), class: "map-node-link",
@@ -100,8 +105,11 @@ function nodeShape(node, at, projects) {
   const anchor = Math.abs(cos) < 0.3 ? "middle" : cos > 0 ? "start" : "end";
   const dx = anchor === "middle" ? 0 : cos > 0 ? 19 : -19;
   const dy = anchor === "middle" ? (sin > 0 ? 30 : -20) : 4;
-  g.append(svg("text", { x: p.x + dx, y: p.y + dy, "text-anchor": anchor, class: "node-label" },
-    short(node.id)));
+  const x = p.x + dx;
+  const room = anchor === "start" ? width - x - 4 : anchor === "end" ? x - 4
+    : 2 * Math.min(x, width - x) - 8;
+  g.append(svg("text", { x, y: p.y + dy, "text-anchor": anchor, class: "node-label" },
+    fitted(node.id, room)));
   link.append(g);
   return link;
 }
@@ -128,7 +136,7 @@ export function renderMap(data, report) {
     const shape = edgeShape(e, at, pick);
     if (shape) layers[1].append(shape);
   }
-  for (const node of data.nodes) layers[2].append(nodeShape(node, at, projects));
+  for (const node of data.nodes) layers[2].append(nodeShape(node, at, projects, width));
   drawing.append(...layers);
   const legend = projects.length > 1 ? el("ul", { class: "map-legend" },
     projects.map((p, i) => el("li", { class: `proj-${i % 6}` }, el("span", { class: "swatch" }), p || "no project")))
@@ -136,7 +144,10 @@ export function renderMap(data, report) {
   replace(host, el("h2", {}, "Who talks to whom"), controls(data),
     data.nodes.length ? el("div", { class: "map-frame" }, drawing)
       : el("p", { class: "empty" }, "No agent of this token's projects was active in this window."),
-    legend);
+    legend,
+    data.nodes.length ? el("p", { class: "meta map-key" }, "An edge's label counts its messages, "
+      + "and its task assignments with a t (dashed: task assignments only); a shaded area holds a "
+      + "thread's members. Select an edge to read its messages.") : null);
 }
 
 async function showEdge(e, report) {

@@ -68,7 +68,7 @@ export function renderTasks(tasks) {
     { label: "Description", class: "text", cell: (t) => t.description },
     { label: "Status", cell: (t) => badge(t.status) },
     { label: "Assigned by · started", cell: (t) => el("span", { class: "stack" },
-      el("span", { class: "mono id" }, t.assigner), el("span", { dataset: { started: t.id } },
+      agentLink(t.assigner), el("span", { dataset: { started: t.id } },
         when(t.startTime))) },
   ], tasks, "No task of an agent this token reads."));
 }
