@@ -44,3 +44,11 @@ class Leases:
         """Drop the leases of agents that went offline."""
         for agent_id in agent_ids:
             self._renewed.pop(agent_id, None)
+
+    def remaining(self, agent: domain.Agent) -> float | None:
+        """Seconds left on ``agent``'s lease by this node's clock; None when it lives by its
+        session instead (an MCP session, a stdio process, a hosted agent)."""
+        if not lease_bound(agent.session_id):
+            return None
+        renewed = self._renewed.get(agent.id, self._started)
+        return max(0.0, renewed + self.seconds - self._clock())

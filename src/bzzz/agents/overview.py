@@ -12,7 +12,8 @@ from __future__ import annotations
 from typing import Any
 
 from bzzz import domain
-from bzzz.agents.service import AgentService
+from bzzz.agents.page import require_project
+from bzzz.agents.service import AgentService, thread_project
 from bzzz.agents.views import task_info, thread_info
 from bzzz.domain import iso
 from bzzz.eventlog import Caller
@@ -34,12 +35,20 @@ class Overview:
         self._agents = agents
         self._node_id = node_id
 
-    async def threads(self, caller: Caller, limit: int) -> list[dict[str, Any]]:
-        """The caller's readable threads, most recently active first, with their SLURP events."""
+    async def threads(
+        self, caller: Caller, limit: int, project: str | None = None
+    ) -> list[dict[str, Any]]:
+        """The caller's readable threads (of ``project`` only, when named), most recently
+        active first, with their SLURP events."""
+        require_project(caller.principal, project)
         async with self._db.session() as session:
             repo = Repository(session)
             recent = await repo.recent_threads(SCANNED_THREADS)
-            shown = [t for t in recent if self._reads(caller, t)][:limit]
+            shown = [
+                t
+                for t in recent
+                if self._reads(caller, t) and (project is None or thread_project(t) == project)
+            ][:limit]
             slurp = await repo.slurp_events(self._node_id, None, SCANNED_SLURP_EVENTS)
         events: dict[str, list[dict[str, Any]]] = {}
         for event in slurp:
@@ -62,10 +71,13 @@ class Overview:
             return False
         return self._agents.may_read_thread(caller, thread)
 
-    async def tasks(self, caller: Caller, limit: int) -> list[dict[str, Any]]:
+    async def tasks(
+        self, caller: Caller, limit: int, project: str | None = None
+    ) -> list[dict[str, Any]]:
         """Tasks of the agents whose tasks the caller reads (owner, its project's credentials),
         and those the caller assigned as itself (an orchestrator follows what it gave), newest
-        first."""
+        first; of ``project``'s agents only, when named."""
+        require_project(caller.principal, project)
         everyone = self._agents.directory.matching(
             agent_id=None, role=None, project=None, task=None, online_only=False
         )
@@ -74,6 +86,7 @@ class Overview:
                 agent
                 for agent in everyone
                 if caller.principal.may_see_project(agent.project)
+                and (project is None or agent.project == project)
                 and self._agents.may_read_tasks(caller, agent)
             ),
             key=lambda agent: agent.last_activity,
@@ -89,7 +102,11 @@ class Overview:
                 assignee = self._agents.directory.get(task.agent_id)
                 # Only within the caller's projects still (an assignee may move to another,
                 # a JWT's projects may shrink).
-                if assignee is not None and caller.principal.may_see_project(assignee.project):
+                if (
+                    assignee is not None
+                    and caller.principal.may_see_project(assignee.project)
+                    and (project is None or assignee.project == project)
+                ):
                     found.setdefault(task.id, (task, assignee.project))
         ordered = sorted(found.values(), key=lambda pair: pair[0].start_time, reverse=True)
         return [

@@ -18,7 +18,7 @@ from bzzz.api.handlers import API, Operation, body_of, caller_of, query_of
 from bzzz.conversations.humans import HumanDesk
 from bzzz.mcp.sessions import principal_of
 from bzzz.node.core import Node
-from bzzz.schemas import AddressText, GetInput, MintedId
+from bzzz.schemas import AddressText, GetInput, Identifier, MintedId
 
 
 class _Model(BaseModel):
@@ -29,6 +29,7 @@ class OverviewQuery(_Model):
     """How many entries an overview lists."""
 
     limit: int = Field(100, ge=1, le=500)
+    project: Identifier | None = Field(None, description="only this project's")
 
 
 class ContentQuery(_Model):
@@ -57,12 +58,12 @@ def operations(node: Node) -> list[Operation]:
 
     async def overview_threads(request: Request) -> dict[str, Any]:
         query = query_of(request, OverviewQuery)
-        threads = await overview.threads(caller_of(request), query.limit)
+        threads = await overview.threads(caller_of(request), query.limit, query.project)
         return {"success": True, "threads": threads, "count": len(threads)}
 
     async def overview_tasks(request: Request) -> dict[str, Any]:
         query = query_of(request, OverviewQuery)
-        tasks = await overview.tasks(caller_of(request), query.limit)
+        tasks = await overview.tasks(caller_of(request), query.limit, query.project)
         return {"success": True, "tasks": tasks, "count": len(tasks)}
 
     async def content(request: Request) -> dict[str, Any]:

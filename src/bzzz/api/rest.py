@@ -14,6 +14,7 @@ from starlette.requests import Request
 
 from bzzz import domain
 from bzzz.agents.overview import Overview
+from bzzz.agents.page import require_project
 from bzzz.agents.service import thread_project
 from bzzz.api import answers as a
 from bzzz.api.handlers import API, Operation, body_of, caller_of, query_of
@@ -49,6 +50,7 @@ class AgentsQuery(_Model):
     availability: bool | None = None
     performance_threshold: float | None = Field(None, ge=0, le=1)
     limit: int = Field(100, ge=1, le=1000)
+    project: Identifier | None = Field(None, description="only this project's agents")
 
 
 class HistoryQuery(_Model):
@@ -87,6 +89,7 @@ class EscalationsQuery(_Model):
 
     open: bool = False
     limit: int = Field(100, ge=1, le=500)
+    project: Identifier | None = Field(None, description="only this project's threads'")
 
 
 class WebhooksQuery(_Model):
@@ -154,7 +157,15 @@ class Routes:
         params = LookupInput(
             semantic_address=query.address, filter_criteria=criteria, limit=query.limit
         )
-        return await self.node.agents.lookup(caller_of(request), params)
+        caller = caller_of(request)
+        require_project(caller.principal, query.project)
+        found = await self.node.agents.lookup(caller, params)
+        if query.project is not None:
+            # The dashboard's project filter: that project's agents only (a lookup of any
+            # project also lists the agents of none).
+            found["matches"] = [m for m in found["matches"] if m.get("project") == query.project]
+            found["count"] = len(found["matches"])
+        return found
 
     async def announce(self, request: Request) -> dict[str, Any]:
         """Announce an agent (bzzz_announce); 409 when its id is held by another caller."""
@@ -213,16 +224,21 @@ class Routes:
         async with self.node.db.session() as session:
             repo = Repository(session)
             found = await repo.escalations(open_only=query.open, limit=query.limit)
+            require_project(caller.principal, query.project)
             readable = {
                 thread_id
                 for thread_id in {e.thread_id for e in found}
-                if await self._reads(caller, await repo.thread(thread_id))
+                if await self._reads(caller, await repo.thread(thread_id), query.project)
             }
         shown = [e.to_json() for e in found if e.thread_id in readable]
         return {"success": True, "escalations": shown, "count": len(shown)}
 
-    async def _reads(self, caller: Caller, thread: domain.Thread | None) -> bool:
+    async def _reads(
+        self, caller: Caller, thread: domain.Thread | None, project: str | None = None
+    ) -> bool:
         if thread is None or not caller.principal.may_see_project(thread_project(thread)):
+            return False
+        if project is not None and thread_project(thread) != project:
             return False
         return self.node.agents.may_read_thread(caller, thread)
 

@@ -8,7 +8,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from bzzz.api import console, replay, reservations, rest, stream, whoosh
+from bzzz.api import console, dashboard, replay, reservations, rest, stream, whoosh
 from bzzz.api.handlers import Operation, routes_of
 from bzzz.api.openapi import OPENAPI_PATH, document
 from bzzz.api.ui import ui_routes
@@ -20,6 +20,7 @@ def operations(node: Node) -> list[Operation]:
     return (
         whoosh.operations(node)
         + rest.operations(node)
+        + dashboard.operations(node)
         + console.operations(node)
         + stream.operations(node)
         + replay.operations(node)

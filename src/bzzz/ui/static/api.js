@@ -23,9 +23,13 @@ export const auth = {
   },
 };
 
+// Query parameters a GET carries whichever view asks (the project filter, filter.js).
+export const scope = { extra: () => ({}) };
+
 export async function api(path, { method = "GET", body, query } = {}) {
   const url = new URL(path, location.origin);
-  for (const [key, value] of Object.entries(query || {})) {
+  const extra = method === "GET" ? scope.extra(url.pathname) : {};
+  for (const [key, value] of Object.entries({ ...extra, ...(query || {}) })) {
     if (value !== undefined && value !== null) url.searchParams.set(key, String(value));
   }
   const headers = { Accept: "application/json", ...auth.headers() };

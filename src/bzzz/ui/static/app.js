@@ -4,6 +4,9 @@ import { api, ApiError, auth, EventStream } from "./api.js";
 import { el, replace, tick } from "./dom.js";
 import { renderConsole, renderThread } from "./console.js";
 import { renderReservations } from "./reservations.js";
+import { loadAgentPage } from "./agent.js";
+import { mountFilter, readHash, remember, view } from "./filter.js";
+import { loadMap } from "./map.js";
 import {
   eventLine, renderAgents, renderCosts, renderPeers, renderSearch, renderTasks, renderThreads,
   renderWebhooks,
@@ -57,9 +60,12 @@ const loaders = {
   async thread() {
     if (state.openThread) await renderThread(state.openThread, state.who, state.escalations, report);
   },
+  // The map and an agent's page are read while they are shown (filter.js, map.js, agent.js).
+  async map() { if (!$("tab-map").hidden) await loadMap(report); },
+  async agent() { if (view.agent && !$("tab-agent").hidden) await loadAgentPage(view.agent, openThread); },
 };
 const ORDER = ["metrics", "agents", "threads", "tasks", "reservations", "costs", "peers", "webhooks", "console",
-  "thread"];
+  "thread", "map", "agent"];
 
 // Which sections an event changes.
 const AFFECTS = {
@@ -107,7 +113,8 @@ function onEvent(type, payload) {
   const list = $("events");
   list.prepend(eventLine(type, payload));
   while (list.children.length > 40) list.lastElementChild.remove();
-  refresh([...(AFFECTS[type] || ["agents", "threads"]), ...(type.startsWith("task") ? ["tasks"] : [])]);
+  refresh([...(AFFECTS[type] || ["agents", "threads"]), ...(type.startsWith("task") ? ["tasks"] : []),
+    "map", "agent"]);
 }
 
 function onStreamState(stateName) {
@@ -132,6 +139,19 @@ function showTab(name) {
   for (const section of document.querySelectorAll(".tab")) {
     section.hidden = section.id !== `tab-${name}`;
   }
+  remember({ tab: name, agent: name === "agent" ? view.agent : null });
+}
+
+// A link or the back button moved the hash: show where it points (a new project: every view).
+function followHash() {
+  const changed = readHash();
+  if (changed.includes("project")) {
+    const select = $("project-filter");
+    if (select) select.value = view.project || "";
+    refresh(ORDER);
+  }
+  if (view.tab && $(`tab-${view.tab}`)) showTab(view.tab);
+  if (view.tab === "agent" || view.tab === "map") refresh([view.tab]);
 }
 
 async function openThread(threadId) {
@@ -199,7 +219,8 @@ async function start() {
   }
   showWho(state.who);
   $("main").hidden = false;
-  showTab(state.who.human ? "console" : "agents");
+  try { await mountFilter(report); } catch (error) { report(error); }
+  showTab(view.tab && $(`tab-${view.tab}`) ? view.tab : state.who.human ? "console" : "agents");
   state.stream = new EventStream(onEvent, onStreamState);
   state.stream.start();
   refresh(ORDER);
@@ -208,6 +229,8 @@ async function start() {
   // A thread's messages are not among the stream's event types: the open thread is re-read.
   state.threadPoll = setInterval(() => {
     if (state.openThread && !$("tab-console").hidden) refresh(["thread"]);
+    // Nor are direct messages: the map and an agent's page, when shown, too.
+    if (!$("tab-map").hidden || !$("tab-agent").hidden) refresh(["map", "agent"]);
   }, 2000);
 }
 
@@ -245,6 +268,8 @@ function wire() {
   });
   $("anonymous").addEventListener("click", () => { auth.token = null; start(); });
   $("sign-out").addEventListener("click", () => signOut("Signed out."));
+  readHash();
+  window.addEventListener("hashchange", () => { if (state.who) followHash(); });
   open();
   // "12 s ago" stays true: every relative time on the page is read again each second.
   setInterval(() => tick(), 1000);

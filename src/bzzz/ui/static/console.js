@@ -1,5 +1,6 @@
 // The human console: escalations addressed to humans, a thread with its history, and what a
 // person does in it (post, decide, agree or disagree, resolve) as the agent human-<name>.
+import { agentLink } from "./agent.js";
 import { api } from "./api.js";
 import { badge, el, replace, table, text, when } from "./dom.js";
 import { asOf, threadAt, timeSlider } from "./replay.js";
@@ -29,7 +30,7 @@ function messageItem(message, person, onStance) {
   return el("li", { class: `message${message.sender.startsWith("human-") ? " human" : ""}`,
     dataset: { message: message.id } },
     el("div", { class: "message-head" },
-      el("strong", {}, message.sender), " ", el("span", { class: "type" }, message.messageType),
+      el("strong", {}, agentLink(message.sender)), " ", el("span", { class: "type" }, message.messageType),
       message.stance ? el("span", { class: "stance" }, ` (${message.stance})`) : null,
       " ", when(message.timestamp)),
     el("div", { class: "message-text" }, text(message.content)),

@@ -1,12 +1,12 @@
 // The Reservations tab: who holds which paths of which project, and until when.
 import { badge, el, replace, table, when } from "./dom.js";
+import { agentLink } from "./agent.js";
 
 export function renderReservations(reservations) {
   replace("reservations", el("h2", {}, "Path reservations"), table([
     { label: "Paths", class: "text", cell: (r) => el("span", { class: "stack" },
       r.paths.map((p) => el("span", { class: "mono", dataset: { path: p } }, p))) },
-    { label: "Agent", cell: (r) => el("span", { class: "mono id", dataset: { holder: r.agent_id } },
-      r.agent_id) },
+    { label: "Agent", cell: (r) => agentLink(r.agent_id, { holder: r.agent_id }) },
     { label: "Project", cell: (r) => r.project || "—" },
     { label: "Mode", cell: (r) => badge(r.mode) },
     { label: "Reason", class: "text", cell: (r) => r.reason || "—" },

@@ -1,6 +1,7 @@
 // One function per section: data in (from /api/v1), DOM out.
 import { badge, card, el, percent, replace, table, text, usd, when } from "./dom.js";
 import { meter, spendChart } from "./chart.js";
+import { agentLink } from "./agent.js";
 
 export function renderAgents(agents, metrics) {
   const availability = metrics && metrics.agent_availability;
@@ -13,7 +14,7 @@ export function renderAgents(agents, metrics) {
   ];
   replace("agent-cards", cards);
   replace("agents", el("h2", {}, "Agents"), table([
-    { label: "Agent", cell: (a) => el("span", { class: "mono id", dataset: { agent: a.id } }, a.id) },
+    { label: "Agent", cell: (a) => agentLink(a.id, { agent: a.id }) },
     { label: "Role", cell: (a) => a.role },
     { label: "Project", cell: (a) => a.project || "—" },
     { label: "Status", cell: (a) => badge(a.status) },
@@ -36,7 +37,7 @@ function consensusCell(thread) {
 
 // Agent ids side by side: each whole on its line, the list free to wrap between them.
 function ids(list) {
-  return el("span", { class: "ids" }, list.map((id) => el("span", { class: "mono id" }, id)));
+  return el("span", { class: "ids" }, list.map((id) => agentLink(id)));
 }
 
 export function renderThreads(threads, onOpen) {
@@ -61,13 +62,13 @@ export function renderTasks(tasks) {
     // The task's id over its agent's: two whole ids in one column leave room for the rest.
     { label: "Task · agent", cell: (t) => el("span", { class: "stack" },
       el("span", { class: "mono id", dataset: { task: t.id } }, t.id),
-      el("span", { class: "mono id muted" }, t.agent_id)) },
+      agentLink(t.agent_id, {}, "muted")) },
     { label: "Type · priority", cell: (t) => el("span", { class: "stack nowrap" },
       t.type, el("span", { class: "muted" }, t.priority)) },
     { label: "Description", class: "text", cell: (t) => t.description },
     { label: "Status", cell: (t) => badge(t.status) },
     { label: "Assigned by · started", cell: (t) => el("span", { class: "stack" },
-      el("span", { class: "mono id" }, t.assigner), el("span", { dataset: { started: t.id } },
+      agentLink(t.assigner), el("span", { dataset: { started: t.id } },
         when(t.startTime))) },
   ], tasks, "No task of an agent this token reads."));
 }
@@ -179,7 +180,7 @@ export function renderSearch(address, result) {
   const parts = [el("h2", {}, "Search"), el("p", { class: "mono" }, address)];
   if (result.matches) {
     parts.push(table([
-      { label: "Agent", cell: (a) => el("span", { class: "mono id" }, a.id) },
+      { label: "Agent", cell: (a) => agentLink(a.id) },
       { label: "Role", cell: (a) => a.role },
       { label: "Project", cell: (a) => a.project || "—" },
       { label: "Status", cell: (a) => badge(a.status) },
