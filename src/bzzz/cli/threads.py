@@ -135,8 +135,10 @@ async def _listed(settings: Settings, open_only: bool, limit: int) -> list[dict[
 
 
 def _list(args: argparse.Namespace, settings: Settings) -> int:
-    shown = asyncio.run(_listed(settings, args.open, args.limit))
-    if args.json:
+    # The group's options are suppressed when not given (so `list`'s own are not overwritten).
+    open_only, limit = getattr(args, "open", False), getattr(args, "limit", 50)
+    shown = asyncio.run(_listed(settings, open_only, limit))
+    if getattr(args, "json", False):
         out.print_json({"escalations": shown})
         return 0
     columns = [
@@ -162,7 +164,7 @@ def _list(args: argparse.Namespace, settings: Settings) -> int:
         ]
         for e in shown
     ]
-    out.print_table(f"escalations ({'open' if args.open else 'all'})", columns, cells)
+    out.print_table(f"escalations ({'open' if open_only else 'all'})", columns, cells)
     return 0
 
 

@@ -111,6 +111,7 @@ class Pager:
         self._links = links
         self._base_url = base_url
         self._audit = audit
+        self._started = False
         self.paged = 0
         self.delivered = 0
         self.failed_attempts = 0
@@ -124,6 +125,9 @@ class Pager:
         """Page every step that is due, deliver due pages; return when the next is due."""
         if not self.enabled:
             return None
+        if not self._started:
+            await self._unconfirmed()
+            self._started = True
         upcoming = await self._page_due()
         retry = await self._deliver_due()
         times = [t for t in (upcoming, retry) if t is not None]
@@ -216,6 +220,15 @@ class Pager:
 
     # --- deliveries ------------------------------------------------------------------------------
 
+    async def _unconfirmed(self) -> None:
+        """Pages this node was sending when it stopped: the receiver may have them."""
+        async with self._db.session() as session:
+            interrupted = await PagingRepository(session).sending(self._log.node_id)
+        stopped = "the node stopped during the attempt"
+        for page in interrupted:
+            state = {"status": "unconfirmed", "attempts": page.attempts, "error": stopped}
+            await self._emit_state(page, state)
+
     async def _deliver_due(self) -> datetime | None:
         now = self._clock.now()
         async with self._db.session() as session:
@@ -253,10 +266,12 @@ class Pager:
         target = target_of(rota, page.step, project, self._settings) if rota else None
         attempts = page.attempts + 1
         if target is None or target.url is None or target.secret is None:
-            error: str | None = "the step is no longer configured"
-            attempts = MAX_ATTEMPTS
-        else:
-            error = await self._post(client, target, self._body(page, escalation, thread, rota))
+            await self._record_attempt(page, MAX_ATTEMPTS, "the step is no longer configured")
+            return
+        # On the log before the POST: a node that dies during it never sends it again.
+        if not await self._emit_state(page, {"status": "sending", "attempts": attempts}):
+            return
+        error = await self._post(client, target, self._body(page, escalation, thread, rota))
         await self._record_attempt(page, attempts, error)
 
     def _body(
@@ -309,12 +324,7 @@ class Pager:
         self, page: EscalationPageRow, attempts: int, error: str | None
     ) -> None:
         now = self._clock.now()
-        state: dict[str, Any] = {
-            "escalation_id": page.escalation_id,
-            "step": page.step,
-            "attempts": attempts,
-            "error": error,
-        }
+        state: dict[str, Any] = {"attempts": attempts, "error": error}
         if error is None:
             state |= {"status": "delivered", "next_attempt_at": None}
             self.delivered += 1
@@ -333,13 +343,18 @@ class Pager:
             state |= {"status": "failed", "next_attempt_at": iso(now + timedelta(seconds=delay))}
             logger.info("escalation %s: step %d not delivered (%s); retry in %.1f s",
                         page.escalation_id, page.step, error, delay)  # fmt: skip
-        await self._log.emit(
+        await self._emit_state(page, state)
+
+    async def _emit_state(self, page: EscalationPageRow, state: dict[str, Any]) -> bool:
+        payload = {"escalation_id": page.escalation_id, "step": page.step} | state
+        outcome = await self._log.emit(
             "escalation.page_state",
             "thread",
             page.thread_id,
-            state,
+            payload,
             project=await thread_project_in(self._db, page.thread_id),
         )
+        return bool(outcome.get("ok"))
 
     # --- what the API and the dashboard show --------------------------------------------------
 

@@ -4,7 +4,8 @@ They decide in log order, so that several nodes (or one restarted) agree on who 
 
 - ``escalation.paged`` records step N of an escalation once (a second page of the same step is
   refused), only after step N-1, only while the escalation is open and unacknowledged;
-- ``escalation.page_state`` records an attempt at delivering a page, from the node that paged;
+- ``escalation.page_state`` records an attempt at delivering a page (before it is made, and its
+  result), from the node that paged;
 - ``escalation.acked`` records the first acknowledgement; any later one is refused.
 
 Each gives a ``human_notification`` event (``data.kind``: ``paged`` or ``acked``), so the
@@ -42,7 +43,9 @@ from bzzz.store.projection import (
 
 CHANNELS = ("webhook", "console", "admins")
 VIAS = ("console", "cli", "link", "api")
-PAGE_STATES = ("pending", "delivered", "failed", "dead")
+# pending: to send; sending: an attempt is under way (a node that died then never repeats it:
+# the receiver may have it, so it becomes unconfirmed); failed: to send again; dead: given up.
+PAGE_STATES = ("pending", "sending", "delivered", "failed", "dead", "unconfirmed")
 MAX_STEP = 64
 
 
@@ -157,7 +160,7 @@ def apply_page_state(session: Session, env: Envelope, limits: ProjectionLimits) 
         return Applied({"ok": False, "reason": "only the node that paged delivers"})
     status = p["status"]
     if status not in PAGE_STATES[1:]:
-        raise ValueError("status must be delivered, failed or dead")
+        raise ValueError(f"status must be one of {', '.join(PAGE_STATES[1:])}")
     attempts = p["attempts"]
     if not isinstance(attempts, int) or isinstance(attempts, bool) or attempts < row.attempts:
         return Applied({"ok": False, "reason": "an older attempt"})

@@ -70,3 +70,12 @@ class PagingRepository:
             .limit(1)
         )
         return rows.first()
+
+    async def sending(self, origin: str) -> list[EscalationPageRow]:
+        """This node's pages whose delivery was under way (when it stopped, if it is starting)."""
+        rows = await self.session.scalars(
+            select(EscalationPageRow).where(
+                EscalationPageRow.origin == origin, EscalationPageRow.status == "sending"
+            )
+        )
+        return list(rows)
