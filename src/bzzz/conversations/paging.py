@@ -281,14 +281,7 @@ class Pager:
         thread: domain.Thread,
         rota: RotaConfig | None,
     ) -> bytes:
-        expires = int(time.time() + self._settings.link_ttl)
-        base = self._base_url()
-        links = {
-            action: self._links.url(
-                base, LinkClaims(escalation.id, action, page.step, page.name, expires)
-            )
-            for action in ("ack", "resolve")
-        }
+        links = self.links(escalation.id, page.step, page.name)
         body = {
             "type": "escalation_page",
             "escalation": escalation.to_json(),
@@ -301,9 +294,19 @@ class Pager:
                 "paged_at": iso(page.paged_at),
                 "ack_timeout": self._settings.ack_timeout,
             },
-            "links": links | {"expires_at": iso(datetime.fromtimestamp(expires, UTC))},
+            "links": links,
         }
         return json.dumps(body, separators=(",", ":")).encode()
+
+    def links(self, escalation_id: str, step: int, name: str) -> dict[str, str]:
+        """The signed ack and resolve links of a page, and when they expire."""
+        expires = int(time.time() + self._settings.link_ttl)
+        base = self._base_url()
+        links = {
+            action: self._links.url(base, LinkClaims(escalation_id, action, step, name, expires))
+            for action in ("ack", "resolve")
+        }
+        return links | {"expires_at": datetime.fromtimestamp(expires, UTC).isoformat()}
 
     async def _post(self, client: httpx.AsyncClient, target: Target, body: bytes) -> str | None:
         assert target.url is not None and target.secret is not None
