@@ -11,6 +11,7 @@ import pytest
 from pydantic import SecretStr
 
 from bzzz.api.app import build_app
+from bzzz.audit import reading
 from bzzz.clock import ManualClock
 from bzzz.config import load_settings
 from bzzz.config.conversations import RotaConfig
@@ -77,9 +78,13 @@ async def test_a_page_walks_the_rota_once_per_step_until_acknowledged_from_the_c
                     f"/api/v1/escalations/{escalation_id}/ack", json={"via": "console"}
                 )
                 listed = await http.get("/api/v1/escalations")
+                thread_id = listed.json()["escalations"][0]["threadId"]
+                history = await http.get(f"/api/v1/threads/{thread_id}/envelopes")
             clock.advance(600)
             await node.paging.run_due()  # acknowledged: the admins are not paged
             last = await paging_of(node, escalation_id)
+            await node.audit.flush()
+            audited = [r.action for r in await reading.records(node.db)]
 
     assert [p["name"] for p in first["pages"]] == ["alice"]
     assert [(p["step"], p["name"], p["status"]) for p in last["pages"]] == [
@@ -95,6 +100,9 @@ async def test_a_page_walks_the_rota_once_per_step_until_acknowledged_from_the_c
     assert last["ack"]["via"] == "console" and last["ack"]["by"] == "anonymous"
     [shown] = listed.json()["escalations"]
     assert shown["paging"]["ack"]["via"] == "console"
+    types = [e["type"] for e in history.json()["envelopes"]]
+    assert types.count("escalation.paged") == 2 and types.count("escalation.acked") == 1
+    assert audited.count("escalation.paged") == 2 and audited.count("escalation.ack") == 1
 
 
 async def test_after_the_last_step_the_admins_are_paged_then_paging_stops(
@@ -244,3 +252,26 @@ def test_a_rotas_secrets_are_never_shown(tmp_path: Any) -> None:
     )
     shown = str(load_settings(config_file=path, environ={}).masked())
     assert "s3cr3t-value" not in shown and ":pw@" not in shown
+
+
+async def test_a_page_whose_sending_a_stopped_node_left_unfinished_is_never_sent_again(
+    make_node: NodeFactory, clock: ManualClock, http_receiver: ReceiverFactory
+) -> None:
+    async with http_receiver(lambda _n: 200) as alice:
+        settings = {"rota": rota(alice.url), "ack_timeout": 60}
+        async with make_node([rule("stuck", STUCK, NOTIFY)], escalation=settings) as node:
+            escalation_id = await escalate(node, clock)
+            await node.paging.run_due()
+            thread_id = (await node.escalations.list())[0].thread_id
+            # What a node killed during its POST leaves on the log, and a new start of it.
+            state = {"escalation_id": escalation_id, "step": 0, "status": "sending", "attempts": 2}
+            await node.log.emit("escalation.page_state", "thread", thread_id, state, project="shop")
+            restarted = type(node.paging)(
+                node.db, node.log, clock, node.settings.escalation, node.paging._links,
+                lambda: "http://127.0.0.1:7331",
+            )  # fmt: skip
+            await restarted.run_due()
+            [page] = (await paging_of(node, escalation_id))["pages"]
+
+    assert len(alice.requests) == 1
+    assert (page["status"], page["attempts"]) == ("unconfirmed", 2)
