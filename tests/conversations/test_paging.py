@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import time
 from typing import Any
 from urllib.parse import parse_qsl, urlsplit
@@ -275,3 +276,32 @@ async def test_a_page_whose_sending_a_stopped_node_left_unfinished_is_never_sent
 
     assert len(alice.requests) == 1
     assert (page["status"], page["attempts"]) == ("unconfirmed", 2)
+
+
+async def test_two_nodes_racing_page_each_step_once(
+    make_node: NodeFactory,
+    clock: ManualClock,
+    http_receiver: ReceiverFactory,
+    memory_bus: Any,
+    tmp_path: Any,
+) -> None:
+    from admitted import admit
+
+    async with http_receiver(lambda _n: 200) as alice, http_receiver(lambda _n: 200) as bob:
+        settings = {"rota": rota(alice.url, bob.url), "ack_timeout": 60}
+        async with make_node([rule("stuck", STUCK, NOTIFY)], escalation=settings) as first:
+            other = first.settings.model_copy(deep=True)
+            other.node.data_dir = tmp_path / "second"
+            async with Node(other, bus=memory_bus, clock=clock) as second:
+                await admit(first, second)
+                escalation_id = await escalate(first, clock)
+                # Late enough that the second node takes each step for its own too.
+                for _ in range(2):
+                    clock.advance(121)
+                    await asyncio.gather(first.paging.run_due(), second.paging.run_due())
+                    await asyncio.gather(first.paging.run_due(), second.paging.run_due())
+                seen = [await paging_of(n, escalation_id) for n in (first, second)]
+
+    assert seen[0] == seen[1]
+    assert [(p["step"], p["name"]) for p in seen[0]["pages"]] == [(0, "alice"), (1, "bob")]
+    assert len(alice.requests) == 1 and len(bob.requests) == 1
