@@ -1,10 +1,11 @@
 """The thread monitor: a periodic sweep owned by the node's lifecycle.
 
 Each sweep closes idle threads, evaluates the escalation rules on every watched thread, generates
-SLURP events a consensus is still owed, carries out due escalation actions (retries included)
-and submits due SLURP events. Between sweeps it
-sleeps ``escalation.monitor_interval`` seconds, or less when a new escalation or consensus wakes
-it (then only actions and SLURP submissions run).
+SLURP events a consensus is still owed, carries out due escalation actions (retries included),
+submits due SLURP events and pages the rota steps that are due (``conversations.paging``).
+Between sweeps it sleeps ``escalation.monitor_interval`` seconds, or less when a new escalation
+or consensus wakes it, or when the pager's next step or retry falls due (then only actions,
+SLURP submissions and pages run).
 """
 
 from __future__ import annotations

@@ -8,7 +8,7 @@ from datetime import datetime
 from sqlalchemy import or_, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from bzzz.store.models import EscalationAckRow, EscalationPageRow
+from bzzz.store.models import EscalationAckRow, EscalationPageRow, ThreadRow
 
 
 class PagingRepository:
@@ -79,3 +79,16 @@ class PagingRepository:
             )
         )
         return list(rows)
+
+    async def thread_projects(self, thread_ids: Sequence[str]) -> dict[str, str | None]:
+        """The project of each thread (None: it has none), in one query."""
+        if not thread_ids:
+            return {}
+        rows = await self.session.execute(
+            select(ThreadRow.id, ThreadRow.metadata_).where(ThreadRow.id.in_(list(thread_ids)))
+        )
+        found: dict[str, str | None] = {}
+        for thread_id, metadata in rows:
+            project = (metadata or {}).get("project")
+            found[thread_id] = project if isinstance(project, str) else None
+        return found
