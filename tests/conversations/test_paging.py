@@ -178,6 +178,7 @@ async def test_a_resolve_link_resolves_the_thread_as_the_person_paged(
     assert answer.status_code == 200, answer.text
     assert shown["resolved"] is True and shown["resolution"] == "rolled back"
     assert shown["paging"]["ack"]["by"] == "alice"
+    assert shown["paging"]["resolved_by"] == "human-alice"
 
 
 async def test_a_failed_page_is_retried_with_backoff_and_recorded(

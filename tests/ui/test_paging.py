@@ -50,8 +50,17 @@ async def test_the_console_shows_the_paging_and_acknowledging_there_stops_it(
     await page.locator(f'[data-paging="{escalation_id}"] [data-ack-by="alice"]').wait_for()
     served.clock.advance(600)
     await served.node.paging.run_due()
-    [shown] = await served.node.paging.attach([{"id": escalation_id}])
+    # Resolved in the thread's view: the list says who resolved it.
+    await page.click("[data-escalation]")
+    await page.fill("[data-resolve] input[name=reason]", "rolled back")
+    await page.click("[data-resolve] button[type=submit]")
+    resolver = page.locator(f'[data-paging="{escalation_id}"] [data-resolved-by="human-alice"]')
+    await resolver.wait_for()
+    [shown] = await served.node.paging.attach(
+        [e.to_json() for e in await served.node.escalations.list()]
+    )
 
     assert [p["name"] for p in shown["paging"]["pages"]] == ["desk"]
     assert shown["paging"]["ack"]["by"] == "alice" and shown["paging"]["ack"]["via"] == "console"
+    assert shown["paging"]["resolved_by"] == "human-alice"
     assert dashboard.problems.messages == []

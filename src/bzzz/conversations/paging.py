@@ -372,13 +372,27 @@ class Pager:
     async def attach(self, escalations: list[dict[str, Any]]) -> list[dict[str, Any]]:
         """Each escalation (its JSON) with ``paging``: pages by step and the acknowledgement."""
         ids = [str(e["id"]) for e in escalations]
+        resolved = [str(e["threadId"]) for e in escalations if e.get("resolved")]
         async with self._db.session() as session:
             paging = PagingRepository(session)
             pages, acks = await paging.pages(ids), await paging.acks(ids)
+            resolutions = await paging.resolvers(resolved)
         for e in escalations:
             ack = acks.get(str(e["id"]))
             e["paging"] = {
                 "pages": [page_json(p) for p in pages.get(str(e["id"]), [])],
                 "ack": ack_json(ack) if ack is not None else None,
+                "resolved_by": _resolver(e, resolutions.get(str(e.get("threadId")), [])),
             }
         return escalations
+
+
+def _resolver(escalation: dict[str, Any], resolutions: list[dict[str, str]]) -> str | None:
+    """Who resolved an escalation: the thread's resolution recorded when it was resolved."""
+    at = escalation.get("resolvedAt")
+    if not escalation.get("resolved") or not at:
+        return None
+    for entry in resolutions:
+        if entry["at"] == at:
+            return entry["by"]
+    return None

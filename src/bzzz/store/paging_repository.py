@@ -92,3 +92,19 @@ class PagingRepository:
             project = (metadata or {}).get("project")
             found[thread_id] = project if isinstance(project, str) else None
         return found
+
+    async def resolvers(self, thread_ids: Sequence[str]) -> dict[str, list[dict[str, str]]]:
+        """Each thread's resolutions (who resolved its escalations, and when), oldest first."""
+        if not thread_ids:
+            return {}
+        rows = await self.session.execute(
+            select(ThreadRow.id, ThreadRow.decision_log).where(ThreadRow.id.in_(list(thread_ids)))
+        )
+        return {
+            thread_id: [
+                {"by": str(e.get("by")), "at": str(e.get("at"))}
+                for e in log or []
+                if isinstance(e, dict) and e.get("kind") == "resolution"
+            ]
+            for thread_id, log in rows
+        }

@@ -25,7 +25,11 @@ export function pagingCell(escalation, canAnswer) {
   const parts = [];
   if (paging.pages.length) parts.push(el("ol", { class: "pages" }, paging.pages.map(pageItem)));
   if (paging.ack) parts.push(answered(paging.ack));
-  else if (!escalation.resolved && canAnswer && paging.pages.length) {
+  if (paging.resolved_by) {
+    parts.push(el("p", { class: "ack", dataset: { resolvedBy: paging.resolved_by } },
+      "Resolved by ", el("strong", {}, paging.resolved_by), " ", when(escalation.resolvedAt)));
+  }
+  if (!paging.ack && !escalation.resolved && canAnswer && paging.pages.length) {
     const button = el("button", { type: "button", class: "small", dataset: { ack: escalation.id } },
       "Acknowledge");
     button.addEventListener("click", () => {
