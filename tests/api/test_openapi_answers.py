@@ -74,6 +74,25 @@ async def run(http: httpx.AsyncClient) -> Run:
     return Run(http, (await http.get("/openapi.json")).json())
 
 
+async def _answer_a_page(run: Run, node: Node, thread_id: str) -> None:
+    """An escalation to humans acknowledged by a caller, then resolved from a signed link."""
+    action = {"type": "notify_human", "status": "pending", "attempts": 0}
+    payload = {"thread_id": thread_id, "priority": 0, "reason": "stuck", "actions": [action]}
+    for escalation_id in ("esc-acked", "esc-linked"):
+        payload |= {"escalation_id": escalation_id, "rule": escalation_id}
+        await node.log.emit("thread.escalated", "thread", thread_id, payload, project="shop")
+    await run.call("POST", "/api/v1/escalations/{escalation_id}/ack", 200,
+                   escalation_id="esc-acked", json={"via": "console"})  # fmt: skip
+    await run.call("POST", "/api/v1/escalations/{escalation_id}/ack", 400,
+                   escalation_id="esc-acked", json={})  # fmt: skip
+    link = httpx.URL(node.paging.links("esc-linked", 0, "alice")["resolve"])
+    query = dict(link.params)
+    await run.call("POST", "/api/v1/signed/escalations/{escalation_id}/{action}", 200,
+                   escalation_id="esc-linked", action="resolve", params=query)  # fmt: skip
+    await run.call("POST", "/api/v1/signed/escalations/{escalation_id}/{action}", 403,
+                   escalation_id="esc-linked", action="ack", params=query)  # fmt: skip
+
+
 async def test_every_answer_of_a_run_matches_the_document(run: Run, node: Node) -> None:
     api = "/api/v1"
     await run.call(
@@ -151,6 +170,7 @@ async def test_every_answer_of_a_run_matches_the_document(run: Run, node: Node) 
         escalation_id="esc-nope",
         json={"reason": "done"},
     )
+    await _answer_a_page(run, node, thread_id)
     await run.call("GET", f"{api}/costs", 200)
     await run.call("GET", f"{api}/peers", 200)
     await run.call("GET", f"{api}/metrics", 200)

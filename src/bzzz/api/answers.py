@@ -120,6 +120,9 @@ class Escalation(_Open):
     resolved: bool
     resolution: str | None = None
     resolvedAt: str | None = None  # the seed's name
+    paging: dict[str, Any] | None = Field(
+        None, description="pages by rota step (who, when, delivery) and the acknowledgement"
+    )
 
 
 class Delivery(_Open):

@@ -48,6 +48,9 @@ OPEN_PATHS = frozenset(
 def is_open(path: str) -> bool:
     """Whether a path answers without a credential: the open ones and the dashboard's files
     (the page holds no data; it reads /api/v1 with the token it signs in with)."""
+    # A signed link's signature is its credential (bzzz.conversations.pagelinks).
+    if path.startswith("/api/v1/signed/"):
+        return True
     return path in OPEN_PATHS or path == UI_PATH or path.startswith(f"{UI_PATH}/")
 
 

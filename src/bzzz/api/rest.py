@@ -230,7 +230,9 @@ class Routes:
                 for thread_id in {e.thread_id for e in found}
                 if await self._reads(caller, await repo.thread(thread_id), query.project)
             }
-        shown = [e.to_json() for e in found if e.thread_id in readable]
+        shown = await self.node.paging.attach(
+            [e.to_json() for e in found if e.thread_id in readable]
+        )
         return {"success": True, "escalations": shown, "count": len(shown)}
 
     async def _reads(

@@ -8,7 +8,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from bzzz.api import console, dashboard, replay, reservations, rest, stream, whoosh
+from bzzz.api import console, dashboard, escalations, replay, reservations, rest, stream, whoosh
 from bzzz.api.handlers import Operation, routes_of
 from bzzz.api.openapi import OPENAPI_PATH, document
 from bzzz.api.ui import ui_routes
@@ -25,6 +25,7 @@ def operations(node: Node) -> list[Operation]:
         + stream.operations(node)
         + replay.operations(node)
         + reservations.operations(node)
+        + escalations.operations(node)
     )
 
 

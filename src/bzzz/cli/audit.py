@@ -41,6 +41,7 @@ _CHANGES = {
     "webhooks": "webhooks_command",
     "keys": "keys_command",
     "retention": "retention_command",
+    "escalations": "escalations_command",
     # A command without sub-commands: the action is its name.
     "forget": "",
     "snapshot": "",
@@ -57,6 +58,8 @@ _CHANGE_ACTIONS = frozenset(
         "webhooks redrive",
         "keys rotate",
         "retention run",
+        "escalations ack",
+        "escalations resolve",
         "forget",
         "snapshot",
     }

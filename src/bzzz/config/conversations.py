@@ -4,9 +4,10 @@
 
 from __future__ import annotations
 
+import re
 from typing import Literal
 
-from pydantic import Field, SecretStr, ValidationInfo, field_validator
+from pydantic import Field, SecretStr, ValidationInfo, field_validator, model_validator
 
 from bzzz.config.base import _Section
 
@@ -89,8 +90,51 @@ class ConversationSettings(_Section):
     escalation_rules: list[EscalationRuleConfig] = Field(default_factory=default_escalation_rules)
 
 
+class RotaStepConfig(_Section):
+    """One step of a rota: a person's signed webhook, or the console."""
+
+    name: str = Field(min_length=1, max_length=128, pattern=r"^[A-Za-z0-9][A-Za-z0-9 ._@-]*$")
+    webhook_url: str | None = Field(None, pattern=r"^https?://[^\s]+$", max_length=2048)
+    secret: SecretStr | None = Field(None, description="the receiver checks X-Bzzz-Signature")
+    console: bool = False
+
+    @model_validator(mode="after")
+    def _one_channel(self) -> RotaStepConfig:
+        # A step pages one way: a webhook the receiver can verify, or the console.
+        if self.console and self.webhook_url:
+            raise ValueError(f"step '{self.name}': either webhook_url or console = true, not both")
+        if not self.console and not self.webhook_url:
+            raise ValueError(
+                f"step '{self.name}': needs webhook_url (with secret) or console = true"
+            )
+        if self.webhook_url and (self.secret is None or not self.secret.get_secret_value()):
+            raise ValueError(
+                f"step '{self.name}': secret is required with webhook_url "
+                "(the receiver checks X-Bzzz-Signature with it)"
+            )
+        if self.console and self.secret is not None:
+            raise ValueError(f"step '{self.name}': a console step takes no secret")
+        return self
+
+
+class RotaConfig(_Section):
+    """Who is paged, in order, for an escalation of one project addressed to humans."""
+
+    steps: list[RotaStepConfig] = Field(min_length=1, max_length=20)
+
+    @field_validator("steps")
+    @classmethod
+    def _unique_names(cls, steps: list[RotaStepConfig]) -> list[RotaStepConfig]:
+        names = [s.name for s in steps]
+        twice = sorted({n for n in names if names.count(n) > 1})
+        if twice:
+            raise ValueError(f"step names must be unique in a rota: {', '.join(twice)}")
+        return steps
+
+
 class EscalationSettings(_Section):
-    """The escalation monitor, its actions' retries and the human channel (a signed webhook)."""
+    """The escalation monitor, its actions' retries, the human channel (a signed webhook) and
+    the rotas that page people until one acknowledges."""
 
     monitor_interval: float = Field(30.0, gt=0, description="seconds between monitor sweeps")
     initial_backoff: float = Field(5.0, gt=0)
@@ -98,6 +142,23 @@ class EscalationSettings(_Section):
     human_channel_url: str | None = None
     human_channel_secret: SecretStr | None = None
     timeout: float = Field(10.0, gt=0)
+    ack_timeout: float = Field(
+        900.0, ge=1, le=7 * 86400, description="seconds a page waits for an ack before the next"
+    )
+    link_ttl: float = Field(
+        86400.0, ge=60, le=30 * 86400, description="seconds a signed ack/resolve link is valid"
+    )
+    rota: dict[str, RotaConfig] = Field(
+        default_factory=dict, description="per project: who is paged, in order"
+    )
+
+    @field_validator("rota")
+    @classmethod
+    def _project_names(cls, rota: dict[str, RotaConfig]) -> dict[str, RotaConfig]:
+        bad = [p for p in rota if not re.fullmatch(r"[A-Za-z0-9._-]{1,128}", p)]
+        if bad:
+            raise ValueError(f"not a project name: {bad[0][:130]!r} (letters, digits, . _ -)")
+        return rota
 
     @field_validator("human_channel_secret")
     @classmethod

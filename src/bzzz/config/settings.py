@@ -35,7 +35,15 @@ SECRET_KEYS = frozenset(
 
 # Settings holding URLs whose credentials (user info, a password parameter) must not be shown.
 URL_KEYS = frozenset(
-    {"database_url", "nats_url", "node_url", "base_url", "url", "human_channel_url"}
+    {
+        "database_url",
+        "nats_url",
+        "node_url",
+        "base_url",
+        "url",
+        "human_channel_url",
+        "webhook_url",
+    }
 )
 
 _PASSWORD_PARAM = re.compile(r"(?i)([?&](?:password|passwd|pwd|sslpassword)=)[^&#]*")
@@ -80,6 +88,9 @@ class Settings(_Section):
 def _mask(value: Any, key: str = "") -> Any:
     if isinstance(value, dict):
         return {k: _mask(v, k) for k, v in value.items()}
+    if isinstance(value, list) and any(isinstance(v, dict) for v in value):
+        # A list of sections (a rota's steps): each masked as a section.
+        return [_mask(v, key) for v in value]
     if key in URL_KEYS:
         if isinstance(value, list):
             return [_mask_url(v) if isinstance(v, str) else v for v in value]

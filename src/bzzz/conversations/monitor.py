@@ -1,10 +1,11 @@
 """The thread monitor: a periodic sweep owned by the node's lifecycle.
 
 Each sweep closes idle threads, evaluates the escalation rules on every watched thread, generates
-SLURP events a consensus is still owed, carries out due escalation actions (retries included)
-and submits due SLURP events. Between sweeps it
-sleeps ``escalation.monitor_interval`` seconds, or less when a new escalation or consensus wakes
-it (then only actions and SLURP submissions run).
+SLURP events a consensus is still owed, carries out due escalation actions (retries included),
+submits due SLURP events and pages the rota steps that are due (``conversations.paging``).
+Between sweeps it sleeps ``escalation.monitor_interval`` seconds, or less when a new escalation
+or consensus wakes it, or when the pager's next step or retry falls due (then only actions,
+SLURP submissions and pages run).
 """
 
 from __future__ import annotations
@@ -14,9 +15,11 @@ import logging
 import time
 from dataclasses import dataclass
 
+from bzzz import domain
 from bzzz.conversations.consensus import ConsensusService
 from bzzz.conversations.escalation import EscalationService
 from bzzz.conversations.lifecycle import ThreadLifecycle
+from bzzz.conversations.paging import Pager
 from bzzz.errors import BzzzError
 
 logger = logging.getLogger(__name__)
@@ -43,7 +46,11 @@ class ThreadMonitor:
         consensus: ConsensusService,
         interval: float,
         wakeup: asyncio.Event,
+        pager: Pager | None = None,
     ) -> None:
+        self._pager = pager
+        # When the pager's next step or retry is due (monotonic): the monitor wakes for it.
+        self._page_due: float | None = None
         self._lifecycle = lifecycle
         self._escalations = escalations
         self._consensus = consensus
@@ -63,9 +70,13 @@ class ThreadMonitor:
         return SweepReport(len(closed), len(fired), actions, slurp, time.perf_counter() - started)
 
     async def follow_up(self) -> tuple[int, int]:
-        """Due escalation actions and SLURP submissions only."""
+        """Due escalation actions, pages and SLURP submissions only."""
         actions = await self._escalations.run_actions()
         slurp = await self._consensus.submit_due()
+        if self._pager is not None:
+            due = await self._pager.run_due()
+            wait = None if due is None else (due - domain.utcnow()).total_seconds()
+            self._page_due = None if wait is None else time.monotonic() + max(0.2, wait)
         return actions, slurp
 
     def stop(self) -> None:
@@ -79,6 +90,7 @@ class ThreadMonitor:
         while not self._stopping:
             self._wakeup.clear()
             full = time.monotonic() >= next_sweep
+            self._page_due = None
             try:
                 if full:
                     await self.sweep()
@@ -88,7 +100,7 @@ class ThreadMonitor:
             except BzzzError as exc:
                 # The log or the database is away for now; the next round tries again.
                 logger.warning("thread monitor round failed: %s", exc.message)
-            await self._wait(next_sweep)
+            await self._wait(min(next_sweep, self._page_due or next_sweep))
 
     async def _wait(self, until: float) -> None:
         if self._stopping:

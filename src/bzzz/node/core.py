@@ -29,11 +29,13 @@ from bzzz.audit.dropped import drop_recorder
 from bzzz.audit.trail import AuditTrail
 from bzzz.clock import Clock, SystemClock
 from bzzz.config import Settings
+from bzzz.conversations.acks import EscalationAnswers
 from bzzz.conversations.actions import EscalationActions
 from bzzz.conversations.consensus import ConsensusService
 from bzzz.conversations.escalation import EscalationService
 from bzzz.conversations.hooks import ExtractiveInsights
 from bzzz.conversations.monitor import ThreadMonitor
+from bzzz.conversations.paging import Pager
 from bzzz.conversations.replay import ThreadLog
 from bzzz.conversations.service import ConversationService
 from bzzz.errors import BzzzError
@@ -58,6 +60,7 @@ from bzzz.node.network import (
     open_snapshots,
     trusted_origins,
 )
+from bzzz.node.paging import build_paging
 from bzzz.node.slots import claim_slot, load_secret
 from bzzz.node.status import node_status
 from bzzz.peers.reclaim import Reclaimer
@@ -138,6 +141,8 @@ class Node:
     escalations: EscalationService
     consensus: ConsensusService
     monitor: ThreadMonitor
+    paging: Pager
+    answers: EscalationAnswers
     llm: LLMService
     hosted: HostedRuntime
     retention: RetentionService
@@ -483,12 +488,17 @@ class Node:
             wakeup,
         )
         self.conversations.observers.extend([self.consensus, self.escalations])
+        self.paging, self.answers = build_paging(
+            self.settings, self.db, self.log, self.clock, self.agents, self.keyring,
+            self.node_dir, self.address, self.audit,
+        )  # fmt: skip
         self.monitor = ThreadMonitor(
             self.conversations.lifecycle,
             self.escalations,
             self.consensus,
             self.settings.escalation.monitor_interval,
             wakeup,
+            self.paging,
         )
 
     def _build_llm(self) -> None:

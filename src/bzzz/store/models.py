@@ -574,3 +574,40 @@ class ReservationRow(Base):
     # When its holder was told it is about to end (reservation_expiring); a renewal clears it.
     noticed_at: Mapped[datetime | None] = mapped_column(TZ, nullable=True)
     __table_args__ = (Index("ix_reservations_project_expires", "project", "expires_at"),)
+
+
+class EscalationPageRow(Base):
+    """One step of an escalation's paging: who was paged (a rota step, or the project's admins),
+    when, by which node, and how its delivery went. At most one row per escalation and step:
+    the projector refuses a second page of a step, so no step is paged twice."""
+
+    __tablename__ = "escalation_pages"
+    escalation_id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    step: Mapped[int] = mapped_column(Integer, primary_key=True)
+    thread_id: Mapped[str] = mapped_column(String(64))
+    name: Mapped[str] = mapped_column(String(128))
+    # webhook | console | admins
+    channel: Mapped[str] = mapped_column(String(16))
+    paged_at: Mapped[datetime] = mapped_column(TZ)
+    origin: Mapped[str] = mapped_column(String(64))
+    # pending | delivered | failed | dead
+    status: Mapped[str] = mapped_column(String(16))
+    attempts: Mapped[int] = mapped_column(Integer, default=0)
+    last_error: Mapped[str | None] = mapped_column(Text, nullable=True)
+    next_attempt_at: Mapped[datetime | None] = mapped_column(TZ, nullable=True)
+    delivered_at: Mapped[datetime | None] = mapped_column(TZ, nullable=True)
+    __table_args__ = (Index("ix_escalation_pages_status", "status", "origin"),)
+
+
+class EscalationAckRow(Base):
+    """Who acknowledged an escalation (which stops its paging), how and when: once."""
+
+    __tablename__ = "escalation_acks"
+    escalation_id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    by: Mapped[str] = mapped_column(String(128))
+    # console | cli | link | api
+    via: Mapped[str] = mapped_column(String(16))
+    principal: Mapped[str] = mapped_column(String(256))
+    step: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    at: Mapped[datetime] = mapped_column(TZ)
+    origin: Mapped[str] = mapped_column(String(64))

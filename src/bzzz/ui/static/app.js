@@ -54,7 +54,7 @@ const loaders = {
   },
   async console() {
     state.escalations = (await api("/api/v1/escalations", { query: { limit: 200 } })).escalations;
-    renderConsole(state.escalations, state.threads, openThread);
+    renderConsole(state.escalations, state.threads, openThread, state.who.principal.scope !== "read");
     await loaders.thread();
   },
   async thread() {

@@ -4,10 +4,11 @@ import { agentLink } from "./agent.js";
 import { api } from "./api.js";
 import { badge, el, replace, table, text, when } from "./dom.js";
 import { asOf, threadAt, timeSlider } from "./replay.js";
+import { pagingCell } from "./paging.js";
 
 const asksHuman = (e) => (e.actions || []).some((a) => a && a.type === "notify_human");
 
-export function renderConsole(escalations, threads, onOpen) {
+export function renderConsole(escalations, threads, onOpen, canAnswer = false) {
   const topics = new Map(threads.map((t) => [t.id, t.topic]));
   const mine = escalations.filter(asksHuman);
   replace("console", el("h2", {}, "Escalations addressed to humans"), table([
@@ -19,6 +20,7 @@ export function renderConsole(escalations, threads, onOpen) {
     { label: "Priority", class: "num", cell: (e) => String(e.priority) },
     { label: "Status", cell: (e) => badge(e.resolved ? "resolved" : "open") },
     { label: "Raised", cell: (e) => when(e.triggeredAt) },
+    { label: "Paging", cell: (e) => pagingCell(e, canAnswer) },
   ], mine, "No escalation is waiting for a person."));
 }
 
