@@ -50,6 +50,11 @@ class EnvelopesAnswer(a.Answer):
     count: int
 
 
+# The entries one answer holds at most (the last ones up to as_of): the answer's size is
+# bounded whatever the thread's length; reading the log is counted as an as_of read.
+MAX_ENTRIES = 5000
+
+
 class TimelineQuery(BaseModel):
     """GET /api/v1/threads/{thread_id}/timeline."""
 
@@ -57,6 +62,9 @@ class TimelineQuery(BaseModel):
 
     as_of: int | None = Field(
         None, ge=1, description="the entries up to this log sequence (default: all)"
+    )
+    limit: int = Field(
+        MAX_ENTRIES, ge=1, le=MAX_ENTRIES, description="the last this many entries at most"
     )
 
 
@@ -79,6 +87,7 @@ class TimelineAnswer(a.Answer):
     thread_id: str
     entries: list[TimelineEntry]
     count: int
+    more: bool
 
 
 def _thread_id(request: Request) -> str:
@@ -100,7 +109,9 @@ def operations(node: Node) -> list[Operation]:
         thread_id = _thread_id(request)
         query = query_of(request, TimelineQuery)
         found = await node.timeline.timeline(caller_of(request), thread_id, as_of=query.as_of)
-        return {"success": True, "thread_id": thread_id, "entries": found, "count": len(found)}
+        shown = found[-query.limit :]
+        return {"success": True, "thread_id": thread_id, "entries": shown, "count": len(shown),
+                "more": len(found) > len(shown)}  # fmt: skip
 
     return [
         Operation("GET", f"{API}/threads/{{thread_id}}/timeline",

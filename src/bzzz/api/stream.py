@@ -33,7 +33,7 @@ from collections.abc import AsyncIterator, Sequence
 from typing import Any, cast
 
 from pydantic import BaseModel, ConfigDict, Field
-from sqlalchemy import Table, Text, select, type_coerce
+from sqlalchemy import Table, Text, and_, or_, select, type_coerce
 from starlette.requests import Request
 from starlette.responses import StreamingResponse
 
@@ -42,7 +42,7 @@ from bzzz.api.handlers import API, Operation, caller_of, query_of
 from bzzz.errors import BzzzError, InvalidParameters
 from bzzz.eventlog import Caller
 from bzzz.node.core import Node
-from bzzz.schemas import SubscribeInput
+from bzzz.schemas import MAX_EVENT_TYPES, SubscribeInput
 from bzzz.store.database import Database
 from bzzz.store.models import EventRow, SealedJSON
 
@@ -61,7 +61,7 @@ class EventsQuery(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     types: list[str] = Field(
-        default_factory=lambda: list(domain.EVENT_TYPES), min_length=1, max_length=16
+        default_factory=lambda: list(domain.EVENT_TYPES), min_length=1, max_length=MAX_EVENT_TYPES
     )
     address: str | None = Field(None, min_length=1, max_length=1024)
     max_events: int | None = Field(
@@ -130,12 +130,21 @@ class _SharedReads:
     async def _query(
         self, asks: dict[str, list[tuple[int, Any]]]
     ) -> tuple[dict[str, list[Row]], bool]:
-        lowest = min(after for waiting in asks.values() for after, _ in waiting)
+        # Each subscription from its own point: one bound for all (the lowest point of any)
+        # let a subscription's old rows fill the limit, and a stream far ahead of a fresh one
+        # got nothing, asked again, and got nothing again, for ever.
+        since = [
+            and_(
+                EventRow.subscription_id == sub_id,
+                EventRow.id > min(after for after, _ in waiting),
+            )
+            for sub_id, waiting in asks.items()
+        ]
         limit = BATCH * len(asks)
         async with self._db.session() as session:
             result = await session.execute(
                 select(EventRow.id, EventRow.subscription_id, EventRow.event_type, _PAYLOAD_TEXT)
-                .where(EventRow.subscription_id.in_(list(asks)), EventRow.id > lowest)
+                .where(or_(*since))
                 .order_by(EventRow.id)
                 .limit(limit)
             )
