@@ -1,9 +1,9 @@
 // The human console: escalations addressed to humans, a thread with its history, and what a
 // person does in it (post, decide, agree or disagree, resolve) as the agent human-<name>.
 import { api } from "./api.js";
+import { readTimeline, transcript } from "./timeline.js";
 import { badge, el, replace, table, text, when } from "./dom.js";
 import { asOf, threadAt, timeSlider } from "./replay.js";
-import { readTimeline, transcript } from "./timeline.js";
 
 const asksHuman = (e) => (e.actions || []).some((a) => a && a.type === "notify_human");
 
