@@ -38,7 +38,8 @@ OVERLAPS = """
     range.selectNodeContents(e);
     return range.getBoundingClientRect();
   };
-  const say = (e) => `${e.className} '${(e.textContent || "").trim().slice(0, 24)}'`;
+  const say = (e) =>
+    `${e.className} '${(e.dataset.label || e.textContent || "").trim().slice(0, 24)}'`;
   const meet = (a, b) => Math.min(a.right, b.right) - Math.max(a.left, b.left) > 0.5
     && Math.min(a.bottom, b.bottom) - Math.max(a.top, b.top) > 0.5;
   const apart = (one, two, gap) => {
@@ -83,11 +84,19 @@ CHART_TEXT = """
 """
 
 SETTLED = "() => new Promise((r) => requestAnimationFrame(() => requestAnimationFrame(r)))"
+# The page is laid out at the new width and each shown chart is drawn at its box's width.
+FITTED = """
+(width) => document.documentElement.clientWidth <= width
+  && [...document.querySelectorAll(".chart-box")].filter((b) => b.clientWidth > 0)
+    .every((b) => Number(b.querySelector("svg").getAttribute("width"))
+      === Math.floor(Math.min(b.getBoundingClientRect().width, 760)))
+"""
 
 
 async def _at(page: Page, width: int) -> None:
     await page.set_viewport_size({"width": width, "height": 900})
-    await page.evaluate(SETTLED)  # resize observers ran, the layout is the new width's
+    await page.wait_for_function(FITTED, arg=width)
+    await page.evaluate(SETTLED)
 
 
 async def test_no_label_runs_into_its_value_and_chart_labels_stay_legible_at_every_width(

@@ -2,11 +2,14 @@
 thread's join, escalation raised (priority "high", as its action was configured) and resolved
 (by whom, why), decision, stance and leave with its messages in log order; the history slider
 stops at the actions too; the escalations list shows the priority by name; a task assigned while
-the page is open reaches Live events (a dashboard open a while, and a second stream opened)."""
+the page is open reaches Live events (a dashboard open a while, and a second stream opened).
+Set ``BZZZ_UI_SHOTS`` to a folder to keep a screenshot of the transcript at each width."""
 
 from __future__ import annotations
 
+import os
 from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -108,6 +111,9 @@ async def test_the_transcript_shows_what_happened_between_the_messages_and_the_s
         escalated = await view.locator('#messages [data-kind="escalated"]').inner_text()
         resolved = await view.locator('#messages [data-kind="resolved"]').inner_text()
         texts = await view.locator("#messages > li").all_inner_texts()
+        if os.environ.get("BZZZ_UI_SHOTS"):
+            shot = Path(os.environ["BZZZ_UI_SHOTS"]) / f"timeline-{width}.png"
+            await page.screenshot(path=str(shot), full_page=True)
 
         # Back to the stop of qa's join: the transcript as it stood then, actions and all.
         slider = view.locator("#time-slider")
@@ -137,7 +143,8 @@ async def test_the_transcript_shows_what_happened_between_the_messages_and_the_s
 
     assert kinds == HAPPENED
     assert "priority high" in escalated and "stuck" in escalated
-    assert "arch" in resolved and "we pick NATS" in resolved and "escalation" in resolved
+    assert "arch" in resolved and "we pick NATS" in resolved and "escalation esc-" in resolved
+    assert not [t for t in texts if "[object" in t or "undefined" in t]
     assert "Which queue?" in texts[1] and "NATS." in texts[5] and "Yes" in texts[6]
     assert stops == len(HAPPENED)
     assert then == HAPPENED[:3]

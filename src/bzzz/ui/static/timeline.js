@@ -18,6 +18,7 @@ export async function readTimeline(threadId) {
 const MESSAGE_KINDS = new Set(["message", "decision", "stance"]);
 const SKIPPED = new Set(["refused", "other", "slurp"]);
 const list = (names) => (names && names.length ? names.join(", ") : "");
+const others = (entry) => (entry.agents || []).filter((a) => a !== entry.by);
 const because = (reason) => (reason ? [" — ", el("q", {}, reason)] : []);
 
 // What one entry says, as text pieces (every value goes in as text).
@@ -25,8 +26,7 @@ function said(entry) {
   const by = entry.by ? el("strong", {}, entry.by) : "someone";
   switch (entry.kind) {
     case "created":
-      return [by, " opened the thread", entry.agents && entry.agents.length
-        ? ` with ${list(entry.agents)}` : "",
+      return [by, " opened the thread", others(entry).length ? ` with ${list(others(entry))}` : "",
         entry.parent_thread_id ? ` (a decision of ${entry.parent_thread_id})` : ""];
     case "joined":
       return [el("strong", {}, entry.agent), " joined",
@@ -74,7 +74,7 @@ function escalations(ids) {
 function actionItem(entry) {
   return el("li", { class: `action k-${entry.kind}`,
     dataset: { kind: entry.kind, seq: String(entry.seq) } },
-    el("span", { class: "action-text" }, said(entry)), " ", when(entry.time));
+    el("span", { class: "action-text" }, said(entry).flat(Infinity)), " ", when(entry.time));
 }
 
 // The transcript's items in order: each timeline entry (up to the sequence shown) as an action
