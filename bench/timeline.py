@@ -116,10 +116,11 @@ async def _timeline(node: Node, args: argparse.Namespace) -> dict[str, Any]:
 
 async def _shared_read(node: Node, args: argparse.Namespace) -> dict[str, Any]:
     await node.agents.announce(Caller("s-boss"), AnnounceInput(agent_id="boss", role="lead"))
-    for worker in ("w1", "w2"):
+    # Old tasks spread over workers of at most 1,000 tasks each; the new one goes to "new".
+    workers = [f"w{k}" for k in range(args.old // 1000 + 1)]
+    for worker in [*workers, "new"]:
         await node.agents.announce(
-            Caller(f"s-{worker}"),
-            AnnounceInput(agent_id=worker, role="dev", max_tasks=args.old + 10),
+            Caller(f"s-{worker}"), AnnounceInput(agent_id=worker, role="dev", max_tasks=1000)
         )
     ahead = await node.subscriptions.subscribe(
         Caller("ahead"), SubscribeInput(event_types=["task_assignment"])
@@ -127,7 +128,7 @@ async def _shared_read(node: Node, args: argparse.Namespace) -> dict[str, Any]:
     fresh = [
         (await node.subscriptions.subscribe(
             Caller(f"fresh-{n}"),
-            SubscribeInput(event_types=["task_assignment"], filter_address="bzzz://w2"),
+            SubscribeInput(event_types=["task_assignment"], filter_address="bzzz://new"),
         ))["subscription_id"]
         for n in range(args.streams - 1)
     ]  # fmt: skip
@@ -140,7 +141,7 @@ async def _shared_read(node: Node, args: argparse.Namespace) -> dict[str, Any]:
         )  # fmt: skip
 
     for n in range(args.old):
-        await assign("w1", n)
+        await assign(workers[n // 1000], n)
     async with node.db.session() as session:
         seen = int(
             await session.scalar(
@@ -150,7 +151,7 @@ async def _shared_read(node: Node, args: argparse.Namespace) -> dict[str, Any]:
             )
             or 0
         )
-    await assign("w2", args.old)
+    await assign("new", args.old)
     reads = _SharedReads(node.db)
     started = time.perf_counter()
     got = await asyncio.gather(
