@@ -1,7 +1,7 @@
 """Streams woken together never starve each other: a stream far ahead in its subscription and
 one that has seen nothing yet each get their new event from the shared read (a read cut at its
 limit by one subscription's old rows once left both waiting for ever: the task assigned while
-a dashboard was open never reached its Live events)."""
+a dashboard was open never reached its Live events). On SQLite and on PostgreSQL."""
 
 from __future__ import annotations
 
@@ -26,7 +26,8 @@ async def _assign(node: Node, agent: str, n: int) -> None:
     )  # fmt: skip
 
 
-async def test_a_stream_ahead_and_a_fresh_one_each_get_their_new_event(node: Node) -> None:
+async def test_a_stream_ahead_and_a_fresh_one_each_get_their_new_event(store_node: Node) -> None:
+    node = store_node
     await node.agents.announce(Caller("s-boss"), AnnounceInput(agent_id="boss", role="lead"))
     for worker in ("w1", "w2"):
         await node.agents.announce(
