@@ -44,7 +44,9 @@ function messageItem(message, person, onStance) {
 export async function renderThread(threadId, who, escalations, report) {
   const past = asOf(threadId);
   const thread = (await threadAt(threadId, 200)).content.thread;
-  const entries = await readTimeline(threadId);  // what happened to it, in log order
+  // What happened to it, in log order (read again when the thread changed; in the past,
+  // the thread as it stood then is not what it is now, so the last read is kept).
+  const entries = await readTimeline(threadId, past === undefined ? thread : null);
   // In the past the view only shows: nobody acts on a thread as it was.
   const person = who.human && past === undefined ? who.human.agent_id : null;
   const open = escalations.filter((e) => e.threadId === threadId && !e.resolved && asksHuman(e));

@@ -5,13 +5,29 @@
 import { api } from "./api.js";
 import { el, when } from "./dom.js";
 
+// The last timeline read of each thread, and what the thread looked like then: reading it
+// reads the node's log, so the view's refresh every 2 s reads it again only when the thread
+// changed (a message, a member, a status, an escalation or one of its actions).
+const read = new Map();
+
+function looks(thread) {
+  return JSON.stringify([thread.status, thread.message_count, thread.last_activity,
+    thread.participants, thread.former_participants, thread.escalation_history,
+    thread.summary, thread.consensus && thread.consensus.reached_at]);
+}
+
 // The thread's timeline, or null when the node cannot give it (the messages still show).
-export async function readTimeline(threadId) {
+export async function readTimeline(threadId, thread) {
+  const seen = thread ? looks(thread) : null;
+  const last = read.get(threadId);
+  if (last && (seen === null || last.seen === seen)) return last.entries;
   try {
     const got = await api(`/api/v1/threads/${encodeURIComponent(threadId)}/timeline`);
+    read.set(threadId, { seen, entries: got.entries });
+    if (read.size > 20) read.delete(read.keys().next().value);
     return got.entries;
   } catch {
-    return null;
+    return last ? last.entries : null;
   }
 }
 
