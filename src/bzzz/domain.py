@@ -242,6 +242,20 @@ class Reaction:
     at: datetime
 
 
+def escalation_priority(rule_priority: int, actions: list[dict[str, Any]]) -> int | str:
+    """The priority an escalation shows: the highest named one (low < medium < high < urgent)
+    its rule's actions were configured with, else the rule's number.
+
+    A rule's ``priority`` is the number that orders the rules (the reference's
+    EscalationRule); the name a person reads ("high") is configured on its actions and kept
+    with them on the escalation, so it is read from there, never lost to the rule's 0.
+    """
+    named = [
+        a["priority"] for a in actions if isinstance(a, dict) and a.get("priority") in PRIORITIES
+    ]
+    return max(named, key=PRIORITIES.index) if named else rule_priority
+
+
 @dataclass(slots=True)
 class Escalation:
     """A fired escalation rule (the seed's EscalationEvent) and the state of its actions."""
@@ -264,7 +278,8 @@ class Escalation:
             "id": self.id,
             "threadId": self.thread_id,
             "rule": self.rule,
-            "priority": self.priority,
+            "priority": escalation_priority(self.priority, self.actions),
+            "rule_priority": self.priority,
             "reason": self.reason,
             "triggeredAt": iso(self.triggered_at),
             "actions": self.actions,

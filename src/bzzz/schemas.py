@@ -23,8 +23,11 @@ from pydantic import (
 )
 from pydantic_core import PydanticCustomError
 
-from bzzz.domain import TASK_UPDATE_TYPES, THREAD_MESSAGE_TYPES
+from bzzz.domain import EVENT_TYPES, TASK_UPDATE_TYPES, THREAD_MESSAGE_TYPES
 from bzzz.errors import InvalidParameters
+
+# The event types one subscription names at most: every one there is, and room for more.
+MAX_EVENT_TYPES = max(16, len(EVENT_TYPES))
 
 MAX_CONTENT_BYTES = 256 * 1024
 # The deepest nesting of objects and arrays in a tool's arguments or a REST body (the object
@@ -255,8 +258,9 @@ class SubscribeInput(_Input):
     """bzzz_subscribe parameters."""
 
     # Required to subscribe; unsubscribe names only the subscription_id.
+    # At most every event type (a dashboard's stream asks for all of them).
     event_types: list[Annotated[str, StringConstraints(min_length=1, max_length=64)]] | None = (
-        Field(None, min_length=1, max_length=16)
+        Field(None, min_length=1, max_length=MAX_EVENT_TYPES)
     )
     filter_address: AddressText | None = None
     callback_webhook: Annotated[str, StringConstraints(max_length=2048)] | None = None

@@ -161,6 +161,7 @@ async def test_every_answer_of_a_run_matches_the_document(run: Run, node: Node) 
     await run.call("GET", f"{api}/threads/{{thread_id}}", 200, thread_id=thread_id)
     await run.call("GET", f"{api}/threads/{{thread_id}}", 404, thread_id="thread-nope")
     await run.call("GET", f"{api}/threads/{{thread_id}}/envelopes", 200, thread_id=thread_id)
+    await run.call("GET", f"{api}/threads/{{thread_id}}/timeline", 200, thread_id=thread_id)
     await run.call("GET", f"{api}/tasks", 200)
     await run.call("GET", f"{api}/escalations", 200)
     await run.call(

@@ -38,6 +38,7 @@ from bzzz.conversations.monitor import ThreadMonitor
 from bzzz.conversations.paging import Pager
 from bzzz.conversations.replay import ThreadLog
 from bzzz.conversations.service import ConversationService
+from bzzz.conversations.timeline import ThreadTimeline
 from bzzz.errors import BzzzError
 from bzzz.eventlog import EventLog
 from bzzz.events.service import SubscriptionService
@@ -134,6 +135,7 @@ class Node:
     audit: AuditTrail
     agents: AgentService
     conversations: ConversationService
+    timeline: ThreadTimeline
     subscriptions: SubscriptionService
     webhooks: WebhookDispatcher
     peers: PeerService
@@ -313,7 +315,7 @@ class Node:
         self.listing = await open_listing(
             self.settings, self.bus, self.projector, self.agents, self.identity
         )
-        self.agents.history = ThreadLog(
+        history = ThreadLog(
             self.bus,
             self.network,
             trusted=None if self.settings.bzzz.admission else trusted,
@@ -322,11 +324,14 @@ class Node:
             limits=limits,
             sequences_of=self._applied_sequences,
         )
+        self.agents.history = history
         self.agents.as_of_limits = CallLimiter(
             "as_of_reads_per_minute",
             limits_cfg.as_of_reads_per_minute,
             limits_cfg.as_of_reads_burst,
         )
+        # A thread as it happened (the dashboard's transcript): its log, read like as_of.
+        self.timeline = ThreadTimeline(self.db, self.agents, history, self.agents.as_of_limits)
         self.conversations = ConversationService(
             self.db,
             self.log,

@@ -13,6 +13,7 @@ import contextlib
 import contextvars
 import sqlite3
 from collections.abc import AsyncIterator, Callable, Sequence
+from typing import Any
 
 import aiosqlite
 from sqlalchemy import Connection, Engine, create_engine, event, select
@@ -158,3 +159,18 @@ async def applied_sequences(session: AsyncSession, ids: list[str]) -> dict[str, 
         select(AppliedEnvelope.id, AppliedEnvelope.seq).where(AppliedEnvelope.id.in_(ids))
     )
     return {str(row[0]): int(row[1]) for row in rows}
+
+
+async def applied_outcomes(session: AsyncSession, ids: list[str]) -> dict[str, dict[str, Any]]:
+    """What the live store recorded of applying these envelope ids (those it applied): ids,
+    codes and counts, never content (``projection.recorded``)."""
+    found: dict[str, dict[str, Any]] = {}
+    for start in range(0, len(ids), 500):
+        rows = await session.execute(
+            select(AppliedEnvelope.id, AppliedEnvelope.outcome).where(
+                AppliedEnvelope.id.in_(ids[start : start + 500])
+            )
+        )
+        for env_id, outcome in rows:
+            found[str(env_id)] = dict(outcome) if isinstance(outcome, dict) else {}
+    return found

@@ -2,6 +2,7 @@
 // person does in it (post, decide, agree or disagree, resolve) as the agent human-<name>.
 import { agentLink } from "./agent.js";
 import { api } from "./api.js";
+import { readTimeline, transcript } from "./timeline.js";
 import { badge, el, replace, table, text, when } from "./dom.js";
 import { asOf, threadAt, timeSlider } from "./replay.js";
 import { pagingCell } from "./paging.js";
@@ -46,6 +47,9 @@ function messageItem(message, person, onStance) {
 export async function renderThread(threadId, who, escalations, report) {
   const past = asOf(threadId);
   const thread = (await threadAt(threadId, 200)).content.thread;
+  // What happened to it, in log order (read again when the thread changed; in the past,
+  // the thread as it stood then is not what it is now, so the last read is kept).
+  const entries = await readTimeline(threadId, past === undefined ? thread : null);
   // In the past the view only shows: nobody acts on a thread as it was.
   const person = who.human && past === undefined ? who.human.agent_id : null;
   const open = escalations.filter((e) => e.threadId === threadId && !e.resolved && asksHuman(e));
@@ -62,9 +66,9 @@ export async function renderThread(threadId, who, escalations, report) {
     el("div", { class: "section-head" }, el("h2", {}, thread.topic), badge(thread.status)),
     el("p", { class: "meta" }, `Participants: ${thread.participants.join(", ")}`,
       thread.consensus ? ` · consensus: ${(thread.consensus.decisions || []).join("; ")}` : ""),
-    await timeSlider(threadId, rerender),
+    await timeSlider(threadId, rerender, entries),
     el("ol", { class: "messages", id: "messages" },
-      thread.messages.map((m) => messageItem(m, person, onStance))),
+      transcript(thread.messages, entries, past, (m) => messageItem(m, person, onStance))),
   ];
   if (person && who.principal.scope !== "read" && thread.status !== "completed") {
     const form = el("form", { class: "compose", id: "compose" },

@@ -43,9 +43,16 @@ export function badge(status) {
 export function table(columns, rows, empty = "Nothing to show.") {
   if (!rows.length) return el("p", { class: "empty" }, empty);
   const head = el("tr", {}, columns.map((c) => el("th", { scope: "col" }, c.label)));
+  // Each cell carries its label (shown on a phone, where a row is a card of "LABEL value"
+  // lines) as an element of its own beside the value's: the two are laid out as boxes, never
+  // run together. The label's text is drawn from its data-label (CSS), so a cell's text is its
+  // value's alone.
   const body = rows.map((row) =>
     el("tr", {}, columns.map((c) =>
-      el("td", { class: c.class || null, dataset: { label: c.label } }, c.cell(row)))));
+      el("td", { class: c.class || null, dataset: { label: c.label } },
+        c.label ? el("span", { class: "cell-label", "aria-hidden": "true",
+          dataset: { label: c.label } }) : null,
+        el("span", { class: "cell-value" }, c.cell(row))))));
   return el("div", { class: "table-wrap" },
     el("table", {}, el("thead", {}, head), el("tbody", {}, body)));
 }

@@ -22,15 +22,20 @@ export async function threadAt(threadId, maxHistory) {
   return got;
 }
 
-export async function timeSlider(threadId, onMove) {
-  let listed;
-  try {
-    listed = await api(`/api/v1/threads/${encodeURIComponent(threadId)}/envelopes`);
-  } catch {
-    return null;  // the thread still shows, without its history
+// ``entries``: the thread's timeline (timeline.js), whose entries are the stops; without it
+// the stops are read from the envelopes route.
+export async function timeSlider(threadId, onMove, entries) {
+  let listed = entries ? { envelopes: entries } : null;
+  if (!listed) {
+    try {
+      listed = await api(`/api/v1/threads/${encodeURIComponent(threadId)}/envelopes`);
+    } catch {
+      return null;  // the thread still shows, without its history
+    }
   }
-  const stops = listed.envelopes.filter((e) => e.verified);
-  const unverified = listed.envelopes.length - stops.length;
+  const seen = new Set();
+  const stops = listed.envelopes.filter((e) => e.verified && !seen.has(e.seq) && seen.add(e.seq));
+  const unverified = listed.envelopes.filter((e) => !e.verified).length;
   if (!stops.length) return null;
   const last = stops.length - 1;
   const shown = asOf(threadId);
@@ -40,7 +45,7 @@ export async function timeSlider(threadId, onMove) {
   const describe = (i) => {
     const stop = stops[i];
     label.replaceChildren(i === last ? "now · " : "as of ", when(stop.time),
-      ` · ${stop.type}${stop.stand_in ? " (stand-in)" : ""} · #${stop.seq}`);
+      ` · ${stop.kind || stop.type}${stop.stand_in ? " (stand-in)" : ""} · #${stop.seq}`);
   };
   const slider = el("input", { type: "range", id: "time-slider", min: 0, max: last, step: 1,
     value: index, "aria-label": "the thread as it stood at" });
