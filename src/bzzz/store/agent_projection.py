@@ -67,6 +67,10 @@ def _check_announcement(p: dict[str, Any]) -> None:
 
 
 ONLINE = "bzzz_online_agents"
+# The agent's read mark of its inbox (bzzz.agents.inbox_projection): the network's, not the
+# announcer's, so announcing the agent again keeps it.
+INBOX_READ = "inbox_read"
+KEPT_METADATA = frozenset({INBOX_READ})
 
 
 def online_agents(session: Session) -> int:
@@ -243,7 +247,8 @@ def apply_agent_announced(session: Session, env: Envelope, limits: ProjectionLim
     row.task = p.get("task")
     row.node_id = env.origin
     row.session_id = p["session_id"]
-    row.metadata_ = dict(p.get("metadata") or {})
+    kept = {k: v for k, v in (row.metadata_ or {}).items() if k in KEPT_METADATA}
+    row.metadata_ = dict(p.get("metadata") or {}) | kept
     set_last_activity(session, row, at)
     row.status = AgentStatus.IDLE.value
     _refresh_status(row)
