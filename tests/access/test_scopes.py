@@ -223,6 +223,7 @@ HTTP_CALLS: dict[str, dict[str, Any]] = {
     "POST /api/v1/agents/{agent_id}/tasks": {"json": {"type": "documentation", "description": "d"}},
     "POST /api/v1/agents/{agent_id}/collaborate": {"json": {"topic": "t"}},
     "POST /api/v1/agents": {"json": {"role": "developer"}},
+    "POST /api/v1/agents/{agent_id}/inbox/read": {"json": {"message_ids": ["msg-nope"]}},
     "POST /api/v1/escalations/{escalation_id}/resolve": {"json": {"reason": "r"}},
     "POST /api/v1/webhooks/redrive": {"json": {"delivery_ids": [1]}},
     "POST /api/v1/threads/{thread_id}/messages": {"json": {"text": "hello"}},
