@@ -1,0 +1,213 @@
+"""A team of coding agents in one repository: the git guard, the Claude Code hooks, the inbox.
+
+One spawned node for the module (agent tokens for agent-a and agent-b of project shop), real
+git repositories, and real `bzzz` processes: the hook commands get the JSON a Claude Code
+hook gets on stdin and must answer as Claude Code reads it; the guard's hooks are the POSIX
+sh scripts git runs. "The node cannot be reached" is a node URL nothing listens on.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+import pytest_asyncio
+from e2e.markdown import caller, new_token, spawned, stateless
+from e2e.support import HttpNode, bzzz_executable, kill_orphans, node_env
+from ports import free_port
+
+from bzzz.cli.hooks import merged
+
+pytestmark = pytest.mark.integration
+SHARED = pytest.mark.asyncio(loop_scope="module")
+A, B = "agent-a", "agent-b"
+
+
+@dataclass
+class Team:
+    """The node, each agent's token, and an MCP caller acting as agent-a."""
+
+    node: HttpNode
+    tokens: dict[str, str]
+    home: Path
+
+    def env(self, agent: str, **extra: str) -> dict[str, str]:
+        """What an agent's processes run with: the node's URL and the agent's token."""
+        base = {k: v for k, v in os.environ.items() if not k.startswith("BZZZ_")}
+        return (
+            base
+            | {
+                "BZZZ_URL": self.node.base_url,
+                "BZZZ_TOKEN": self.tokens[agent],
+                "BZZZ_DATA_DIR": str(self.home / "cli"),
+                "HOME": str(self.home),
+                "GIT_CONFIG_NOSYSTEM": "1",
+            }
+            | extra
+        )
+
+    async def as_a(self, tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
+        """One MCP tool call with agent-a's token (a stateless client)."""
+        headers = {"Authorization": f"Bearer {self.tokens[A]}"}
+        async with stateless(self.node.mcp_url, headers) as client:
+            answer = await caller(client.call_tool)(tool, arguments)
+        assert answer.get("success") is True, answer
+        return answer
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="module")
+async def team(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Team]:
+    directory = tmp_path_factory.mktemp("coding-agents")
+    base = {k: v for k, v in os.environ.items() if not k.startswith("BZZZ_")}
+    node = await spawned(directory, node_env(base, directory / "data"))
+    try:
+        tokens = {
+            agent: await new_token(
+                node.env, agent, "--agent", agent, "--project", "shop", "--role", "developer"
+            )
+            for agent in (A, B)
+        }
+        made = Team(node, tokens, directory)
+        await made.as_a("bzzz_announce", {"agent_id": A, "role": "developer", "project": "shop"})
+        yield made
+    finally:
+        await node.kill()
+        kill_orphans(node.data_dir)
+
+
+def bzzz(env: dict[str, str], *args: str, stdin: str = "", cwd: Path | None = None) -> Any:
+    """`bzzz ARGS` to completion, with ``stdin``."""
+    return subprocess.run(
+        [bzzz_executable(), *args],
+        input=stdin,
+        env=env,
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+
+
+def hook(team: Team, event: str, payload: dict[str, Any], agent: str = B) -> Any:
+    """`bzzz hooks run EVENT --agent AGENT` given Claude Code's hook JSON on stdin."""
+    return bzzz(team.env(agent), "hooks", "run", event, "--agent", agent, stdin=json.dumps(payload))
+
+
+def answer_of(done: Any) -> dict[str, Any]:
+    """The one JSON object a hook printed on stdout (exit 0, as Claude Code reads it)."""
+    assert done.returncode == 0, done.stderr
+    found: dict[str, Any] = json.loads(done.stdout)
+    return found
+
+
+def hook_input(repo: Path, event: str, **fields: Any) -> dict[str, Any]:
+    """What Claude Code gives a command hook on stdin."""
+    return {
+        "session_id": "abc123",
+        "transcript_path": str(repo / "transcript.jsonl"),
+        "cwd": str(repo),
+        "permission_mode": "default",
+        "hook_event_name": event,
+        **fields,
+    }
+
+
+# --- the Claude Code hooks -------------------------------------------------------------------
+
+
+@SHARED
+async def test_the_prompt_hook_adds_unread_messages_to_the_context_once(
+    team: Team, tmp_path: Path
+) -> None:
+    started = answer_of(hook(team, "session-start", hook_input(tmp_path, "SessionStart")))
+    await team.as_a(
+        "bzzz_post",
+        {"target_address": f"bzzz://{B}", "message_type": "text",
+         "content": {"text": "I am changing src/app.py; keep off it until noon"}},
+    )  # fmt: skip
+    prompt = hook_input(tmp_path, "UserPromptSubmit", prompt="go on")
+
+    first = answer_of(hook(team, "prompt", prompt))
+    second = hook(team, "prompt", prompt)
+
+    said = started["hookSpecificOutput"]
+    assert said["hookEventName"] == "SessionStart"
+    assert f"You are agent {B}" in said["additionalContext"]
+    context = first["hookSpecificOutput"]
+    assert context["hookEventName"] == "UserPromptSubmit"
+    assert "from agent-a" in context["additionalContext"]
+    assert "keep off it until noon" in context["additionalContext"]
+    assert second.returncode == 0, second.stderr
+    assert "keep off it" not in second.stdout  # marked read once shown
+
+
+def test_the_inbox_command_reads_through_the_node_with_the_agents_token(team: Team) -> None:
+    done = bzzz(team.env(B), "inbox", B, "--unread", "--mark-read", "--format", "json")
+
+    assert done.returncode == 0, done.stderr
+    shown = json.loads(done.stdout)
+    assert shown["agent_id"] == B and shown["unread_only"] is True
+    refused = bzzz(team.env(A), "inbox", B, "--format", "json")
+    assert refused.returncode == 1
+    assert "only the owner" in refused.stderr
+
+
+def test_an_unreachable_node_is_one_line_for_the_person_never_a_traceback(team: Team) -> None:
+    env = team.env(B, BZZZ_URL=f"http://127.0.0.1:{free_port()}")
+    payload = hook_input(team.home, "PreToolUse", tool_name="Edit",
+                         tool_input={"file_path": str(team.home / "x.py")})  # fmt: skip
+
+    allowed = answer_of(bzzz(env, "hooks", "run", "pre-tool", "--agent", B,
+                             stdin=json.dumps(payload)))  # fmt: skip
+    blocked = answer_of(bzzz(env, "hooks", "run", "pre-tool", "--agent", B, "--offline", "block",
+                             stdin=json.dumps(payload)))  # fmt: skip
+
+    assert "hookSpecificOutput" not in allowed
+    assert "edit allowed unchecked" in allowed["systemMessage"]
+    assert blocked["hookSpecificOutput"]["permissionDecision"] == "deny"
+    assert "cannot reach the node" in blocked["systemMessage"]
+
+
+def test_the_settings_merge_keeps_what_was_there_and_replaces_only_ours() -> None:
+    theirs = {"matcher": "Bash", "hooks": [{"type": "command", "command": "lint.sh"}]}
+    ours_before = {"hooks": [{"type": "command", "command": "/x/bzzz hooks run prompt --agent b"}]}
+    existing = {
+        "model": "opus",
+        "hooks": {"PreToolUse": [theirs], "UserPromptSubmit": [ours_before]},
+    }
+    ours = {"hooks": {"UserPromptSubmit": [{"hooks": [{"type": "command", "command": "new"}]}]}}
+
+    result = merged(existing, ours)
+
+    assert result["model"] == "opus"
+    assert result["hooks"]["PreToolUse"] == [theirs]
+    assert result["hooks"]["UserPromptSubmit"] == ours["hooks"]["UserPromptSubmit"]
+
+
+def test_hooks_claude_code_writes_the_three_hooks_into_the_project_settings(
+    team: Team, tmp_path: Path
+) -> None:
+    settings = tmp_path / ".claude" / "settings.json"
+    settings.parent.mkdir()
+    settings.write_text(json.dumps({"permissions": {"allow": ["Bash(ls)"]}}))
+
+    for _ in range(2):  # twice: the second run replaces the first one's hooks
+        done = bzzz(team.env(B), "hooks", "claude-code", "--agent", B, "--write",
+                    "--project-dir", str(tmp_path))  # fmt: skip
+        assert done.returncode == 0, done.stderr
+
+    written = json.loads(settings.read_text())
+    assert written["permissions"] == {"allow": ["Bash(ls)"]}
+    hooks = written["hooks"]
+    assert [len(hooks[e]) for e in ("SessionStart", "UserPromptSubmit", "PreToolUse")] == [1, 1, 1]
+    assert hooks["PreToolUse"][0]["matcher"] == "Edit|Write|MultiEdit"
+    command = hooks["PreToolUse"][0]["hooks"][0]["command"]
+    assert command.split()[0].endswith("bzzz") and "hooks run pre-tool --agent agent-b" in command
+    assert team.tokens[B] not in settings.read_text()
