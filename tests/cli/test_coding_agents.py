@@ -211,3 +211,103 @@ def test_hooks_claude_code_writes_the_three_hooks_into_the_project_settings(
     command = hooks["PreToolUse"][0]["hooks"][0]["command"]
     assert command.split()[0].endswith("bzzz") and "hooks run pre-tool --agent agent-b" in command
     assert team.tokens[B] not in settings.read_text()
+
+
+# --- the git guard ---------------------------------------------------------------------------
+
+
+def git(repo: Path, env: dict[str, str], *args: str) -> Any:
+    return subprocess.run(
+        ["git", "-C", str(repo), *args], env=env, capture_output=True, text=True,
+        timeout=300, check=False,
+    )  # fmt: skip
+
+
+def new_repo(path: Path, env: dict[str, str]) -> Path:
+    """A repository with one commit and a pre-commit hook of its own (it logs each run)."""
+    path.mkdir()
+    for args in (
+        ("init", "-q", "-b", "main"),
+        ("config", "user.email", "dev@example.org"),
+        ("config", "user.name", "dev"),
+    ):
+        assert git(path, env, *args).returncode == 0
+    (path / "src").mkdir()
+    (path / "src" / "app.py").write_text("print('hello')\n")
+    (path / "README.md").write_text("# shop\n")
+    assert git(path, env, "add", ".").returncode == 0
+    assert git(path, env, "commit", "-q", "-m", "first").returncode == 0
+    own = path / ".git" / "hooks" / "pre-commit"
+    own.write_text('#!/bin/sh\necho ran >> "$(git rev-parse --git-common-dir)/own-hook.log"\n')
+    own.chmod(0o755)
+    return path
+
+
+def guard_install(team: Team, repo: Path, agent: str, *options: str, **env: str) -> None:
+    done = subprocess.run(
+        [bzzz_executable(real=True), "guard", "install", "--repo", str(repo), "--agent", agent,
+         *options],
+        env=team.env(agent, **env), capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+
+
+def commit(repo: Path, env: dict[str, str], path: str, text: str) -> Any:
+    (repo / path).write_text(text)
+    assert git(repo, env, "add", path).returncode == 0
+    return git(repo, env, "commit", "-q", "-m", f"change {path}")
+
+
+def guard_lines(done: Any) -> list[str]:
+    return [line for line in done.stderr.splitlines() if line.startswith("bzzz guard")]
+
+
+@SHARED
+async def test_the_guard_holds_a_commit_to_the_reservations_of_other_agents(
+    team: Team, tmp_path: Path
+) -> None:
+    b_env = {k: v for k, v in team.env(B).items() if k != "BZZZ_TOKEN"}  # its file is used
+    repo = new_repo(tmp_path / "repo", b_env)
+    guard_install(team, repo, B)
+    a_tree = tmp_path / "a-tree"
+    assert git(repo, b_env, "worktree", "add", "-q", str(a_tree)).returncode == 0
+    guard_install(team, a_tree, A)
+    held = await team.as_a("bzzz_reserve", {"agent_id": A, "paths": ["src/app.py"]})
+
+    refused = commit(repo, b_env, "src/app.py", "print('b was here')\n")
+    by_holder = commit(a_tree, b_env, "src/app.py", "print('a was here')\n")
+    await team.as_a("bzzz_reserve", {"agent_id": A, "action": "release"})
+    after = git(repo, b_env, "commit", "-q", "-m", "change src/app.py")
+
+    assert refused.returncode == 1, refused.stderr
+    assert A in refused.stderr and held["reservation"]["expires_at"][:16] in refused.stderr
+    assert by_holder.returncode == 0, by_holder.stderr
+    assert after.returncode == 0, after.stderr
+    ran = (repo / ".git" / "own-hook.log").read_text().split()
+    assert ran == ["ran"] * 3  # the repository's own hook still runs, first
+
+
+def test_with_the_node_away_the_guard_warns_or_blocks_in_one_line(
+    team: Team, tmp_path: Path
+) -> None:
+    away = f"http://127.0.0.1:{free_port()}"
+    env = {k: v for k, v in team.env(B).items() if k not in ("BZZZ_TOKEN", "BZZZ_URL")}
+    repo = new_repo(tmp_path / "repo", env)
+    own = (repo / ".git" / "hooks" / "pre-commit").read_bytes()
+    guard_install(team, repo, B, "--url", away)
+
+    warned = commit(repo, env, "README.md", "# shop, warned\n")
+    git(repo, env, "config", "bzzz.offline", "block")
+    blocked = commit(repo, env, "README.md", "# shop, blocked\n")
+    uninstalled = bzzz(env, "guard", "uninstall", "--repo", str(repo))
+
+    assert warned.returncode == 0, warned.stderr
+    [line] = guard_lines(warned)
+    assert "allowed unchecked (bzzz.offline=warn)" in line and "Traceback" not in warned.stderr
+    assert blocked.returncode == 1
+    [line] = guard_lines(blocked)
+    assert "refused (bzzz.offline=block)" in line and "Traceback" not in blocked.stderr
+    assert uninstalled.returncode == 0, uninstalled.stderr
+    hooks = repo / ".git" / "hooks"
+    assert (hooks / "pre-commit").read_bytes() == own
+    assert not (hooks / "pre-push").exists() and not (repo / ".git" / "bzzz").exists()
