@@ -47,6 +47,8 @@ class InboxService:
                 self._agents.directory, caller.principal, agent_id, f"no agent '{agent_id}'"
             )
         self._agents.require_reader(caller, agent)
+        if self._agents.holds(caller, agent):
+            self._agents.leases.renew(agent.id)  # the agent itself asks: it is alive
         return agent
 
     async def read(

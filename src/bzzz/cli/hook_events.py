@@ -138,9 +138,11 @@ def briefing(node: Remote, agent: str, args: argparse.Namespace, *, announce: bo
     parts: list[str] = []
     if announce:
         parts.append(_announce(node, agent, args))
-    parts += _news(node, agent, args)
-    if not announce and not parts:
-        return ""
+    news, status = _news(node, agent, args)
+    parts += news
+    if not announce and status == "offline":
+        # Its lease ran out while the person was away: it comes back as it was announced.
+        _announce(node, agent, args)
     text = "\n\n".join(p for p in parts if p)
     return text[:MAX_CONTEXT_CHARS]
 
@@ -160,15 +162,16 @@ def _announce(node: Remote, agent: str, args: argparse.Namespace) -> str:
     )
 
 
-def _news(node: Remote, agent: str, args: argparse.Namespace) -> list[str]:
-    """Unread messages (then marked read), tasks, escalations, reservations ending soon."""
-    who = quote(agent, safe="")
+def _news(node: Remote, agent: str, args: argparse.Namespace) -> tuple[list[str], str]:
+    """Unread messages (then marked read), tasks, escalations, reservations ending soon; and
+    the agent's status."""
+    messages, status = _messages(node, agent, quote(agent, safe=""), args.limit)
     return [
-        _messages(node, agent, who, args.limit),
+        messages,
         _tasks(node, agent, args.limit),
         _escalations(node, agent, args.limit),
         _expiring(node, agent, args.expiring, args.limit),
-    ]
+    ], status
 
 
 def _content(content: Any) -> str:
@@ -177,12 +180,12 @@ def _content(content: Any) -> str:
     return shown if len(shown) <= MAX_MESSAGE_CHARS else shown[:MAX_MESSAGE_CHARS] + " […]"
 
 
-def _messages(node: Remote, agent: str, who: str, limit: int) -> str:
+def _messages(node: Remote, agent: str, who: str, limit: int) -> tuple[str, str]:
     path = f"/agents/{who}/inbox"
     inbox = node.call("GET", path, params={"unread": "true", "limit": str(limit)})
-    messages = inbox["messages"]
+    messages, status = inbox["messages"], str(inbox.get("status"))
     if not messages:
-        return ""
+        return "", status
     lines = [f"Unread messages for {agent} ({len(messages)} of {inbox['unread']}, newest first):"]
     for m in messages:
         thread = f", thread {m['thread_id']}" if m.get("thread_id") else ""
@@ -195,7 +198,7 @@ def _messages(node: Remote, agent: str, who: str, limit: int) -> str:
         lines.append(f"({left} older unread: bzzz inbox {agent} --unread)")
     lines.append(f"Reply with bzzz_post to bzzz://<sender> (as {agent}).")
     node.call("POST", f"{path}/read", body={"message_ids": [m["id"] for m in messages]})
-    return "\n".join(lines)
+    return "\n".join(lines), status
 
 
 def _tasks(node: Remote, agent: str, limit: int) -> str:
