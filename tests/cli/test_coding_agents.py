@@ -52,9 +52,9 @@ class Team:
             | extra
         )
 
-    async def as_a(self, tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
+    async def as_a(self, tool: str, arguments: dict[str, Any], agent: str = A) -> dict[str, Any]:
         """One MCP tool call with agent-a's token (a stateless client)."""
-        headers = {"Authorization": f"Bearer {self.tokens[A]}"}
+        headers = {"Authorization": f"Bearer {self.tokens[agent]}"}
         async with stateless(self.node.mcp_url, headers) as client:
             answer = await caller(client.call_tool)(tool, arguments)
         assert answer.get("success") is True, answer
@@ -74,7 +74,9 @@ async def team(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Team]:
             for agent in (A, B)
         }
         made = Team(node, tokens, directory)
-        await made.as_a("bzzz_announce", {"agent_id": A, "role": "developer", "project": "shop"})
+        for agent in (A, B):  # as their runners do (B's SessionStart hook announces it again)
+            announced = {"agent_id": agent, "role": "developer", "project": "shop"}
+            await made.as_a("bzzz_announce", announced, agent)
         yield made
     finally:
         await node.kill()
@@ -311,3 +313,32 @@ def test_with_the_node_away_the_guard_warns_or_blocks_in_one_line(
     hooks = repo / ".git" / "hooks"
     assert (hooks / "pre-commit").read_bytes() == own
     assert not (hooks / "pre-push").exists() and not (repo / ".git" / "bzzz").exists()
+
+
+@SHARED
+async def test_the_pre_tool_hook_refuses_an_edit_of_a_held_path_naming_the_holder(
+    team: Team, tmp_path: Path
+) -> None:
+    repo = new_repo(tmp_path / "repo", team.env(B))
+    held = await team.as_a("bzzz_reserve", {"agent_id": A, "paths": ["src/pay.py"]})
+    edit = hook_input(
+        repo, "PreToolUse", tool_name="Edit", tool_use_id="toolu_01",
+        tool_input={"file_path": str(repo / "src" / "pay.py"), "old_string": "a",
+                    "new_string": "b", "replace_all": False},
+    )  # fmt: skip
+    other = edit | {"tool_input": {"file_path": str(repo / "src" / "app.py"), "content": "x"}}
+    try:
+        refused = answer_of(hook(team, "pre-tool", edit))
+        allowed = hook(team, "pre-tool", other | {"tool_name": "Write"})
+        by_holder = hook(team, "pre-tool", edit, agent=A)
+    finally:
+        await team.as_a("bzzz_reserve", {"agent_id": A, "action": "release"})
+
+    decision = refused["hookSpecificOutput"]
+    assert decision["hookEventName"] == "PreToolUse"
+    assert decision["permissionDecision"] == "deny"
+    reason = decision["permissionDecisionReason"]
+    assert "agent agent-a" in reason and held["reservation"]["expires_at"] in reason
+    assert "bzzz_post to bzzz://agent-a" in reason
+    for done in (allowed, by_holder):  # nothing said: Claude Code's normal flow goes on
+        assert (done.returncode, done.stdout) == (0, ""), done.stderr
