@@ -40,9 +40,10 @@ from typing import Any
 
 import httpx
 import httpx2
-from benchutil import code_version, machine, report
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
+
+from benchutil import code_version, machine, report
 
 BZZZ = str(Path(sysconfig.get_path("scripts")) / "bzzz")
 
@@ -147,8 +148,10 @@ def measure(runs: int) -> dict[str, Any]:
 
 def _figures(url: str, a: str, env: dict[str, str], repo: Path, runs: int) -> dict[str, Any]:
     def edit(path: str) -> str:
-        return json.dumps({"session_id": "s", "cwd": str(repo), "hook_event_name": "PreToolUse",
-                           "tool_name": "Edit", "tool_input": {"file_path": str(repo / path)}})  # fmt: skip
+        event = {"session_id": "s", "cwd": str(repo), "hook_event_name": "PreToolUse"}
+        return json.dumps(
+            event | {"tool_name": "Edit", "tool_input": {"file_path": str(repo / path)}}
+        )
 
     def hook(event: str, stdin: str) -> Callable[[], Any]:
         return lambda: _run([BZZZ, "hooks", "run", event, "--agent", "agent-b"], env, stdin)

@@ -1,9 +1,10 @@
 """The `bzzz` executable: the light commands run here, every other one in ``bzzz.cli``.
 
-`bzzz reservations check …` runs before a write (a git hook, an agent runner's hook), many
-times a minute: importing the whole CLI (its parser, asyncio, the settings) would cost most
-of its time budget, so this entry recognizes it first and imports only ``bzzz.light``. The
-global options ``--data-dir`` and ``--config`` may come before it, as for any command.
+`bzzz reservations check …` and `bzzz hooks run …` run before a write (a git hook, an agent
+runner's hook), many times a minute: importing the whole CLI (its parser, asyncio, the
+settings) would cost most of its time budget, so this entry recognizes them first and imports
+only ``bzzz.light``. The global options ``--data-dir`` and ``--config`` may come before them,
+as for any command.
 """
 
 from __future__ import annotations
@@ -30,9 +31,9 @@ def _light(argv: list[str]) -> tuple[list[str], dict[str, str]] | None:
         options[name[2:].replace("-", "_")] = value
         index += 1
     rest = argv[index:]
-    if rest[:2] != ["reservations", "check"]:
+    if rest[:2] not in (["reservations", "check"], ["hooks", "run"]):
         return None
-    return rest[2:], options
+    return rest, options
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -40,10 +41,15 @@ def main(argv: list[str] | None = None) -> int:
     words = sys.argv[1:] if argv is None else argv
     light = _light(words)
     if light is not None:
+        rest, options = light
+        where = {"data_dir": options.get("data_dir"), "config": options.get("config")}
+        if rest[0] == "hooks":
+            from bzzz.light import hooks
+
+            return hooks.main(rest[2:], **where)
         from bzzz.light import check
 
-        rest, options = light
-        return check.main(rest, data_dir=options.get("data_dir"), config=options.get("config"))
+        return check.main(rest[2:], **where)
     from bzzz.cli import main as cli_main
 
     return cli_main(words)

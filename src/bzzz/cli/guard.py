@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from bzzz.errors import InvalidParameters
+from bzzz.light.worktree import CONF_DIR
 
 if TYPE_CHECKING:
     from bzzz.config import Settings
@@ -39,7 +40,6 @@ if TYPE_CHECKING:
 HOOKS = ("pre-commit", "pre-push")
 MARKER = "# bzzz-guard: "
 CHAINED = ".bzzz-chained"
-CONF_DIR = "bzzz"
 OFFLINE_KEY = "bzzz.offline"
 
 
@@ -105,27 +105,6 @@ def hooks_dir(repo: Path) -> Path:
     """Where git looks for hooks (``core.hooksPath`` when set)."""
     found = Path(_git(repo, "rev-parse", "--git-path", "hooks"))
     return found if found.is_absolute() else (repo / found).resolve()
-
-
-def configured_agent(repo: Path) -> str | None:
-    """The agent `bzzz guard install` set for the work tree at ``repo``, if any."""
-    try:
-        path = git_dir(repo) / CONF_DIR / "agent"
-    except (InvalidParameters, OSError, subprocess.SubprocessError):
-        return None
-    try:
-        return path.read_text(encoding="utf-8").strip() or None
-    except OSError:
-        return None
-
-
-def token_file(repo: Path) -> Path | None:
-    """The token file `bzzz guard install` wrote for the work tree at ``repo``, if any."""
-    try:
-        path = git_dir(repo) / CONF_DIR / "token"
-    except (InvalidParameters, OSError, subprocess.SubprocessError):
-        return None
-    return path if path.is_file() else None
 
 
 def _ours(path: Path) -> bool:

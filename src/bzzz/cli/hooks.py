@@ -13,7 +13,9 @@ keeping what is there) the Claude Code hooks that run `bzzz hooks run`:
 The commands read the hook's JSON on stdin and answer as Claude Code's hooks reference says
 (https://code.claude.com/docs/en/hooks): exit 0 with ``hookSpecificOutput.additionalContext``
 for context, ``hookSpecificOutput.permissionDecision: "deny"`` with
-``permissionDecisionReason`` to refuse a tool call. The work is in ``cli/hook_events.py``.
+``permissionDecisionReason`` to refuse a tool call. They are light commands
+(``bzzz.light.hooks``, run by ``bzzz.entry`` without the rest of the CLI): a PreToolUse hook
+runs before every edit.
 Settings never hold a token: the commands take ``BZZZ_TOKEN``, ``--token-file``, or the token
 file `bzzz guard install` wrote for the repository.
 """
@@ -28,11 +30,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from bzzz.errors import InvalidParameters
+from bzzz.light import hooks as light_hooks
+from bzzz.light import worktree
 
 if TYPE_CHECKING:
     from bzzz.config import Settings
 
-EVENTS = ("session-start", "prompt", "pre-tool")
+EVENTS = light_hooks.EVENTS
 # Claude Code's event -> our command, and the tools a PreToolUse hook looks at.
 CLAUDE_EVENTS = {
     "SessionStart": "session-start",
@@ -42,8 +46,6 @@ CLAUDE_EVENTS = {
 EDIT_TOOLS = "Edit|Write|MultiEdit"
 # Seconds Claude Code waits for each command (ours answer in about one).
 HOOK_TIMEOUT = 30
-DEFAULT_ROLE = "developer"
-DEFAULT_CAPABILITIES = "code"
 # A settings file we merge into is a few kilobytes; past this it is not one to rewrite.
 MAX_SETTINGS_BYTES = 1_000_000
 
@@ -56,7 +58,7 @@ def add_parser(sub: Any) -> None:
         "claude-code",
         help="print (or --write) Claude Code settings that bring the network into each turn",
     )
-    _agent_flags(claude)
+    light_hooks.agent_arguments(claude)
     claude.add_argument(
         "--write",
         action="store_true",
@@ -69,57 +71,13 @@ def add_parser(sub: Any) -> None:
         help="write .claude/settings.local.json (not committed: one agent per clone)",
     )
     run = actions.add_parser("run", help="run one hook (reads the hook's JSON on stdin)")
-    run.add_argument("event", choices=EVENTS, help="the hook: " + ", ".join(EVENTS))
-    _agent_flags(run)
-    run.add_argument("--token", help="the agent's bearer token (or BZZZ_TOKEN)")
-    run.add_argument(
-        "--limit", type=_bounded, default=10, help="at most N items a section (1-50, default 10)"
-    )
-    run.add_argument(
-        "--expiring",
-        type=int,
-        default=900,
-        help="show reservations ending within this many seconds (default 900)",
-    )
-
-
-def _bounded(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
-    if not 1 <= value <= 50:
-        raise argparse.ArgumentTypeError(f"{value} is not between 1 and 50")
-    return value
-
-
-def _agent_flags(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--agent", help="the agent's id (default: the one `bzzz guard install` set here)"
-    )
-    parser.add_argument("--role", default=DEFAULT_ROLE, help=f"its role (default {DEFAULT_ROLE})")
-    parser.add_argument(
-        "--capabilities",
-        default=DEFAULT_CAPABILITIES,
-        help=f"comma-separated (default {DEFAULT_CAPABILITIES})",
-    )
-    parser.add_argument("--project", help="its project (default: its token's one project)")
-    parser.add_argument(
-        "--offline",
-        choices=("warn", "block"),
-        default="warn",
-        help="when the node cannot be reached: warn and let edits through (default), or block",
-    )
-    parser.add_argument("--token-file", help="a file holding the agent's token (mode 0600)")
-    parser.add_argument("--url", help="the node's base URL (or BZZZ_URL; default: local node)")
+    light_hooks.add_arguments(run)
 
 
 def run(args: argparse.Namespace, settings: Settings) -> int:
     """Run `bzzz hooks …`."""
     if args.hooks_command == "run":
-        from bzzz.cli import hook_events
-
-        return hook_events.run(args, settings)
+        return light_hooks.run(args, data_dir=args.data_dir, config=args.config)
     return claude_code(args)
 
 
@@ -195,9 +153,7 @@ def merged(existing: dict[str, Any], ours: dict[str, Any]) -> dict[str, Any]:
 
 def claude_code(args: argparse.Namespace) -> int:
     """Print the settings, or merge them into the project's settings file."""
-    from bzzz.cli.guard import configured_agent
-
-    agent = args.agent or configured_agent(Path(args.project_dir or "."))
+    agent = args.agent or worktree.configured_agent(Path(args.project_dir or "."))
     if not agent:
         raise InvalidParameters(
             "name the agent: --agent ID (or install the guard first: bzzz guard install "

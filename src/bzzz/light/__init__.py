@@ -7,4 +7,6 @@ entry point: it runs these commands itself and hands every other one to ``bzzz.c
 
     http     where the node answers (URL, token) and one JSON request to it
     check    `bzzz reservations check PATH… --agent ID`
+    hooks    `bzzz hooks run session-start|prompt|pre-tool` (Claude Code's hooks)
+    worktree what `bzzz guard install` keeps for a work tree (agent, token, URL)
 """

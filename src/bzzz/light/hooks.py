@@ -13,27 +13,32 @@ as the hooks reference says (https://code.claude.com/docs/en/hooks):
 - the node out of reach: one line in ``systemMessage`` (shown to the person); a PreToolUse
   hook then lets the edit through (``--offline warn``, the default) or denies it (``block``).
 
-Nothing here raises past :func:`run`: a hook never answers with a traceback.
+A light command (``bzzz.light``): the standard library only, since a PreToolUse hook runs
+before every edit. Nothing here raises past :func:`run`: a hook never answers with a traceback.
+The node and token: ``--url``/``BZZZ_URL`` (else the running node), ``--token``/``BZZZ_TOKEN``,
+``--token-file``, or the token file `bzzz guard install` keeps for the work tree.
 """
 
 from __future__ import annotations
 
 import argparse
+import http.client
 import json
 import os
 import subprocess
 import sys
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
-from urllib.parse import quote
+from typing import Any
+from urllib.parse import quote, urlencode, urlsplit
 
-from bzzz.cli.remote import Remote, Unreachable, node_url
-from bzzz.errors import BzzzError
+from bzzz.light import http as node_http
+from bzzz.light import worktree
 
-if TYPE_CHECKING:
-    from bzzz.config import Settings
-
+EVENTS = ("session-start", "prompt", "pre-tool")
+DEFAULT_ROLE = "developer"
+DEFAULT_CAPABILITIES = "code"
 # The hook's JSON is small (a prompt, a tool's input); past this it is not read.
 MAX_INPUT_BYTES = 2_000_000
 # What one hook adds to the model's context at most, and one message's text at most.
@@ -41,25 +46,159 @@ MAX_CONTEXT_CHARS = 8000
 MAX_MESSAGE_CHARS = 600
 
 
-def run(args: argparse.Namespace, settings: Settings) -> int:
+class Trouble(Exception):
+    """The node could not be asked, or refused: one line says why."""
+
+    def __init__(self, message: str, *, unreachable: bool = False) -> None:
+        super().__init__(message)
+        self.message = message
+        self.unreachable = unreachable
+
+
+def _bounded(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not 1 <= value <= 50:
+        raise argparse.ArgumentTypeError(f"{value} is not between 1 and 50")
+    return value
+
+
+def agent_arguments(parser: argparse.ArgumentParser) -> None:
+    """The agent's flags, shared by `bzzz hooks claude-code` and `bzzz hooks run`."""
+    parser.add_argument(
+        "--agent", help="the agent's id (default: the one `bzzz guard install` set here)"
+    )
+    parser.add_argument("--role", default=DEFAULT_ROLE, help=f"its role (default {DEFAULT_ROLE})")
+    parser.add_argument(
+        "--capabilities",
+        default=DEFAULT_CAPABILITIES,
+        help=f"comma-separated (default {DEFAULT_CAPABILITIES})",
+    )
+    parser.add_argument("--project", help="its project (default: its token's one project)")
+    parser.add_argument(
+        "--offline",
+        choices=("warn", "block"),
+        default="warn",
+        help="when the node cannot be reached: warn and let edits through (default), or block",
+    )
+    parser.add_argument("--token-file", help="a file holding the agent's token (mode 0600)")
+    parser.add_argument("--url", help="the node's base URL (or BZZZ_URL; default: local node)")
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """The arguments of `bzzz hooks run` (the light entry's and the CLI's parser)."""
+    parser.add_argument("event", choices=EVENTS, help="the hook: " + ", ".join(EVENTS))
+    agent_arguments(parser)
+    parser.add_argument("--token", help="the agent's bearer token (or BZZZ_TOKEN)")
+    parser.add_argument(
+        "--limit", type=_bounded, default=10, help="at most N items a section (1-50, default 10)"
+    )
+    parser.add_argument(
+        "--expiring",
+        type=int,
+        default=900,
+        help="show reservations ending within this many seconds (default 900)",
+    )
+
+
+def main(argv: list[str], *, data_dir: str | None = None, config: str | None = None) -> int:
+    """`bzzz hooks run …` from the command line's words (the light entry's path)."""
+    parser = argparse.ArgumentParser(
+        prog="bzzz hooks run", description="Run one Claude Code hook (its JSON on stdin)."
+    )
+    add_arguments(parser)
+    args = parser.parse_args(argv)
+    return run(args, data_dir=data_dir, config=config)
+
+
+@dataclass(frozen=True, slots=True)
+class Node:
+    """One node, asked with one token (``http.client``: no web library to import)."""
+
+    url: str
+    token: str | None
+    timeout: float = node_http.TIMEOUT
+
+    def call(
+        self,
+        method: str,
+        path: str,
+        *,
+        params: dict[str, str] | None = None,
+        body: dict[str, Any] | None = None,
+    ) -> dict[str, Any]:
+        """One request under /api/v1; the JSON answer, or Trouble."""
+        full = "/api/v1" + path + (f"?{urlencode(params)}" if params else "")
+        try:
+            if method == "POST":
+                return node_http.post_json(self.url, full, body or {}, self.token, self.timeout)
+            return _get_json(self.url, full, self.token, self.timeout)
+        except node_http.Unreachable as exc:
+            raise Trouble(f"cannot reach the node: {exc}", unreachable=True) from None
+        except node_http.Refused as exc:
+            raise Trouble(f"the node refused: {exc}") from None
+
+
+def _get_json(base: str, path: str, token: str | None, timeout: float) -> dict[str, Any]:
+    """GET ``base + path``: as ``node_http.post_json`` does a POST (its errors, its bounds)."""
+    parts = urlsplit(base)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise node_http.Unreachable(f"'{base}' is not an http:// or https:// URL")
+    kind = http.client.HTTPSConnection if parts.scheme == "https" else http.client.HTTPConnection
+    headers = {"Accept": "application/json"}
+    if token:
+        headers["Authorization"] = f"Bearer {token}"
+    connection = kind(parts.hostname, parts.port, timeout=timeout)
+    try:
+        connection.request("GET", parts.path.rstrip("/") + path, headers=headers)
+        response = connection.getresponse()
+        raw = response.read(node_http.MAX_ANSWER_BYTES + 1)
+        status = response.status
+    except (OSError, http.client.HTTPException) as exc:
+        reason = exc or type(exc).__name__
+        raise node_http.Unreachable(f"no node answered at {base} ({reason})") from None
+    finally:
+        connection.close()
+    try:
+        answer = json.loads(raw) if len(raw) <= node_http.MAX_ANSWER_BYTES else None
+    except ValueError:
+        answer = None
+    if not isinstance(answer, dict):
+        raise node_http.Unreachable(f"{base} did not answer as a BZZZ node (HTTP {status})")
+    if status >= 400:
+        raise node_http.Refused(status, answer)
+    return answer
+
+
+def run(args: argparse.Namespace, *, data_dir: str | None, config: str | None) -> int:
     """Run one hook; every failure becomes the answer the offline setting says."""
     event = read_event(sys.stdin.buffer)
     name = {"session-start": "SessionStart", "prompt": "UserPromptSubmit"}.get(
         args.event, "PreToolUse"
     )
     try:
-        agent = args.agent or _guard_agent(event)
+        agent = args.agent or worktree.configured_agent(_root(event))
         if not agent:
-            raise BzzzError("no agent: give --agent ID (or install the guard here)")
-        node = Remote(node_url(args, settings), _token(args, event))
+            raise Trouble("no agent: give --agent ID (or install the guard here)")
+        url = args.url or worktree.kept(_root(event), "url")
+        node = Node(_url(url, data_dir, config), _token(args, event))
         if args.event == "pre-tool":
-            return pre_tool(node, agent, event, args)
+            return pre_tool(node, agent, event)
         text = briefing(node, agent, args, announce=args.event == "session-start")
-    except BzzzError as exc:
+    except Trouble as exc:
         return _trouble(name, exc, args)
     if text:
         _answer({"hookSpecificOutput": {"hookEventName": name, "additionalContext": text}})
     return 0
+
+
+def _url(url: str | None, data_dir: str | None, config: str | None) -> str:
+    try:
+        return node_http.node_url(url, data_dir, config)
+    except Exception as exc:  # a settings file that does not load: say so, never a traceback
+        raise Trouble(f"cannot tell where the node is ({exc})") from None
 
 
 def read_event(stream: Any) -> dict[str, Any]:
@@ -78,9 +217,9 @@ def _answer(data: dict[str, Any]) -> None:
     sys.stdout.write(json.dumps(data) + "\n")
 
 
-def _trouble(name: str, exc: BzzzError, args: argparse.Namespace) -> int:
+def _trouble(name: str, exc: Trouble, args: argparse.Namespace) -> int:
     """One line for the person; the edit let through or refused as ``--offline`` says."""
-    what = "cannot reach the node" if isinstance(exc, Unreachable) else "the check failed"
+    what = "the node away" if exc.unreachable else "the check failed"
     line = f"bzzz: {exc.message}"
     if name != "PreToolUse":
         _answer({"systemMessage": line})
@@ -107,21 +246,13 @@ def _token(args: argparse.Namespace, event: dict[str, Any]) -> str | None:
     """``--token``, ``BZZZ_TOKEN``, ``--token-file``, or the guard's token file here."""
     if args.token or os.environ.get("BZZZ_TOKEN"):
         return str(args.token or os.environ["BZZZ_TOKEN"]).strip()
-    from bzzz.cli.guard import token_file
-
-    path = Path(args.token_file).expanduser() if args.token_file else token_file(_root(event))
-    if path is None:
-        return None
+    if not args.token_file:
+        return worktree.kept(_root(event), "token")
+    path = Path(args.token_file).expanduser()
     try:
         return path.read_text(encoding="utf-8").strip() or None
     except OSError as exc:
-        raise BzzzError(f"cannot read the token file {path} ({exc.strerror})") from None
-
-
-def _guard_agent(event: dict[str, Any]) -> str | None:
-    from bzzz.cli.guard import configured_agent
-
-    return configured_agent(_root(event))
+        raise Trouble(f"cannot read the token file {path} ({exc.strerror})") from None
 
 
 def _root(event: dict[str, Any]) -> Path:
@@ -133,7 +264,7 @@ def _root(event: dict[str, Any]) -> Path:
 # --- session-start, prompt -----------------------------------------------------------------------
 
 
-def briefing(node: Remote, agent: str, args: argparse.Namespace, *, announce: bool) -> str:
+def briefing(node: Node, agent: str, args: argparse.Namespace, *, announce: bool) -> str:
     """What the agent should know now; at session start, who it is first."""
     parts: list[str] = []
     if announce:
@@ -147,7 +278,7 @@ def briefing(node: Remote, agent: str, args: argparse.Namespace, *, announce: bo
     return text[:MAX_CONTEXT_CHARS]
 
 
-def _announce(node: Remote, agent: str, args: argparse.Namespace) -> str:
+def _announce(node: Node, agent: str, args: argparse.Namespace) -> str:
     capabilities = [c.strip() for c in args.capabilities.split(",") if c.strip()]
     body: dict[str, Any] = {"agent_id": agent, "role": args.role, "capabilities": capabilities}
     if args.project:
@@ -162,7 +293,7 @@ def _announce(node: Remote, agent: str, args: argparse.Namespace) -> str:
     )
 
 
-def _news(node: Remote, agent: str, args: argparse.Namespace) -> tuple[list[str], str]:
+def _news(node: Node, agent: str, args: argparse.Namespace) -> tuple[list[str], str]:
     """Unread messages (then marked read), tasks, escalations, reservations ending soon; and
     the agent's status."""
     messages, status = _messages(node, agent, quote(agent, safe=""), args.limit)
@@ -180,7 +311,7 @@ def _content(content: Any) -> str:
     return shown if len(shown) <= MAX_MESSAGE_CHARS else shown[:MAX_MESSAGE_CHARS] + " […]"
 
 
-def _messages(node: Remote, agent: str, who: str, limit: int) -> tuple[str, str]:
+def _messages(node: Node, agent: str, who: str, limit: int) -> tuple[str, str]:
     path = f"/agents/{who}/inbox"
     inbox = node.call("GET", path, params={"unread": "true", "limit": str(limit)})
     messages, status = inbox["messages"], str(inbox.get("status"))
@@ -201,7 +332,7 @@ def _messages(node: Remote, agent: str, who: str, limit: int) -> tuple[str, str]
     return "\n".join(lines), status
 
 
-def _tasks(node: Remote, agent: str, limit: int) -> str:
+def _tasks(node: Node, agent: str, limit: int) -> str:
     listed = node.call("GET", "/tasks", params={"agent_id": agent, "limit": "100"})
     active = [t for t in listed["tasks"] if t.get("status") in ("pending", "in_progress")]
     if not active:
@@ -215,7 +346,7 @@ def _tasks(node: Remote, agent: str, limit: int) -> str:
     return "\n".join(lines)
 
 
-def _escalations(node: Remote, agent: str, limit: int) -> str:
+def _escalations(node: Node, agent: str, limit: int) -> str:
     threads = node.call("GET", "/threads", params={"agent_id": agent, "limit": "100"})
     mine = {t["id"]: t for t in threads["threads"] if agent in (t.get("participants") or [])}
     if not mine:
@@ -239,7 +370,7 @@ def _escalations(node: Remote, agent: str, limit: int) -> str:
     return "\n".join(lines)
 
 
-def _expiring(node: Remote, agent: str, within: int, limit: int) -> str:
+def _expiring(node: Node, agent: str, within: int, limit: int) -> str:
     held = node.call("GET", "/reservations", params={"agent_id": agent})
     now = datetime.now(UTC)
     soon = []
@@ -299,7 +430,7 @@ def relative_path(file_path: str, event: dict[str, Any]) -> str | None:
         return None
 
 
-def pre_tool(node: Remote, agent: str, event: dict[str, Any], args: argparse.Namespace) -> int:
+def pre_tool(node: Node, agent: str, event: dict[str, Any]) -> int:
     """Deny an edit of a file another agent holds; say nothing otherwise."""
     tool_input = event.get("tool_input")
     if not isinstance(tool_input, dict):
