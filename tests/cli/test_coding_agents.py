@@ -134,6 +134,12 @@ async def test_the_prompt_hook_adds_unread_messages_to_the_context_once(
         {"target_address": f"bzzz://{B}", "message_type": "text",
          "content": {"text": "I am changing src/app.py; keep off it until noon"}},
     )  # fmt: skip
+    await team.as_a(
+        "bzzz_post",
+        {"target_address": f"bzzz://{B}", "message_type": "task_assignment",
+         "content": {"task_type": "code", "description": "add the refund route"}},
+    )  # fmt: skip
+    await team.as_a("bzzz_reserve", {"agent_id": B, "paths": ["docs/**"], "ttl": 60}, B)
     prompt = hook_input(tmp_path, "UserPromptSubmit", prompt="go on")
 
     first = answer_of(hook(team, "prompt", prompt))
@@ -146,6 +152,9 @@ async def test_the_prompt_hook_adds_unread_messages_to_the_context_once(
     assert context["hookEventName"] == "UserPromptSubmit"
     assert "from agent-a" in context["additionalContext"]
     assert "keep off it until noon" in context["additionalContext"]
+    assert "Tasks assigned to agent-b" in context["additionalContext"]
+    assert "add the refund route" in context["additionalContext"]
+    assert "docs/** (exclusive" in context["additionalContext"]  # ending within 900 s
     assert second.returncode == 0, second.stderr
     assert "keep off it" not in second.stdout  # marked read once shown
 
