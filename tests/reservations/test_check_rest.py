@@ -3,12 +3,16 @@ ask it (an agent token as its own agent only and in its project; an admin of the
 
 from __future__ import annotations
 
+import json
 from collections.abc import AsyncIterator
+from pathlib import Path
 
 import httpx
 import pytest
+from e2e.markdown import of_kind
 
 from bzzz.api.app import build_app
+from bzzz.api.reservations import CheckAnswer
 from bzzz.eventlog import Caller
 from bzzz.mcp.server import build_server
 from bzzz.node.core import Node
@@ -17,6 +21,7 @@ from bzzz.reservations.schemas import ReserveInput
 from bzzz.schemas import AnnounceInput
 
 CHECK = "/api/v1/reservations/check"
+PAGE = Path(__file__).resolve().parents[2] / "docs" / "reservations.md"
 
 
 @pytest.fixture
@@ -92,3 +97,24 @@ async def test_the_check_refuses_another_projects_token_and_an_agent_token_of_an
     assert other_agent.json()["details"]["missing"] == "agent:bob"
     assert admin.status_code == 200 and admin.json()["allowed"] is False
     assert bad.status_code == 400 and bad.json()["details"]["field"] == "paths.0"
+
+
+async def test_the_answer_shown_in_the_docs_has_the_answers_shape(
+    node: Node, http: httpx.AsyncClient
+) -> None:
+    [block] = [b for b in of_kind(PAGE, "text") if '"fencing_token"' in b.body]
+    shown = json.loads(block.body)
+    await _held(node)
+    admin = await _token(node, "shop-admin", "shop", Scope.ADMIN, None)
+    real = await http.post(
+        CHECK,
+        json={"agent": "bob", "paths": ["src/api/routes.py", "README.md"]},
+        headers={"Authorization": admin},
+    )
+
+    CheckAnswer.model_validate(shown)
+    body = real.json()
+    assert set(shown) == set(body)
+    for item, got in zip(shown["paths"], body["paths"], strict=True):
+        assert set(item) == set(got)
+    assert set(shown["paths"][0]["holder"]) == set(body["paths"][0]["holder"])

@@ -72,6 +72,7 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
         out.Column("mode"),
         out.Column("paths"),
         out.Column("expires", whole=True),
+        out.Column("token", whole=True),
         out.Column("reason"),
     ]
     cells = [
@@ -82,6 +83,7 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
             r["mode"],
             "\n".join(r["paths"]),
             r["expires_at"],
+            str(r["fencing_token"]),
             r["reason"] or "",
         ]
         for r in rows

@@ -93,6 +93,8 @@ Up to 16 patterns, each at most 256 characters, 32 segments and 16 wildcards, a 
   Refused with RESERVATION_CONFLICT when another agent's live reservation could match one of the
   same paths; details.holder names that agent, its paths and when it expires. Your own
   reservations never conflict with each other.
+  A granted reservation carries a fencing_token: a number that only grows within the project
+  (a later grant of the same path always has a larger one; a renewal keeps it).
 - release / renew: reservation_id, or all of your agent's (renew sets a new ttl from now).
 - list: the live reservations in your projects (project, agent_id, paths narrow the list).
 A reservation ends on release, at its expiry, when its agent is erased or moves to another

@@ -250,6 +250,7 @@ def _conflict(
         "mode": row.mode,
         "paths": list(row.paths),
         "expires_at": domain.iso(row.expires_at),
+        "fencing_token": row.fencing_token or 0,
     }
     outcome = {
         "ok": False,
