@@ -14,8 +14,8 @@ import sys
 _GLOBALS = ("--data-dir", "--config")
 
 
-def _light(argv: list[str]) -> tuple[list[str], dict[str, str]] | None:
-    """The check's own words and the global options before them; None: not a light command."""
+def _split(argv: list[str]) -> tuple[list[str], dict[str, str]] | None:
+    """The words after the global options, and those options (None: an option lacks its value)."""
     options: dict[str, str] = {}
     index = 0
     while index < len(argv):
@@ -30,10 +30,23 @@ def _light(argv: list[str]) -> tuple[list[str], dict[str, str]] | None:
             index += 1
         options[name[2:].replace("-", "_")] = value
         index += 1
-    rest = argv[index:]
-    if rest[:2] not in (["reservations", "check"], ["hooks", "run"]):
+    return argv[index:], options
+
+
+def _light(argv: list[str]) -> tuple[list[str], dict[str, str]] | None:
+    """The check's own words and the global options before them; None: not a light command."""
+    split = _split(argv)
+    if split is None or split[0][:2] != ["reservations", "check"]:
         return None
-    return rest, options
+    return split[0][2:], split[1]
+
+
+def _hooks(argv: list[str]) -> tuple[list[str], dict[str, str]] | None:
+    """`bzzz hooks run`'s own words and the global options; None: not that command."""
+    split = _split(argv)
+    if split is None or split[0][:2] != ["hooks", "run"]:
+        return None
+    return split[0][2:], split[1]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -41,15 +54,16 @@ def main(argv: list[str] | None = None) -> int:
     words = sys.argv[1:] if argv is None else argv
     light = _light(words)
     if light is not None:
-        rest, options = light
-        where = {"data_dir": options.get("data_dir"), "config": options.get("config")}
-        if rest[0] == "hooks":
-            from bzzz.light import hooks
-
-            return hooks.main(rest[2:], **where)
         from bzzz.light import check
 
-        return check.main(rest[2:], **where)
+        rest, options = light
+        return check.main(rest, data_dir=options.get("data_dir"), config=options.get("config"))
+    hook = _hooks(words)
+    if hook is not None:
+        from bzzz.light import hooks
+
+        rest, options = hook
+        return hooks.main(rest, data_dir=options.get("data_dir"), config=options.get("config"))
     from bzzz.cli import main as cli_main
 
     return cli_main(words)

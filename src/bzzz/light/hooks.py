@@ -22,7 +22,6 @@ The node and token: ``--url``/``BZZZ_URL`` (else the running node), ``--token``/
 from __future__ import annotations
 
 import argparse
-import http.client
 import json
 import os
 import subprocess
@@ -31,7 +30,6 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
-from urllib.parse import quote, urlencode, urlsplit
 
 from bzzz.light import http as node_http
 from bzzz.light import worktree
@@ -130,7 +128,11 @@ class Node:
         body: dict[str, Any] | None = None,
     ) -> dict[str, Any]:
         """One request under /api/v1; the JSON answer, or Trouble."""
-        full = "/api/v1" + path + (f"?{urlencode(params)}" if params else "")
+        if params:
+            from urllib.parse import urlencode
+
+            path += f"?{urlencode(params)}"
+        full = "/api/v1" + path
         try:
             if method == "POST":
                 return node_http.post_json(self.url, full, body or {}, self.token, self.timeout)
@@ -142,17 +144,18 @@ class Node:
 
 
 def _get_json(base: str, path: str, token: str | None, timeout: float) -> dict[str, Any]:
-    """GET ``base + path``: as ``node_http.post_json`` does a POST (its errors, its bounds)."""
-    parts = urlsplit(base)
-    if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise node_http.Unreachable(f"'{base}' is not an http:// or https:// URL")
-    kind = http.client.HTTPSConnection if parts.scheme == "https" else http.client.HTTPConnection
+    """GET ``base + path``: as ``node_http.post_json`` does a POST (its errors, its bounds).
+    Only the prompt hooks read; the PreToolUse hook (a POST) never imports ``http.client``."""
+    import http.client
+
+    scheme, host, port, prefix = node_http.split_url(base)
+    kind = http.client.HTTPSConnection if scheme == "https" else http.client.HTTPConnection
     headers = {"Accept": "application/json"}
     if token:
         headers["Authorization"] = f"Bearer {token}"
-    connection = kind(parts.hostname, parts.port, timeout=timeout)
+    connection = kind(host, port, timeout=timeout)
     try:
-        connection.request("GET", parts.path.rstrip("/") + path, headers=headers)
+        connection.request("GET", prefix.rstrip("/") + path, headers=headers)
         response = connection.getresponse()
         raw = response.read(node_http.MAX_ANSWER_BYTES + 1)
         status = response.status
@@ -296,6 +299,8 @@ def _announce(node: Node, agent: str, args: argparse.Namespace) -> str:
 def _news(node: Node, agent: str, args: argparse.Namespace) -> tuple[list[str], str]:
     """Unread messages (then marked read), tasks, escalations, reservations ending soon; and
     the agent's status."""
+    from urllib.parse import quote
+
     messages, status = _messages(node, agent, quote(agent, safe=""), args.limit)
     return [
         messages,
