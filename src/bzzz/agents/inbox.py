@@ -44,7 +44,10 @@ class InboxService:
         agent = self._agents.visible_agent(caller.principal, agent_id)
         if agent is None:
             raise agent_not_found(
-                self._agents.directory, caller.principal, agent_id, f"no agent '{agent_id}'"
+                self._agents.directory,
+                caller.principal,
+                agent_id,
+                f"no agent '{agent_id}' at that address",
             )
         self._agents.require_reader(caller, agent)
         if self._agents.holds(caller, agent):
