@@ -64,7 +64,9 @@ def add_parser(sub: Any) -> None:
         action="store_true",
         help="merge into .claude/settings.json of the project (keeping what is there)",
     )
-    claude.add_argument("--project-dir", help="the project to write into (default: this one)")
+    claude.add_argument(
+        "--project-dir", help="the project to write into (default: this repository's top)"
+    )
     claude.add_argument(
         "--local",
         action="store_true",
@@ -164,7 +166,9 @@ def claude_code(args: argparse.Namespace) -> int:
     if not args.write:
         sys.stdout.write(json.dumps(ours, indent=2) + "\n")
         return 0
-    project = Path(args.project_dir or ".").expanduser().resolve()
+    # The project Claude Code opens: the repository's top, unless a directory is named.
+    project = Path(args.project_dir).expanduser() if args.project_dir else None
+    project = (project or light_hooks.repo_root(Path("."))).resolve()
     path = project / ".claude" / ("settings.local.json" if args.local else "settings.json")
     existing = _read_settings(path)
     path.parent.mkdir(parents=True, exist_ok=True)

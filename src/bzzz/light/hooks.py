@@ -408,7 +408,7 @@ def _when(stamp: Any) -> datetime | None:
 # --- pre-tool ------------------------------------------------------------------------------------
 
 
-def _repo_root(start: Path) -> Path:
+def repo_root(start: Path) -> Path:
     """The repository's top (reservations name paths from it), else ``start``."""
     try:
         done = subprocess.run(
@@ -425,7 +425,7 @@ def _repo_root(start: Path) -> Path:
 
 def relative_path(file_path: str, event: dict[str, Any]) -> str | None:
     """The edited file as the project names it (``src/x.py``); None outside the project."""
-    root = _repo_root(_root(event)).resolve()
+    root = repo_root(_root(event)).resolve()
     target = Path(file_path).expanduser()
     if not target.is_absolute():
         target = Path(str(event.get("cwd") or root)) / target
