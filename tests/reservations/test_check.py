@@ -62,8 +62,9 @@ async def _pair(node: Node) -> None:
 
 
 async def test_a_second_grant_of_the_same_path_has_a_larger_fencing_token_and_a_renewal_keeps_it(
-    node: Node,
+    store_node: Node,
 ) -> None:
+    node = store_node
     await _pair(node)
     first = await _reserve(node, ALICE, "src/**")
     renewed = await node.reservations.reserve(ALICE, ReserveInput(action="renew", ttl=900))
@@ -130,8 +131,9 @@ async def test_a_path_held_shared_by_others_is_allowed_and_names_them(node: Node
 
 
 async def test_after_a_release_the_other_agent_is_allowed_and_the_holder_is_told_it_released(
-    node: Node,
+    store_node: Node,
 ) -> None:
+    node = store_node
     await _pair(node)
     held = await _reserve(node, ALICE, "src/**")
     await node.reservations.reserve(ALICE, ReserveInput(action="release"))
