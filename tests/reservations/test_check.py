@@ -62,8 +62,9 @@ async def _pair(node: Node) -> None:
 
 
 async def test_a_second_grant_of_the_same_path_has_a_larger_fencing_token_and_a_renewal_keeps_it(
-    node: Node,
+    store_node: Node,
 ) -> None:
+    node = store_node
     await _pair(node)
     first = await _reserve(node, ALICE, "src/**")
     renewed = await node.reservations.reserve(ALICE, ReserveInput(action="renew", ttl=900))
@@ -130,8 +131,9 @@ async def test_a_path_held_shared_by_others_is_allowed_and_names_them(node: Node
 
 
 async def test_after_a_release_the_other_agent_is_allowed_and_the_holder_is_told_it_released(
-    node: Node,
+    store_node: Node,
 ) -> None:
+    node = store_node
     await _pair(node)
     held = await _reserve(node, ALICE, "src/**")
     await node.reservations.reserve(ALICE, ReserveInput(action="release"))
@@ -250,3 +252,21 @@ async def test_a_check_outside_its_bounds_is_refused_naming_the_field(
     with pytest.raises(InvalidParameters) as refused:
         await _check(node, "bob", *paths)
     assert refused.value.details["field"] == field
+
+
+async def test_an_agent_that_moved_to_another_project_is_told_its_reservation_moved(
+    node: Node,
+) -> None:
+    await _pair(node)
+    held = await _reserve(node, ALICE, "src/**")
+    await _announce(node, ALICE, "alice", project="blog")
+    shop_admin = await node.access.create_token(LOCAL, "admin", ["shop"], [ALL], Scope.ADMIN, None)
+    who = await node.access.authenticate(f"Bearer {shop_admin[1]}")
+    assert who is not None
+    answer = await node.reservations.check(Caller(principal_key(who), who), "alice", ["src/a"])
+    in_blog = await _check(node, "alice", "src/a")  # the local user sees its project now
+
+    [item] = answer["paths"]
+    assert answer["project"] == "shop" and item["reason"] == "moved"
+    assert item["ended"]["reservation_id"] == held["id"]
+    assert in_blog["project"] == "blog" and in_blog["paths"][0]["reason"] == "unreserved"

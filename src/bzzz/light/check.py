@@ -12,16 +12,19 @@ absolute path inside the tree is made relative to its root; elsewhere paths are 
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import sys
+from types import SimpleNamespace
 
 from bzzz.light import http
 
 TYPE_CHECKING = False  # `typing` itself costs a hook's start time
 if TYPE_CHECKING:
+    import argparse
     from typing import Any
+
+    Args = argparse.Namespace | SimpleNamespace
 
 EXIT_ALLOWED = 0
 EXIT_REFUSED = 1
@@ -53,7 +56,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def parser() -> argparse.ArgumentParser:
-    """The check's own parser (the light entry's)."""
+    """The check's own parser (the light entry's: for help and mistakes)."""
+    import argparse
+
     made = argparse.ArgumentParser(
         prog="bzzz reservations check",
         description="May an agent write these paths now? Exit 0: all allowed, 1: one refused, "
@@ -65,6 +70,10 @@ def parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str], *, data_dir: str | None = None, config: str | None = None) -> int:
     """Run the check from the command line's words (the light entry's path)."""
+    quick = quick_parse(argv)
+    if quick is not None:
+        return run(quick, data_dir=data_dir, config=config)
+    # Help, a mistake, an unusual spelling: argparse says it as for every command.
     try:
         args = parser().parse_args(argv)
     except SystemExit as exc:
@@ -72,7 +81,45 @@ def main(argv: list[str], *, data_dir: str | None = None, config: str | None = N
     return run(args, data_dir=data_dir, config=config)
 
 
-def run(args: argparse.Namespace, *, data_dir: str | None, config: str | None) -> int:
+_VALUED = {"--agent", "--source", "--url", "--token", "--root", "--timeout"}
+_FLAGS = {"--json", "--enforce"}
+
+
+def quick_parse(argv: list[str]) -> SimpleNamespace | None:
+    """The arguments of a well-formed check, read without building argparse's parser (a
+    hook's start time); None for anything else (help, an unknown option, a missing value),
+    which argparse then reads and answers."""
+    values: dict[str, object] = {"json": False, "enforce": False, "source": "cli", "url": None,
+                                 "token": None, "root": None, "timeout": http.TIMEOUT}  # fmt: skip
+    paths: list[str] = []
+    words = iter(argv)
+    for word in words:
+        if word == "--":
+            paths.extend(words)
+            break
+        name, eq, value = word.partition("=")
+        if name in _FLAGS and not eq:
+            values[name[2:]] = True
+        elif name in _VALUED:
+            if not eq:
+                value = next(words, None)  # type: ignore[assignment]  # None: missing
+                if value is None or value.startswith("-"):
+                    return None
+            values[name[2:]] = value
+        elif word.startswith("-"):
+            return None
+        else:
+            paths.append(word)
+    if not paths or "agent" not in values or values["source"] not in SOURCES:
+        return None
+    try:
+        values["timeout"] = float(str(values["timeout"]))
+    except ValueError:
+        return None
+    return SimpleNamespace(paths=paths, **values)
+
+
+def run(args: Args, *, data_dir: str | None, config: str | None) -> int:
     """Ask the node and print its answer; the exit status."""
     try:
         paths = repository_paths(args.paths, args.root)

@@ -349,17 +349,19 @@ class ReservationService:
                 or (who.authenticated and agent.owner == who.id)
             )
         else:
-            # An erased agent is gone from the directory; what it held is remembered a while.
+            # Not an agent of the caller's projects (now): what it held in one of them, and
+            # lost by moving away, is remembered a while.
             async with self._db.session() as session:
-                project = await session.scalar(
-                    select(ReservationEndRow.project)
-                    .where(ReservationEndRow.agent_id == agent_id)
-                    .limit(1)
-                )
-                known = project is not None or await session.scalar(
-                    select(exists().where(ReservationEndRow.agent_id == agent_id))
-                )
-            if not known or not who.may_see_project(project):
+                held_in = (
+                    await session.scalars(
+                        select(ReservationEndRow.project)
+                        .where(ReservationEndRow.agent_id == agent_id)
+                        .order_by(ReservationEndRow.ended_at.desc())
+                    )
+                ).all()
+            seen = [p for p in held_in if who.may_see_project(p)]
+            project = seen[0] if seen else None
+            if not seen:
                 raise AgentNotFound(
                     f"agent '{agent_id}' is not known in this credential's projects",
                     details={"agent_id": agent_id},
@@ -383,6 +385,11 @@ class ReservationService:
             if project is None
             else ReservationRow.project == project
         )
+        ended_where = (
+            ReservationEndRow.project.is_(None)
+            if project is None
+            else ReservationEndRow.project == project
+        )
         async with self._db.session() as session:
             rows = list(
                 await session.scalars(
@@ -394,7 +401,7 @@ class ReservationService:
             ends = list(
                 await session.scalars(
                     select(ReservationEndRow)
-                    .where(ReservationEndRow.agent_id == agent_id)
+                    .where(ReservationEndRow.agent_id == agent_id, ended_where)
                     .order_by(ReservationEndRow.ended_at.desc(), ReservationEndRow.id.desc())
                 )
             )
