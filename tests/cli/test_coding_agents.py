@@ -159,15 +159,28 @@ async def test_the_prompt_hook_adds_unread_messages_to_the_context_once(
     assert "keep off it" not in second.stdout  # marked read once shown
 
 
-def test_the_inbox_command_reads_through_the_node_with_the_agents_token(team: Team) -> None:
-    done = bzzz(team.env(B), "inbox", B, "--unread", "--mark-read", "--format", "json")
+@SHARED
+async def test_the_inbox_command_marks_read_with_the_agents_token_on_the_audit_trail(
+    team: Team,
+) -> None:
+    text = {"target_address": f"bzzz://{B}", "message_type": "text",
+            "content": {"text": "the refund route is merged"}}  # fmt: skip
+    await team.as_a("bzzz_post", text)
 
-    assert done.returncode == 0, done.stderr
-    shown = json.loads(done.stdout)
-    assert shown["agent_id"] == B and shown["unread_only"] is True
-    refused = bzzz(team.env(A), "inbox", B, "--format", "json")
-    assert refused.returncode == 1
-    assert "only the owner" in refused.stderr
+    first = bzzz(team.env(B), "inbox", B, "--unread", "--mark-read", "--format", "text")
+    again = bzzz(team.env(B), "inbox", B, "--unread", "--format", "json")
+    refused = bzzz(team.env(A), "inbox", B, "--mark-read", "--format", "json")
+    trail = json.loads(bzzz(team.node.env, "audit", "list", "--json").stdout)
+
+    assert first.returncode == 0, first.stderr
+    assert "from agent-a" in first.stdout and "the refund route is merged" in first.stdout
+    assert json.loads(again.stdout)["messages"] == []
+    assert refused.returncode == 1 and "only the owner" in refused.stderr
+    marks = [r for r in trail["records"] if r["action"].endswith(f"/agents/{B}/inbox/read")]
+    # This module's prompt hooks marked too: every mark is on the trail, this one last.
+    assert marks and {(r["action"], r["outcome"]) for r in marks} == {
+        (f"http:POST /api/v1/agents/{B}/inbox/read", "ok")
+    }, trail
 
 
 def test_an_unreachable_node_is_one_line_for_the_person_never_a_traceback(team: Team) -> None:
