@@ -192,6 +192,8 @@ def run(args: argparse.Namespace, *, data_dir: str | None, config: str | None) -
         text = briefing(node, agent, args, announce=args.event == "session-start")
     except Trouble as exc:
         return _trouble(name, exc, args)
+    except Exception as exc:  # the hook's boundary: an answer it did not expect is one line
+        return _trouble(name, Trouble(f"unexpected ({type(exc).__name__}: {exc})"), args)
     if text:
         _answer({"hookSpecificOutput": {"hookEventName": name, "additionalContext": text}})
     return 0
