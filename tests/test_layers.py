@@ -20,7 +20,7 @@ import bzzz
 # Top to bottom. A module belongs to the layer of its first name under ``bzzz`` (its folder
 # or its own name).
 LAYERS: tuple[tuple[str, frozenset[str]], ...] = (
-    ("faces", frozenset({"cli", "api", "mcp", "ui"})),
+    ("faces", frozenset({"cli", "api", "mcp", "ui", "light", "entry"})),
     ("node", frozenset({"node"})),
     (
         "services",

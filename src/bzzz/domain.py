@@ -25,6 +25,7 @@ EVENT_TYPES = (
     "limit_exceeded",
     "reservation_conflict",
     "reservation_expiring",
+    "reservation_refused",
 )
 THREAD_STATUSES = ("active", "paused", "completed", "escalated")
 STANCES = ("agree", "disagree")

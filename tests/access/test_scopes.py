@@ -223,10 +223,12 @@ HTTP_CALLS: dict[str, dict[str, Any]] = {
     "POST /api/v1/agents/{agent_id}/tasks": {"json": {"type": "documentation", "description": "d"}},
     "POST /api/v1/agents/{agent_id}/collaborate": {"json": {"topic": "t"}},
     "POST /api/v1/agents": {"json": {"role": "developer"}},
+    "POST /api/v1/agents/{agent_id}/inbox/read": {"json": {"message_ids": ["msg-nope"]}},
     "POST /api/v1/escalations/{escalation_id}/resolve": {"json": {"reason": "r"}},
     "POST /api/v1/webhooks/redrive": {"json": {"delivery_ids": [1]}},
     "POST /api/v1/threads/{thread_id}/messages": {"json": {"text": "hello"}},
     "GET /api/v1/content": {"params": {"address": "bzzz://nobody"}},
+    "POST /api/v1/reservations/check": {"json": {"agent": "nobody", "paths": ["a"]}},
     "GET /api/v1/events": {"params": {"max_events": "1"}},
     "POST /mcp": {"json": {"jsonrpc": "2.0", "id": 1, "method": "ping"}},
 }

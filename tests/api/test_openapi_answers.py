@@ -188,6 +188,15 @@ async def test_every_answer_of_a_run_matches_the_document(run: Run, node: Node) 
     await run.call("GET", f"{api}/map/edge", 200, params={"a": "dev-1", "b": "arch-1"})
     await run.call("GET", f"{api}/projects", 200)
     await run.call("GET", f"{api}/reservations", 400, params={"path": "../x"})
+    check = f"{api}/reservations/check"
+    await run.call("POST", check, 200, json={"agent": "dev-1", "paths": ["src/a.py"]})
+    await run.call("POST", check, 400, json={"agent": "dev-1", "paths": ["../x"]})
+    await run.call("POST", check, 404, json={"agent": "nobody", "paths": ["a"]})
+    inbox = f"{api}/agents/{{agent_id}}/inbox"
+    unread = await run.call("GET", inbox, 200, agent_id="dev-1", params={"unread": "true"})
+    read = {"message_ids": [m["id"] for m in unread["messages"]][:1] or ["msg-nope"]}
+    await run.call("POST", inbox + "/read", 200, agent_id="dev-1", json=read)
+    await run.call("POST", inbox + "/read", 400, agent_id="dev-1", json={"message_ids": []})
     await run.call("GET", "/healthz", 200)
     await run.call("GET", "/webhooks", 200)
     await run.call("GET", "/ui/access.json", 200)

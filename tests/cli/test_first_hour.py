@@ -206,8 +206,8 @@ async def test_the_filters_keep_a_projects_an_agents_and_the_unread_work(
             posted = await node.conversations.post(Caller(session), params)
             return str(posted["message_id"])
 
-        await send("s-arch", "bzzz://dev-7", "read before dev-7 acted")
-        await send("s-dev-7", "bzzz://arch", "on it")  # dev-7 acts: what came before is read
+        read = await send("s-arch", "bzzz://dev-7", "read by dev-7")
+        await node.inbox.mark_read(Caller("s-dev-7"), "dev-7", [read])  # dev-7 marks it read
         unread = await send("s-arch", "bzzz://dev-7", "came after", kind="task_assignment")
         runs = {
             name: await asyncio.to_thread(bzzz_cli, env, *args, "--json")
@@ -226,6 +226,7 @@ async def test_the_filters_keep_a_projects_an_agents_and_the_unread_work(
     seen = {name: one_object(done) for name, done in runs.items()}
     assert len(seen["inbox"]["messages"]) == 2
     assert [m["id"] for m in seen["unread"]["messages"]] == [unread]
+    assert [m["read"] for m in seen["inbox"]["messages"]] == [False, True]
     assert seen["unread"]["unread_only"] is True
     assert sorted(a["id"] for a in seen["online shop"]["agents"]) == ["arch", "dev-7"]
     assert [(a["id"], a["status"]) for a in seen["role"]["agents"]] == [("qa", "offline")]

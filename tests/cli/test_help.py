@@ -56,6 +56,8 @@ COMMANDS = [
     "tasks",
     "inbox",
     "status",
+    "guard",
+    "hooks",
 ]
 
 

@@ -40,6 +40,7 @@ async def test_the_cli_lists_live_reservations_as_a_table_and_as_json(
     [listed] = json.loads(shown.stdout)["reservations"]
     assert listed == made["reservation"]
     assert table.returncode == 0, table.stderr
-    for text in (made["reservation"]["id"], "dev-7", "src/api/**", "README.md", "exclusive"):
+    token = str(made["reservation"]["fencing_token"])
+    for text in (made["reservation"]["id"], "dev-7", "src/api/**", "README.md", "exclusive", token):
         assert text in table.stdout
     assert json.loads(other.stdout) == {"reservations": []}

@@ -36,10 +36,13 @@ async def test_a_conflict_and_bad_input_come_back_with_their_codes_and_are_audit
     assert conflict["code"] == "RESERVATION_CONFLICT"
     assert conflict["details"]["holder"]["agent_id"] == "alice"
     assert conflict["details"]["holder"]["expires_at"] == held["reservation"]["expires_at"]
+    token = held["reservation"]["fencing_token"]
+    assert token >= 1 and conflict["details"]["holder"]["fencing_token"] == token
     assert outside["code"] == "INVALID_PARAMETERS" and "'..'" in outside["error"]
     assert short["code"] == "INVALID_PARAMETERS" and "ttl" in short["error"]
     assert mode["code"] == "INVALID_PARAMETERS" and "mode" in mode["error"]
     assert [r["id"] for r in got["content"]["reservations"]] == [held["reservation"]["id"]]
+    assert got["content"]["reservations"][0]["fencing_token"] == token
     await node.audit.flush()
     records = await reading.records(node.db, reading.Filter(node_id=node.node_id))
     outcomes = [r.outcome for r in records if r.action == "tool:bzzz_reserve"]

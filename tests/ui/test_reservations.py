@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import httpx
 import pytest
 from access.support import mcp_client, ok, refused
 from playwright.async_api import Browser
@@ -49,8 +50,20 @@ async def test_the_reservations_tab_lists_the_projects_reservations_and_conflict
                 carol, "bzzz_reserve", {"paths": ["src/api/x.py"]}, "RESERVATION_CONFLICT"
             )
             await page.locator("#events li", has_text="reservation_conflict").first.wait_for()
+            # A guard's enforced check refuses carol the path: a live reservation_refused.
+            async with httpx.AsyncClient(base_url=served.url, timeout=30) as http:
+                checked = await http.post(
+                    "/api/v1/reservations/check",
+                    json={"agent": "carol", "paths": ["src/api/x.py"], "enforce": True,
+                          "source": "guard"},
+                    headers={"Authorization": f"Bearer {shop}"},
+                )  # fmt: skip
+            await page.locator("#events li", has_text="reservation_refused").first.wait_for()
 
     assert "src/api/**" in shown and "exclusive" in shown and "routes refactor" in shown
+    token = await row.locator("[data-token]").inner_text()
+    assert int(token) >= 1  # the grant's fencing token
+    assert checked.status_code == 200 and checked.json()["allowed"] is False
     assert "shop" in shown
     text = await page.locator("#reservations").inner_text()
     assert "bob" not in text and "blog" not in text

@@ -1,7 +1,9 @@
-"""GET /api/v1/reservations: the live path reservations the caller's projects hold.
+"""GET /api/v1/reservations: the live path reservations the caller's projects hold; POST
+/api/v1/reservations/check: may an agent write these paths now (reservations.check).
 
 Thin as the other routes: the query is bzzz_reserve's ``list`` (project, agent, paths), the
-caller is built as for every REST call, and the service applies the same grants.
+check's body is ``CheckInput``, the caller is built as for every REST call, and the service
+applies the same grants.
 """
 
 from __future__ import annotations
@@ -12,8 +14,9 @@ from pydantic import BaseModel, ConfigDict, Field
 from starlette.requests import Request
 
 from bzzz.api.answers import Answer
-from bzzz.api.handlers import API, Operation, caller_of, query_of
+from bzzz.api.handlers import API, Operation, body_of, caller_of, query_of
 from bzzz.node.core import Node
+from bzzz.reservations.check import CheckInput
 from bzzz.reservations.schemas import Pattern, ReserveInput
 from bzzz.schemas import Identifier
 
@@ -45,6 +48,54 @@ class Reservation(BaseModel):
     reason: str | None = None
     created_at: str
     expires_at: str
+    fencing_token: int = 0
+
+
+class CheckHolder(BaseModel):
+    """Another agent's live reservation covering the path."""
+
+    agent: str
+    reservation_id: str
+    paths: list[str]
+    expires_at: str | None = None
+    fencing_token: int
+    exclusive: bool
+
+
+class CheckEnd(BaseModel):
+    """The agent's own reservation of the path that ended."""
+
+    reservation_id: str
+    fencing_token: int
+    reason: str = Field(description="released | expired | forgotten | moved | node_removed")
+    ended_at: str | None = None
+
+
+class CheckedPath(BaseModel):
+    """One path's answer."""
+
+    path: str
+    allowed: bool
+    fencing_token: int | None = Field(
+        None, description="the token of the agent's own live reservation covering the path"
+    )
+    reservation_id: str | None = None
+    expires_at: str | None = None
+    reason: str = Field(
+        description="held | unreserved | shared_by_others | reserved_by_other, or why the "
+        "agent's own reservation ended (released | expired | forgotten | moved | node_removed)"
+    )
+    holder: CheckHolder | None = None
+    ended: CheckEnd | None = None
+
+
+class CheckAnswer(BaseModel):
+    """POST /api/v1/reservations/check."""
+
+    agent: str
+    project: str | None = None
+    allowed: bool = Field(description="every path may be written")
+    paths: list[CheckedPath]
 
 
 class ReservationsAnswer(Answer):
@@ -68,6 +119,16 @@ def operations(node: Node) -> list[Operation]:
         )
         return await node.reservations.listing(caller_of(request).principal, params)
 
+    async def check_reservations(request: Request) -> dict[str, Any]:
+        body = await body_of(request, CheckInput)
+        return await node.reservations.check(
+            caller_of(request),
+            body.agent,
+            list(body.paths),
+            enforce=body.enforce,
+            source=body.source,
+        )
+
     return [
         Operation(
             "GET",
@@ -78,5 +139,15 @@ def operations(node: Node) -> list[Operation]:
             answer=ReservationsAnswer,
             query=ReservationsQuery,
             errors=(400, 403),
-        )
+        ),
+        Operation(
+            "POST",
+            f"{API}/reservations/check",
+            "May an agent write these paths now: each path's holder and fencing token",
+            check_reservations,
+            "reservations",
+            body=CheckInput,
+            answer=CheckAnswer,
+            errors=(400, 403, 404, 503),
+        ),
     ]

@@ -8,7 +8,17 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from bzzz.api import console, dashboard, escalations, replay, reservations, rest, stream, whoosh
+from bzzz.api import (
+    console,
+    dashboard,
+    escalations,
+    inbox,
+    replay,
+    reservations,
+    rest,
+    stream,
+    whoosh,
+)
 from bzzz.api.handlers import Operation, routes_of
 from bzzz.api.openapi import OPENAPI_PATH, document
 from bzzz.api.ui import ui_routes
@@ -26,6 +36,7 @@ def operations(node: Node) -> list[Operation]:
         + replay.operations(node)
         + reservations.operations(node)
         + escalations.operations(node)
+        + inbox.operations(node)
     )
 
 

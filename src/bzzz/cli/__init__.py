@@ -13,6 +13,8 @@ Each command group lives in a module of this package, which adds its part of the
     replay        thread replay                 reservations  reservations list
     work          agents, threads, tasks, inbox
     status        status (where a node runs, its counts)
+    guard         guard install|uninstall (git hooks holding agents to reservations)
+    hooks         hooks claude-code, hooks run (Claude Code hooks; hook_events runs them)
 
 ``output`` prints (JSON, tables that never cut an id), ``start`` opens stores and starts
 nodes, ``log`` stores one change on the network's log, ``serving`` is the file a running
@@ -34,6 +36,8 @@ from bzzz import __version__
 from bzzz.cli import a2a as cli_a2a
 from bzzz.cli import audit as cli_audit
 from bzzz.cli import events as cli_events
+from bzzz.cli import guard as cli_guard
+from bzzz.cli import hooks as cli_hooks
 from bzzz.cli import init as cli_init
 from bzzz.cli import keys as cli_keys
 from bzzz.cli import metrics as cli_metrics
@@ -83,6 +87,8 @@ _COMMANDS: dict[str, Callable[[argparse.Namespace, Settings], int]] = {
     "tasks": cli_work.tasks,
     "inbox": cli_work.inbox,
     "status": cli_status.run,
+    "guard": cli_guard.run,
+    "hooks": cli_hooks.run,
 }
 
 
@@ -109,6 +115,8 @@ def _parser() -> argparse.ArgumentParser:
     cli_replay.add_parser(sub)
     cli_reservations.add_parser(sub)
     cli_snapshot.add_parser(sub)
+    cli_guard.add_parser(sub)
+    cli_hooks.add_parser(sub)
     return parser
 
 

@@ -300,7 +300,11 @@ def _write_lines(out: IO[str], found: list[Record]) -> None:
 
 def _change_of(args: argparse.Namespace) -> str | None:
     if getattr(args, "command", None) in _CONTENT_READS:
-        return str(args.command)
+        from bzzz.cli import remote
+
+        # Through a node, the node's own trail records the call (bzzz.api.audit).
+        through_node = args.command == "inbox" and remote.chosen(args)
+        return None if through_node else str(args.command)
     attribute = _CHANGES.get(str(getattr(args, "command", "")))
     if attribute is None:
         return None

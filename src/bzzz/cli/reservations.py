@@ -1,7 +1,11 @@
-"""`bzzz reservations list`: the live path reservations, read from the data directory's store.
+"""`bzzz reservations list`: the live path reservations, read from the data directory's store;
+`bzzz reservations check`: may an agent write these paths now (asks the running node).
 
-Reads the store alone (no node starts; a running one is not disturbed), as the local user of
-the data directory: every project's. Expired reservations are not shown.
+`list` reads the store alone (no node starts; a running one is not disturbed), as the local
+user of the data directory: every project's. Expired reservations are not shown. `check` is
+one of the light commands (``bzzz.light.check``): the `bzzz` executable runs it without this
+package; here it is parsed for `bzzz reservations check --help` and for callers of
+:func:`bzzz.cli.main`.
 """
 
 from __future__ import annotations
@@ -12,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from bzzz.cli import output as out
 from bzzz.cli import start as start
+from bzzz.light import check as light_check
 
 if TYPE_CHECKING:
     from sqlalchemy.ext.asyncio import AsyncSession
@@ -27,6 +32,13 @@ def add_parser(sub: Any) -> None:
     listing.add_argument("--project", help="only this project's")
     listing.add_argument("--agent", help="only this agent's")
     out.json_flag(listing, '{"reservations": [Reservation]}')
+    checking = actions.add_parser(
+        "check",
+        help="may an agent write these paths now (exit 0 allowed, 1 refused, 2 no answer)",
+        description="Ask the running node whether an agent may write each path: who holds it "
+        "otherwise, and the fencing token of the agent's own reservation.",
+    )
+    light_check.add_arguments(checking)
 
 
 async def _live(session: AsyncSession, project: str | None, agent: str | None) -> list[Any]:
@@ -46,7 +58,9 @@ async def _live(session: AsyncSession, project: str | None, agent: str | None) -
 
 
 def run(args: argparse.Namespace, settings: Settings) -> int:
-    """Run `bzzz reservations list`."""
+    """Run `bzzz reservations list` or `check`."""
+    if args.action == "check":
+        return light_check.run(args, data_dir=str(settings.node.data_dir), config=args.config)
     rows = asyncio.run(start.read_store(settings, lambda s: _live(s, args.project, args.agent)))
     if args.json:
         out.print_json({"reservations": rows})
@@ -58,6 +72,7 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
         out.Column("mode"),
         out.Column("paths"),
         out.Column("expires", whole=True),
+        out.Column("token", whole=True),
         out.Column("reason"),
     ]
     cells = [
@@ -68,6 +83,7 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
             r["mode"],
             "\n".join(r["paths"]),
             r["expires_at"],
+            str(r["fencing_token"]),
             r["reason"] or "",
         ]
         for r in rows

@@ -8,6 +8,12 @@ threads or the tasks shows content, so each of those reads is on the audit trail
 (``cli:inbox``, ``cli:threads``, ``cli:tasks``; cli/audit.py), as the MCP tools' reads are.
 
 ``--json`` prints one JSON object; ``--project P`` keeps a project's agents, threads or tasks.
+
+`bzzz inbox AGENT` also goes through a running node (``cli/remote.py``) when given a node or a
+token (``--url``, ``--token``, ``BZZZ_URL``, ``BZZZ_TOKEN``) or asked to ``--mark-read``: with
+the agent's own token, an agent runner reads its unread messages and marks them read (a
+change on the network's log, on the node's audit trail). Read marks are the network's
+(``bzzz.agents.inbox``): ``--unread`` shows what no one marked read, whichever way it is read.
 """
 
 from __future__ import annotations
@@ -15,14 +21,15 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import sys
 from collections.abc import AsyncIterator, Awaitable, Callable
-from datetime import datetime
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from bzzz.cli import output as out
 from bzzz.cli import start as start
 
 if TYPE_CHECKING:
+    from bzzz.agents.inbox import InboxService
     from bzzz.agents.overview import Overview
     from bzzz.agents.service import AgentService
     from bzzz.config import Settings
@@ -50,15 +57,33 @@ def add_parser(sub: Any) -> None:
     tasks.add_argument("--agent", help="only the tasks of this agent")
     _limit(tasks, DEFAULT_LIMIT)
     out.json_flag(tasks, '{"tasks": [Task], "count": n}')
-    inbox = sub.add_parser("inbox", help="an agent's inbox, newest first")
+    inbox = sub.add_parser(
+        "inbox",
+        help="an agent's inbox, newest first",
+        description="An agent's inbox, newest first. Read from the data directory's store, "
+        "or through the node (--url, --token, BZZZ_URL, BZZZ_TOKEN, and always with "
+        "--mark-read) with the agent's own token.",
+    )
     inbox.add_argument("agent", metavar="AGENT", help="the agent's id")
     inbox.add_argument(
-        "--unread",
+        "--unread", action="store_true", help="only the messages not marked read yet"
+    )
+    inbox.add_argument(
+        "--mark-read",
         action="store_true",
-        help="only messages that came after the agent last acted (announced, posted …)",
+        help="mark the messages shown read (through the node; on its audit trail)",
+    )
+    inbox.add_argument(
+        "--format",
+        choices=("table", "text", "json"),
+        default=None,
+        help="table (default), text (plain lines, for an agent's context) or json",
     )
     _limit(inbox, DEFAULT_LIMIT)
-    out.json_flag(inbox, '{"agent_id": ..., "messages": [Message], "count": n}')
+    out.json_flag(inbox, '{"agent_id": ..., "messages": [Message], "count": n, "unread": n}')
+    from bzzz.cli import remote
+
+    remote.add_flags(inbox)
 
 
 def _limit(parser: argparse.ArgumentParser, default: int) -> None:
@@ -104,9 +129,12 @@ class _ReadOnlyLog:
 class Reader:
     """The services' reads over the data directory's store, as the local user."""
 
-    def __init__(self, agents: AgentService, overview: Overview, caller: Caller) -> None:
+    def __init__(
+        self, agents: AgentService, overview: Overview, inbox: InboxService, caller: Caller
+    ) -> None:
         self.agents = agents
         self.overview = overview
+        self.inbox = inbox
         self.caller = caller
 
 
@@ -115,6 +143,7 @@ async def reading(settings: Settings) -> AsyncIterator[Reader]:
     """The services' reads on the store, for the time of a command (a node must have run)."""
     from typing import cast
 
+    from bzzz.agents.inbox import InboxService
     from bzzz.agents.overview import Overview
     from bzzz.agents.service import AgentService
     from bzzz.eventlog import Caller, EventLog
@@ -132,7 +161,8 @@ async def reading(settings: Settings) -> AsyncIterator[Reader]:
             directory.load(await Repository(session).all_agents())
         log = cast(EventLog, _ReadOnlyLog(settings.bzzz.network_id, node_id))
         agents = AgentService(db, log, directory, settings.agents.max_agents)
-        yield Reader(agents, Overview(db, agents, node_id), Caller("cli", LOCAL))
+        inbox = InboxService(db, log, agents)
+        yield Reader(agents, Overview(db, agents, node_id), inbox, Caller("cli", LOCAL))
 
 
 def _read(settings: Settings, work: Callable[[Reader], Awaitable[T]]) -> T:
@@ -324,37 +354,47 @@ def tasks(args: argparse.Namespace, settings: Settings) -> int:
 
 
 async def read_inbox(reader: Reader, args: argparse.Namespace) -> dict[str, Any]:
-    """An agent's inbox (bzzz_get of ``bzzz://AGENT/inbox``), newest first.
+    """An agent's inbox from the store (the inbox service's read), newest first."""
+    return await reader.inbox.read(
+        reader.caller, args.agent, unread=bool(args.unread), limit=args.limit
+    )
 
-    BZZZ keeps no read receipts: ``--unread`` keeps the messages that came after the agent
-    last acted on the network (its last activity), which it cannot have answered yet.
-    """
-    from bzzz.schemas import GetInput
 
-    params = GetInput(address=f"bzzz://{args.agent}/inbox", max_history=args.limit)
-    content = (await reader.agents.get(reader.caller, params))["content"]
-    since = content["agent_info"]["last_activity"]
-    messages = content["messages"]
-    if args.unread and since is not None:
-        after = _when(since)
-        messages = [m for m in messages if m["timestamp"] and _when(m["timestamp"]) > after]
-    return {
-        "agent_id": content["agent_info"]["id"],
-        "status": content["agent_info"]["status"],
-        "last_activity": since,
-        "unread_only": bool(args.unread),
-        "messages": messages,
-        "count": len(messages),
-    }
+def inbox_through_node(args: argparse.Namespace, settings: Settings) -> dict[str, Any]:
+    """An agent's inbox through the node (``GET …/inbox``), the unread ones shown marked read
+    (``POST …/inbox/read``) with ``--mark-read``."""
+    from urllib.parse import quote
+
+    from bzzz.cli import remote
+
+    node = remote.Remote.of(args, settings)
+    path = f"/agents/{quote(args.agent, safe='')}/inbox"
+    params = {"unread": "true" if args.unread else "false", "limit": str(args.limit)}
+    shown = node.call("GET", path, params=params)
+    unread = [m["id"] for m in shown["messages"] if not m.get("read")]
+    shown["marked"] = []
+    if args.mark_read and unread:
+        marked = node.call("POST", f"{path}/read", body={"message_ids": unread})
+        shown["marked"] = marked["marked"]
+    return shown
 
 
 def inbox(args: argparse.Namespace, settings: Settings) -> int:
     """Run `bzzz inbox AGENT`."""
     import json
 
-    shown = _read(settings, lambda reader: read_inbox(reader, args))
-    if args.json:
+    from bzzz.cli import remote
+
+    if remote.chosen(args):
+        shown = inbox_through_node(args, settings)
+    else:
+        shown = _read(settings, lambda reader: read_inbox(reader, args))
+    shape = args.format or ("json" if args.json else "table")
+    if shape == "json":
         out.print_json(shown)
+        return 0
+    if shape == "text":
+        sys.stdout.write(inbox_text(shown, unread_only=bool(args.unread)) + "\n")
         return 0
     columns = [
         out.Column("id", whole=True),
@@ -378,14 +418,33 @@ def inbox(args: argparse.Namespace, settings: Settings) -> int:
         for m in shown["messages"]
     ]
     which = "unread messages" if args.unread else "messages"
-    title = f"inbox of {shown['agent_id']} ({shown['status']}): {shown['count']} {which}"
+    title = (
+        f"inbox of {shown['agent_id']} ({shown['status']}): {shown['count']} {which}, "
+        f"{shown['unread']} unread in all"
+    )
     out.print_table(title, columns, cells)
     return 0
 
 
-def _when(stamp: str) -> datetime:
-    """An ISO time as the tools write it (``…Z``), comparable."""
-    return datetime.fromisoformat(stamp.replace("Z", "+00:00"))
+def inbox_text(shown: dict[str, Any], *, unread_only: bool) -> str:
+    """An inbox as plain lines (what an agent runner puts in a model's context)."""
+    import json
+
+    which = "unread messages" if unread_only else "messages"
+    agent = shown["agent_id"]
+    if not shown["messages"]:
+        return f"No {which} for {agent}."
+    lines = [f"{shown['count']} {which} for {agent} (newest first):"]
+    for m in shown["messages"]:
+        thread = f" in thread {m['thread_id']}" if m.get("thread_id") else ""
+        lines.append(
+            f"- [{m['timestamp']}] from {m['sender']} ({m['message_type']}, "
+            f"{m['priority']}){thread}, id {m['id']}: {_text(m['content'], json.dumps)}"
+        )
+    left = shown["unread"] - sum(1 for m in shown["messages"] if not m.get("read"))
+    if left > 0:
+        lines.append(f"({left} older unread not shown: bzzz inbox {agent} --unread)")
+    return "\n".join(lines)
 
 
 def _text(content: Any, dumps: Callable[[Any], str]) -> str:

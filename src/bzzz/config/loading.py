@@ -173,7 +173,15 @@ def _describe(
 
 # BZZZ_* names that are no setting of a node but belong to the project's own tools: the
 # deployment's compose file (deploy/) and the test suite. A node ignores them without a word.
-TOOL_VARIABLES = ("BZZZ_ADMIN_TOKENS", "BZZZ_IMAGE", "BZZZ_PUBLISH_ADDR", "BZZZ_UI_SHOTS")
+TOOL_VARIABLES = (
+    "BZZZ_ADMIN_TOKENS",
+    "BZZZ_IMAGE",
+    "BZZZ_PUBLISH_ADDR",
+    "BZZZ_UI_SHOTS",
+    # The node and token of the CLI commands that call a node over HTTP (cli/remote.py).
+    "BZZZ_URL",
+    "BZZZ_TOKEN",
+)
 TOOL_PREFIXES = ("BZZZ_TEST_",)
 
 

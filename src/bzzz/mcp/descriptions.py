@@ -71,10 +71,11 @@ thread_consensus, human_notification (an escalation asks for a human), slurp_con
 consensus's context event), cost_warning (model spending passed the warning threshold),
 limit_exceeded (a cost limit was reached or a call refused), reservation_conflict (a path
 reservation was refused; addressed to the holder), reservation_expiring (a path reservation
-ends soon; addressed to its holder, who may renew it). filter_address limits events to an
-address pattern (bzzz://*:architect@*). With callback_webhook (needs the 'write' scope) each
-event is POSTed as JSON, signed
-in the X-Bzzz-Signature header (t=<unix>,v1=<hex HMAC-SHA256 of "<t>.<body>"> with the returned
+ends soon; addressed to its holder, who may renew it), reservation_refused (an enforced
+reservation check refused an agent paths another holds; addressed to the refused agent).
+filter_address limits events to an address pattern (bzzz://*:architect@*). With
+callback_webhook (needs the 'write' scope) each event is POSTed as JSON, signed in the
+X-Bzzz-Signature header (t=<unix>,v1=<hex HMAC-SHA256 of "<t>.<body>"> with the returned
 webhook_secret), retried with backoff; webhooks to loopback, private, link-local or metadata
 addresses are refused on a shared node. Without a webhook, read the returned resource_uri and
 subscribe to it (resources/subscribe) to be notified of new events; such a subscription ends
@@ -92,6 +93,8 @@ Up to 16 patterns, each at most 256 characters, 32 segments and 16 wildcards, a 
   Refused with RESERVATION_CONFLICT when another agent's live reservation could match one of the
   same paths; details.holder names that agent, its paths and when it expires. Your own
   reservations never conflict with each other.
+  A granted reservation carries a fencing_token: a number that only grows within the project
+  (a later grant of the same path always has a larger one; a renewal keeps it).
 - release / renew: reservation_id, or all of your agent's (renew sets a new ttl from now).
 - list: the live reservations in your projects (project, agent_id, paths narrow the list).
 A reservation ends on release, at its expiry, when its agent is erased or moves to another

@@ -24,6 +24,7 @@ from bzzz.access.service import (
     serves_loopback_only,
 )
 from bzzz.access.tokens import TokenRegistry
+from bzzz.agents.inbox import InboxService
 from bzzz.agents.service import AgentService
 from bzzz.audit.dropped import drop_recorder
 from bzzz.audit.trail import AuditTrail
@@ -149,6 +150,7 @@ class Node:
     hosted: HostedRuntime
     retention: RetentionService
     reservations: ReservationService
+    inbox: InboxService
     snapshots: SnapshotService
     # Where reads of an address and posts go: here, or a node serving their project.
     front: FrontDoor
@@ -398,6 +400,7 @@ class Node:
             self.db, self.log, self.agents, self.settings.reservations, clock=self.clock
         )
         self.agents.reservations_of = self.reservations.of_agent
+        self.inbox = InboxService(self.db, self.log, self.agents)
         self._build_a2a()
 
     def _build_front(self) -> None:

@@ -36,10 +36,12 @@ from sqlalchemy.orm import Session
 from bzzz import domain
 from bzzz.domain import AgentStatus
 from bzzz.network.envelope import Envelope
+from bzzz.reservations import check
 from bzzz.reservations.globs import normalize, overlap, overlaps_any
+from bzzz.store import reservation_ends
 from bzzz.store.agent_projection import end_reservations as end_for_agents
 from bzzz.store.database import Database
-from bzzz.store.models import AgentRow, ReservationRow
+from bzzz.store.models import AgentRow, ReservationFenceRow, ReservationRow
 from bzzz.store.projection import (
     ID_LENGTH,
     NAME_LENGTH,
@@ -90,6 +92,7 @@ def reservation_json(row: ReservationRow) -> dict[str, Any]:
         "reason": row.reason,
         "created_at": domain.iso(row.created_at),
         "expires_at": domain.iso(row.expires_at),
+        "fencing_token": row.fencing_token or 0,
     }
 
 
@@ -121,16 +124,33 @@ def _ids(value: Any) -> list[str] | None:
 
 
 def sweep_expired(session: Session, at: datetime) -> int:
-    """Delete every reservation that expired by ``at``; how many went."""
-    done = session.execute(delete(ReservationRow).where(ReservationRow.expires_at <= at))
-    return int(getattr(done, "rowcount", 0) or 0)
+    """Delete every reservation that expired by ``at`` (remembered as ended), and forget the
+    ends past their keeping; how many reservations went."""
+    rows = list(session.scalars(select(ReservationRow).where(ReservationRow.expires_at <= at)))
+    reservation_ends.prune_ends(session, at)
+    if not rows:
+        return 0
+    reservation_ends.record_ends(session, rows, reservation_ends.EXPIRED)
+    session.execute(delete(ReservationRow).where(ReservationRow.id.in_([r.id for r in rows])))
+    return len(rows)
 
 
-def _live(session: Session, project: str | None) -> list[ReservationRow]:
+def next_fencing_token(session: Session, project: str | None) -> int:
+    """The next fencing token of ``project``: one more than the last it granted."""
+    key = project or ""
+    fence = session.get(ReservationFenceRow, key)
+    if fence is None:
+        fence = ReservationFenceRow(project=key, last_token=0)
+        session.add(fence)
+    fence.last_token = (fence.last_token or 0) + 1
+    return fence.last_token
+
+
+def _live(session: Session, project: str | None, at: datetime) -> list[ReservationRow]:
     """The project's reservations (those of agents no longer known are ended here)."""
     rows = list(session.scalars(select(ReservationRow).where(_of_project(project))))
     gone = [a for a in sorted({r.agent_id for r in rows}) if session.get(AgentRow, a) is None]
-    end_for_agents(session, gone)
+    end_for_agents(session, gone, reason=reservation_ends.FORGOTTEN, at=at)
     return [r for r in rows if r.agent_id not in gone]
 
 
@@ -230,6 +250,7 @@ def _conflict(
         "mode": row.mode,
         "paths": list(row.paths),
         "expires_at": domain.iso(row.expires_at),
+        "fencing_token": row.fencing_token or 0,
     }
     outcome = {
         "ok": False,
@@ -266,7 +287,7 @@ def apply_requested(session: Session, env: Envelope, limits: ProjectionLimits) -
     agent = session.get(AgentRow, agent_id)
     if agent is None or agent.status == AgentStatus.OFFLINE.value or agent.project != project:
         return Applied({"ok": False, "reason": "agent offline"})
-    rows = _live(session, project)
+    rows = _live(session, project, at)
     if sum(1 for r in rows if r.agent_id == agent_id) >= PER_AGENT:
         return Applied({"ok": False, "reason": "per_agent", "limit": PER_AGENT})
     if sum(len(r.paths) for r in rows) + len(paths) > PER_PROJECT:
@@ -285,6 +306,7 @@ def apply_requested(session: Session, env: Envelope, limits: ProjectionLimits) -
         origin=env.origin,
         created_at=at,
         expires_at=at + timedelta(seconds=ttl),
+        fencing_token=next_fencing_token(session, project),
     )
     session.add(row)
     return Applied({"ok": True, "reservation": reservation_json(row)})
@@ -304,6 +326,7 @@ def apply_released(session: Session, env: Envelope, limits: ProjectionLimits) ->
     ids = _ids(p.get("reservation_ids"))
     sweep_expired(session, env.timestamp)
     rows = _agent_rows(session, agent_id, ids)
+    reservation_ends.record_ends(session, rows, reservation_ends.RELEASED, env.timestamp)
     for row in rows:
         session.delete(row)
     return Applied({"ok": True, "released": [r.id for r in rows]})
@@ -373,4 +396,5 @@ RESERVATION_APPLIERS: dict[str, Applier] = {
     RENEWED: _strict_json(apply_renewed),
     SWEPT: _strict_json(apply_swept),
     EXPIRING: _strict_json(apply_expiring),
+    check.REFUSED: _strict_json(check.apply_refused),
 }

@@ -34,27 +34,34 @@ from bzzz.agents.service import AgentService, raise_store_failure, visible_proje
 from bzzz.clock import Clock, SystemClock
 from bzzz.config import ReservationSettings
 from bzzz.errors import (
+    AgentNotFound,
     BzzzError,
     InvalidParameters,
     NetworkError,
+    PermissionDenied,
     RateLimited,
     ReservationConflict,
 )
 from bzzz.eventlog import Caller, EventLog
 from bzzz.principal import Principal, Scope
 from bzzz.projects import NO_PROJECT
+from bzzz.reservations import check as check_rules
 from bzzz.reservations import projection
+from bzzz.reservations.check import CheckInput, Held
 from bzzz.reservations.globs import overlap
 from bzzz.reservations.projection import RESERVATION_APPLIERS, reservation_json
 from bzzz.reservations.schemas import ReserveInput
+from bzzz.schemas import validate_input
 from bzzz.store.batch import register_appliers, register_preparer
 from bzzz.store.database import Database
-from bzzz.store.models import ReservationRow
+from bzzz.store.models import ReservationEndRow, ReservationRow
 from bzzz.store.projection import Outcome
 
 logger = logging.getLogger(__name__)
 
 LIST_LIMIT = 500
+# Path x pattern pairs a check compares on the event loop; more go to a worker thread.
+CHECK_INLINE = 4096
 # How long a request whose acknowledgement failed waits for a copy of it to be applied.
 CONFIRM_SECONDS = 15.0
 
@@ -284,6 +291,141 @@ class ReservationService:
         async with self._db.session() as session:
             return list(await session.scalars(query))
 
+    # --- the check ---------------------------------------------------------------------------
+
+    async def check(
+        self,
+        caller: Caller,
+        agent_id: str,
+        paths: list[str],
+        *,
+        enforce: bool = False,
+        source: str | None = None,
+    ) -> dict[str, Any]:
+        """May ``agent_id`` write ``paths`` now (see ``reservations.check``)?
+
+        An agent token checks as its own agent only; any other caller as an agent it owns or
+        acts as, or one of a project it is admin of. ``enforce`` (``write`` scope) records a
+        ``reservation_refused`` event when a path is refused.
+        """
+        params = validate_input(
+            CheckInput, {"agent": agent_id, "paths": paths, "enforce": enforce, "source": source}
+        )
+        who = caller.principal
+        who.require(Scope.READ, "checking path reservations")
+        if params.enforce:
+            who.require(Scope.WRITE, "an enforced reservation check (it records refusals)")
+        who.require_agent(params.agent)
+        project = await self._checked_project(caller, params.agent)
+        self._log.require_served(project)
+        live, ended = await self._held(project, params.agent)
+        if len(params.paths) * sum(len(h.paths) for h in live) > CHECK_INLINE:
+            answers = await asyncio.to_thread(_decide_all, params.agent, params.paths, live, ended)
+        else:
+            answers = _decide_all(params.agent, params.paths, live, ended)
+        refused = [a for a in answers if not a["allowed"]]
+        if refused and params.enforce:
+            await self._record_refusal(params.agent, project, params.source, refused)
+        return {
+            "agent": params.agent,
+            "project": project,
+            "allowed": not refused,
+            "paths": answers,
+        }
+
+    async def _checked_project(self, caller: Caller, agent_id: str) -> str | None:
+        """The agent's project, once the caller may check as it (AGENT_NOT_FOUND, or
+        PERMISSION_DENIED)."""
+        who = caller.principal
+        agent = self._agents.directory.get(agent_id)
+        if agent is not None and not who.may_see_project(agent.project):
+            agent = None  # an agent of another project is not shown to exist
+        if agent is not None:
+            project = agent.project
+            allowed = (
+                who.agent == agent_id
+                or who.is_admin_of(project)
+                or self._agents.holds(caller, agent)
+                or (who.authenticated and agent.owner == who.id)
+            )
+        else:
+            # Not an agent of the caller's projects (now): what it held in one of them, and
+            # lost by moving away, is remembered a while.
+            async with self._db.session() as session:
+                held_in = (
+                    await session.scalars(
+                        select(ReservationEndRow.project)
+                        .where(ReservationEndRow.agent_id == agent_id)
+                        .order_by(ReservationEndRow.ended_at.desc())
+                    )
+                ).all()
+            seen = [p for p in held_in if who.may_see_project(p)]
+            project = seen[0] if seen else None
+            if not seen:
+                raise AgentNotFound(
+                    f"agent '{agent_id}' is not known in this credential's projects",
+                    details={"agent_id": agent_id},
+                )
+            allowed = who.agent == agent_id or who.is_admin_of(project)
+        who.require_project(project, "checking path reservations")
+        if not allowed:
+            raise PermissionDenied(
+                f"only agent '{agent_id}' itself (its token or owner) and admins of its project "
+                "check its writes",
+                details={"missing": "owner_or_admin", "agent_id": agent_id},
+            )
+        return project
+
+    async def _held(self, project: str | None, agent_id: str) -> tuple[list[Held], list[Held]]:
+        """The project's live reservations, and the agent's ended ones (newest first); a
+        reservation past its end but not yet swept counts as ended (expired)."""
+        now = self.clock.now()
+        where = (
+            ReservationRow.project.is_(None)
+            if project is None
+            else ReservationRow.project == project
+        )
+        ended_where = (
+            ReservationEndRow.project.is_(None)
+            if project is None
+            else ReservationEndRow.project == project
+        )
+        async with self._db.session() as session:
+            rows = list(
+                await session.scalars(
+                    select(ReservationRow)
+                    .where(where)
+                    .order_by(ReservationRow.created_at, ReservationRow.id)
+                )
+            )
+            ends = list(
+                await session.scalars(
+                    select(ReservationEndRow)
+                    .where(ReservationEndRow.agent_id == agent_id, ended_where)
+                    .order_by(ReservationEndRow.ended_at.desc(), ReservationEndRow.id.desc())
+                )
+            )
+        live = [Held.live(r) for r in rows if r.expires_at > now]
+        expired = [Held.expired(r) for r in rows if r.expires_at <= now and r.agent_id == agent_id]
+        return live, expired + [Held.ended(e) for e in ends]
+
+    async def _record_refusal(
+        self, agent_id: str, project: str | None, source: str | None, refused: list[Any]
+    ) -> None:
+        """Put the refusal on the log (a reservation_refused event); the check's answer does
+        not wait on the network's health: a failure is logged."""
+        payload = check_rules.refusal_payload(agent_id, project, source, refused)
+        try:
+            await self._log.emit(
+                check_rules.REFUSED,
+                projection.KIND,
+                agent_id,
+                payload,
+                project=project or NO_PROJECT,
+            )
+        except BzzzError as exc:
+            logger.warning("could not record the refusal of %s: %s", agent_id, exc.message)
+
     # --- upkeep -------------------------------------------------------------------------------
 
     async def sweep(self) -> bool:
@@ -342,6 +484,12 @@ class ReservationService:
                 await self.sweep()
             except BzzzError as exc:
                 logger.warning("could not sweep expired reservations: %s", exc.message)
+
+
+def _decide_all(
+    agent_id: str, paths: list[str], live: list[Held], ended: list[Held]
+) -> list[dict[str, Any]]:
+    return [check_rules.decide(agent_id, path, live, ended) for path in paths]
 
 
 def _refusal(outcome: dict[str, Any], agent: domain.Agent) -> BzzzError:

@@ -18,6 +18,7 @@ from sqlalchemy.orm import Session
 
 from bzzz import domain
 from bzzz.network.envelope import Envelope
+from bzzz.store import reservation_ends
 from bzzz.store.agent_projection import end_reservations
 from bzzz.store.models import (
     ActivityRow,
@@ -232,7 +233,7 @@ def apply_forget(session: Session, env: Envelope, limits: ProjectionLimits) -> A
         "tasks": _forget_tasks(session, agent_id),
         "memories": _forget_memories(session, agent_id),
         "decisions": _forget_decisions(session, agent_id),
-        "reservations": end_reservations(session, [agent_id]),
+        "reservations": _end_reservations(session, agent_id, env.timestamp),
     }
     _record_run(session, env, "erasure", {"agent_id": agent_id}, counts)
     return Applied({"ok": True, "retention": "forgotten", "agent_id": agent_id, "counts": counts})
@@ -252,3 +253,10 @@ RETENTION_APPLIERS: dict[str, Applier] = {
     FORGET: _strict_json(apply_forget),
     RESTATED: _strict_json(apply_restated),
 }
+
+
+def _end_reservations(session: Session, agent_id: str, at: datetime) -> int:
+    """End an erased agent's reservations: what it held before is forgotten, and only that
+    they ended by its erasure is kept a while (its check says so)."""
+    reservation_ends.forget_ends(session, agent_id)
+    return end_reservations(session, [agent_id], reason=reservation_ends.FORGOTTEN, at=at)

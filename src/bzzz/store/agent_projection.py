@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any, cast
 
 from sqlalchemy import Table, bindparam, delete, func, or_, select
@@ -18,6 +19,7 @@ from bzzz.domain import AgentStatus, canonical_agent_id
 from bzzz.network import subjects
 from bzzz.network.envelope import Envelope
 from bzzz.projects import subject_token
+from bzzz.store import reservation_ends
 from bzzz.store.models import AgentRow, ReservationRow
 from bzzz.store.projection import (
     CANONICAL_LENGTH,
@@ -67,6 +69,10 @@ def _check_announcement(p: dict[str, Any]) -> None:
 
 
 ONLINE = "bzzz_online_agents"
+# The agent's read mark of its inbox (bzzz.agents.inbox_projection): the network's, not the
+# announcer's, so announcing the agent again keeps it.
+INBOX_READ = "inbox_read"
+KEPT_METADATA = frozenset({INBOX_READ})
 
 
 def online_agents(session: Session) -> int:
@@ -222,7 +228,7 @@ def apply_agent_announced(session: Session, env: Envelope, limits: ProjectionLim
         _count_online(session, 1)
     if row is not None and row.project != p.get("project"):
         # Reservations are held in a project: an agent that moves lets go of the old one's.
-        end_reservations(session, [row.id])
+        end_reservations(session, [row.id], reason=reservation_ends.MOVED, at=env.timestamp)
     if row is None:
         row = AgentRow(
             id=p["agent_id"],
@@ -243,7 +249,8 @@ def apply_agent_announced(session: Session, env: Envelope, limits: ProjectionLim
     row.task = p.get("task")
     row.node_id = env.origin
     row.session_id = p["session_id"]
-    row.metadata_ = dict(p.get("metadata") or {})
+    kept = {k: v for k, v in (row.metadata_ or {}).items() if k in KEPT_METADATA}
+    row.metadata_ = dict(p.get("metadata") or {}) | kept
     set_last_activity(session, row, at)
     row.status = AgentStatus.IDLE.value
     _refresh_status(row)
@@ -338,23 +345,38 @@ def apply_agent_rejoined(session: Session, env: Envelope, limits: ProjectionLimi
     return Applied({"ok": True, "online": back, "max_agents": full}, events)
 
 
-def end_reservations(session: Session, agent_ids: list[str]) -> int:
-    """Delete the path reservations of agents that were erased or moved to another project."""
+def end_reservations(
+    session: Session, agent_ids: list[str], *, reason: str, at: datetime | None = None
+) -> int:
+    """Delete the path reservations of agents that were erased or moved to another project
+    (remembered as ended for ``reason``: reservation_ends)."""
     if not agent_ids:
         return 0
-    done = session.execute(delete(ReservationRow).where(ReservationRow.agent_id.in_(agent_ids)))
-    return int(getattr(done, "rowcount", 0) or 0)
+    rows = list(
+        session.scalars(select(ReservationRow).where(ReservationRow.agent_id.in_(agent_ids)))
+    )
+    return _end(session, rows, reason, at)
 
 
-def end_reservations_of_node(session: Session, node_id: str) -> int:
+def end_reservations_of_node(session: Session, node_id: str, at: datetime | None = None) -> int:
     """Delete the path reservations a removed node made or whose agents it held."""
     held = select(AgentRow.id).where(AgentRow.node_id == node_id)
-    done = session.execute(
-        delete(ReservationRow).where(
-            or_(ReservationRow.origin == node_id, ReservationRow.agent_id.in_(held))
+    rows = list(
+        session.scalars(
+            select(ReservationRow).where(
+                or_(ReservationRow.origin == node_id, ReservationRow.agent_id.in_(held))
+            )
         )
     )
-    return int(getattr(done, "rowcount", 0) or 0)
+    return _end(session, rows, reservation_ends.NODE_REMOVED, at)
+
+
+def _end(session: Session, rows: list[ReservationRow], reason: str, at: datetime | None) -> int:
+    if not rows:
+        return 0
+    reservation_ends.record_ends(session, rows, reason, at)
+    session.execute(delete(ReservationRow).where(ReservationRow.id.in_([r.id for r in rows])))
+    return len(rows)
 
 
 AGENT_APPLIERS: dict[str, Applier] = {

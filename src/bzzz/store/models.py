@@ -573,6 +573,9 @@ class ReservationRow(Base):
     expires_at: Mapped[datetime] = mapped_column(TZ, index=True)
     # When its holder was told it is about to end (reservation_expiring); a renewal clears it.
     noticed_at: Mapped[datetime | None] = mapped_column(TZ, nullable=True)
+    # Added by revision 0016: the grant's place in its project's count (only grows; a renewal
+    # keeps it). Rows granted before it hold 0.
+    fencing_token: Mapped[int] = mapped_column(BigInteger, default=0, server_default="0")
     __table_args__ = (Index("ix_reservations_project_expires", "project", "expires_at"),)
 
 
@@ -611,3 +614,29 @@ class EscalationAckRow(Base):
     step: Mapped[int | None] = mapped_column(Integer, nullable=True)
     at: Mapped[datetime] = mapped_column(TZ)
     origin: Mapped[str] = mapped_column(String(64))
+
+
+class ReservationFenceRow(Base):
+    """The last fencing token granted in a project (``""``: agents without a project)."""
+
+    __tablename__ = "reservation_fences"
+    project: Mapped[str] = mapped_column(String(128), primary_key=True)
+    last_token: Mapped[int] = mapped_column(BigInteger, default=0)
+
+
+class ReservationEndRow(Base):
+    """A reservation that ended, kept a while so its holder's check is told why (revision 0016).
+
+    ``reason``: released, expired, forgotten (its agent erased), moved (announced in another
+    project), node_removed. At most a few per agent, for a bounded time (reservations.ends).
+    """
+
+    __tablename__ = "reservation_ends"
+    id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    project: Mapped[str | None] = mapped_column(String(128), nullable=True)
+    agent_id: Mapped[str] = mapped_column(String(128), index=True)
+    mode: Mapped[str] = mapped_column(String(16))
+    paths: Mapped[list[str]] = mapped_column(SealedJSON("reservation_ends.paths"))
+    fencing_token: Mapped[int] = mapped_column(BigInteger, default=0)
+    reason: Mapped[str] = mapped_column(String(16))
+    ended_at: Mapped[datetime] = mapped_column(TZ, index=True)

@@ -112,7 +112,7 @@ def apply_admission(session: Session, env: Envelope, limits: ProjectionLimits) -
         # Its agents can no longer answer: the network sees them go, as when a node is lost.
         _take_offline(session, env, node_id, "its node was removed from the network", events)
         # Unlike a lost node (it may come back), a removed one's reservations end with it.
-        agent_projection.end_reservations_of_node(session, node_id)
+        agent_projection.end_reservations_of_node(session, node_id, env.timestamp)
     return Applied(outcome, events)
 
 

@@ -82,6 +82,7 @@ const AFFECTS = {
   limit_exceeded: ["costs"],
   reservation_conflict: ["reservations"],
   reservation_expiring: ["reservations"],
+  reservation_refused: ["reservations"],
 };
 
 // Sections to reload are gathered for 80 ms, then loaded one batch at a time: two loads of a

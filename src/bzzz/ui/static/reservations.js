@@ -1,4 +1,5 @@
-// The Reservations tab: who holds which paths of which project, and until when.
+// The Reservations tab: who holds which paths of which project, until when, with which
+// fencing token (refusals of enforced checks arrive as reservation_refused live events).
 import { badge, el, replace, table, when } from "./dom.js";
 import { agentLink } from "./agent.js";
 
@@ -11,6 +12,9 @@ export function renderReservations(reservations) {
     { label: "Mode", cell: (r) => badge(r.mode) },
     { label: "Reason", class: "text", cell: (r) => r.reason || "—" },
     { label: "Expires", cell: (r) => when(r.expires_at) },
+    // The fencing token: a later grant of a path always carries a larger one.
+    { label: "Token", cell: (r) => el("span", { class: "mono", dataset: { token: r.fencing_token } },
+      String(r.fencing_token ?? "—")) },
     { label: "Id", cell: (r) => el("span", { class: "mono id" }, r.id) },
   ], reservations, "No agent of this token's projects holds a path."));
 }
