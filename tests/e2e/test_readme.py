@@ -267,6 +267,56 @@ async def test_the_team_lines_make_a_token_per_agent_that_is_that_agent(
     assert refused.status_code == 401, refused.text
 
 
+@SHARED
+async def test_the_coding_agent_lines_guard_a_repository_and_write_the_claude_code_hooks(
+    team_node: HttpNode, team_tokens: dict[str, str], tmp_path: Path
+) -> None:
+    """The two install lines run as written in a clone, with the agent's token in BZZZ_TOKEN:
+    the clone's commit of a path another agent holds is refused naming the holder."""
+    repo = tmp_path / "shop"
+    env = {**team_node.env, "BZZZ_TOKEN": team_tokens["dev-1"]}
+    env |= {"GIT_AUTHOR_NAME": "dev", "GIT_AUTHOR_EMAIL": "dev@example.invalid"}
+    env |= {"GIT_COMMITTER_NAME": "dev", "GIT_COMMITTER_EMAIL": "dev@example.invalid"}
+
+    def git(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            ["git", "-C", str(repo), *args], env=env, capture_output=True, text=True, timeout=60
+        )
+
+    repo.mkdir()
+    assert git("init", "-q").returncode == 0
+    (repo / "app.py").write_text("one\n")
+    assert git("add", ".").returncode == 0
+    assert git("commit", "-q", "-m", "first").returncode == 0
+    for line in shell_lines(_bash_block("bzzz guard install")):
+        words = shlex.split(line)
+        assert words[0] == "bzzz", line
+        await run_bzzz(words[1:], env, cwd=repo)
+    assert "bzzz" in (repo / ".git" / "hooks" / "pre-commit").read_text()
+    settings = json.loads((repo / ".claude" / "settings.json").read_text())
+    assert {"SessionStart", "UserPromptSubmit", "PreToolUse"} <= set(settings["hooks"])
+    assert team_tokens["dev-1"] not in json.dumps(settings)  # the settings hold no token
+
+    tokens = {agent: {"Authorization": f"Bearer {t}"} for agent, t in team_tokens.items()}
+    roles = {"dev-1": "developer", "reviewer-1": "reviewer"}
+    for agent_id, headers in tokens.items():
+        async with stateless(team_node.mcp_url, headers) as client:
+            made = await caller(client.call_tool)(
+                "bzzz_announce", {"agent_id": agent_id, "role": roles[agent_id], "project": "shop"}
+            )
+            assert made["success"] is True, made
+    async with stateless(team_node.mcp_url, tokens["reviewer-1"]) as client:
+        held = await caller(client.call_tool)(
+            "bzzz_reserve", {"agent_id": "reviewer-1", "paths": ["app.py"], "ttl": 600}
+        )
+        assert held["success"] is True, held
+    (repo / "app.py").write_text("two\n")
+    assert git("add", "app.py").returncode == 0
+    refused = await asyncio.to_thread(git, "commit", "-q", "-m", "change app.py")
+    assert refused.returncode != 0, refused
+    assert "reviewer-1" in refused.stdout + refused.stderr
+
+
 # --- the tour ----------------------------------------------------------------------------------
 
 
