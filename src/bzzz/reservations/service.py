@@ -12,6 +12,10 @@ the log keeps it once, by its id — and the answer is the outcome of whichever 
 applies, granted or refused; only when none is applied in time is it NETWORK_ERROR, naming
 the reservation id it would have (``list`` shows it if it was recorded after all).
 
+``check`` answers whether an agent may write paths now (``reservations.check``): read from this
+node's store, for the agent's own token or an owner or admin; an enforced refusal goes on the
+log as ``reservation.refused``.
+
 Its upkeep (``run_sweeps``) publishes a sweep when expired reservations linger and a
 ``reservation.expiring`` notice for those ending within ``reservations.expiring_notice``.
 """
