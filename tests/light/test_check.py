@@ -42,3 +42,36 @@ def test_argparse_answers_help_with_0_and_a_mistake_with_2(
     assert "--agent" in capsys.readouterr().out
     assert check.main(["src/a.py", "--source", "robot", "--agent", "bob"]) == 2
     assert "invalid choice" in capsys.readouterr().err
+
+
+def test_an_answer_that_is_not_a_checks_exits_2_with_one_line(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    import http.server
+    import threading
+
+    class NotANode(http.server.BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            body = b'{"hello": "world"}'
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = http.server.HTTPServer(("127.0.0.1", 0), NotANode)
+    serving = threading.Thread(target=server.serve_forever, daemon=True)
+    serving.start()
+    try:
+        url = f"http://127.0.0.1:{server.server_address[1]}"
+        status = check.main(["a.py", "--agent", "bob", "--url", url, "--root", "."])
+    finally:
+        server.shutdown()
+        serving.join(5)
+
+    assert status == 2
+    assert capsys.readouterr().err.strip().splitlines() == [
+        "bzzz: the node's answer is not a check's answer"
+    ]

@@ -118,3 +118,24 @@ async def test_the_answer_shown_in_the_docs_has_the_answers_shape(
     for item, got in zip(shown["paths"], body["paths"], strict=True):
         assert set(item) == set(got)
     assert set(shown["paths"][0]["holder"]) == set(body["paths"][0]["holder"])
+
+
+async def test_an_agent_that_never_announced_is_checked_in_its_tokens_project(
+    node: Node, http: httpx.AsyncClient
+) -> None:
+    """A guard of an agent that never announced still refuses what another holds."""
+    held = await _held(node)
+    carol = await _token(node, "carol", "shop", Scope.WRITE, "carol")
+    reader = await _token(node, "reader", "shop", Scope.READ, None)
+    answer = await http.post(
+        CHECK, json={"agent": "carol", "paths": ["src/a.py"]}, headers={"Authorization": carol}
+    )
+    unknown = await http.post(
+        CHECK, json={"agent": "carol", "paths": ["src/a.py"]}, headers={"Authorization": reader}
+    )
+
+    assert answer.status_code == 200, answer.text
+    body = answer.json()
+    assert body["project"] == "shop" and body["allowed"] is False
+    assert body["paths"][0]["holder"]["reservation_id"] == held["id"]
+    assert unknown.status_code == 404 and unknown.json()["code"] == "AGENT_NOT_FOUND"

@@ -10,7 +10,7 @@ Each command group lives in a module of this package, which adds its part of the
     threads       escalations, slurp            retention     retention, forget
     a2a           a2a add|list|remove
     metrics       metrics, costs                settings      config show
-    replay        thread replay                 reservations  reservations list
+    replay        thread replay                 reservations  reservations list|check
     work          agents, threads, tasks, inbox
     status        status (where a node runs, its counts)
     guard         guard install|uninstall (git hooks holding agents to reservations)

@@ -120,7 +120,17 @@ def quick_parse(argv: list[str]) -> SimpleNamespace | None:
 
 
 def run(args: Args, *, data_dir: str | None, config: str | None) -> int:
-    """Ask the node and print its answer; the exit status."""
+    """Ask the node and print its answer; the exit status (2, with one line, whatever fails:
+    a hook or a guard reads the status, never a traceback)."""
+    try:
+        return _run(args, data_dir=data_dir, config=config)
+    except KeyboardInterrupt:
+        return _fail(args.json, "INTERRUPTED", "interrupted")
+    except Exception as exc:  # the command's boundary: a git hook must read a status, not a trace
+        return _fail(args.json, "INTERNAL_ERROR", f"the check failed: {type(exc).__name__}: {exc}")
+
+
+def _run(args: Args, *, data_dir: str | None, config: str | None) -> int:
     try:
         paths = repository_paths(args.paths, args.root)
         base = http.node_url(args.url, data_dir, config)
@@ -146,6 +156,9 @@ def run(args: Args, *, data_dir: str | None, config: str | None) -> int:
         return _fail(args.json, code, str(exc), exc.answer.get("details"))
     except http.Unreachable as exc:
         return _fail(args.json, "NETWORK_ERROR", str(exc))
+    if not all(isinstance(a.get("paths"), list) and isinstance(a.get("allowed"), bool)
+               for a in answers):  # fmt: skip
+        return _fail(args.json, "NETWORK_ERROR", "the node's answer is not a check's answer")
     answer = dict(answers[0])
     answer["paths"] = [item for part in answers for item in part.get("paths", [])]
     answer["allowed"] = all(part.get("allowed") is True for part in answers)

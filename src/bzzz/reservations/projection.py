@@ -15,6 +15,12 @@ however close together two nodes asked.
   Every ``reservation.*`` envelope first deletes what expired by its time, and
   ``reservation.swept`` does only that, so no expired row stays for long (the service
   publishes a sweep when it finds one).
+- Each grant takes the next fencing token of its project (``reservation_fences``, counted in
+  log order, so every node numbers it alike): a later grant of a path always has a larger one;
+  a renewal keeps it. What ends is remembered a while (``store.reservation_ends``: released,
+  expired, forgotten, moved, node_removed) for its holder's check.
+- ``reservation.refused`` (an enforced check refused paths, ``reservations.check``) gives
+  subscribers one ``reservation_refused`` event.
 - ``reservation.expiring`` names reservations about to end (a node's sweep finds them): the
   holder gets one ``reservation_expiring`` event per end (``noticed_at``; a renewal clears it).
 - The check of a request is bounded: patterns have a bounded shape (``globs``), a request at

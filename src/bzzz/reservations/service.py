@@ -12,6 +12,10 @@ the log keeps it once, by its id — and the answer is the outcome of whichever 
 applies, granted or refused; only when none is applied in time is it NETWORK_ERROR, naming
 the reservation id it would have (``list`` shows it if it was recorded after all).
 
+``check`` answers whether an agent may write paths now (``reservations.check``): read from this
+node's store, for the agent's own token or an owner or admin; an enforced refusal goes on the
+log as ``reservation.refused``.
+
 Its upkeep (``run_sweeps``) publishes a sweep when expired reservations linger and a
 ``reservation.expiring`` notice for those ending within ``reservations.expiring_notice``.
 """
@@ -338,6 +342,7 @@ class ReservationService:
         PERMISSION_DENIED)."""
         who = caller.principal
         agent = self._agents.directory.get(agent_id)
+        announced = agent is not None
         if agent is not None and not who.may_see_project(agent.project):
             agent = None  # an agent of another project is not shown to exist
         if agent is not None:
@@ -360,6 +365,16 @@ class ReservationService:
                     )
                 ).all()
             seen = [p for p in held_in if who.may_see_project(p)]
+            only = _single_project(who)
+            # An agent that never announced holds nothing, but others' reservations hold it
+            # all the same: its own token (or its project's admin) checks it there.
+            if (
+                not seen
+                and not announced
+                and only is not None
+                and (who.agent == agent_id or who.is_admin_of(only))
+            ):
+                seen = [only]
             project = seen[0] if seen else None
             if not seen:
                 raise AgentNotFound(
@@ -484,6 +499,13 @@ class ReservationService:
                 await self.sweep()
             except BzzzError as exc:
                 logger.warning("could not sweep expired reservations: %s", exc.message)
+
+
+def _single_project(who: Principal) -> str | None:
+    """The one project a credential is granted (None: several, or every one)."""
+    if who.all_projects or len(who.projects) != 1:
+        return None
+    return next(iter(who.projects))
 
 
 def _decide_all(
