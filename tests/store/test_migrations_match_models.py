@@ -106,4 +106,4 @@ async def test_a_store_at_an_older_revision_is_brought_to_the_newest_when_opened
             version = connection.exec_driver_sql("SELECT version_num FROM alembic_version").all()
     finally:
         engine.dispose()
-    assert [row[0] for row in version] == [newest_revision()] == ["0014"]
+    assert [row[0] for row in version] == [newest_revision()] == ["0015"]
