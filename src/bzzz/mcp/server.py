@@ -273,6 +273,9 @@ def build_server(node: Node) -> tuple[BzzzMCP, SessionRegistry]:
         ] = None,
         agent_handle: Annotated[str | None, Field(description=text.HANDLE)] = None,
         as_of: Annotated[str | int | None, Field(description=text.AS_OF)] = None,
+        about: Annotated[str | None, Field(description=text.ABOUT)] = None,
+        q: Annotated[str | None, Field(description=text.Q)] = None,
+        limit: Annotated[int | None, Field(strict=True, description=text.LIMIT)] = None,
     ) -> Annotated[CallToolResult, GetOutput]:
         params = validate_input(
             GetInput,
@@ -283,6 +286,9 @@ def build_server(node: Node) -> tuple[BzzzMCP, SessionRegistry]:
                 before=before,
                 after=after,
                 as_of=as_of,
+                about=about,
+                q=q,
+                limit=limit,
             ),
         )
         return await run(node.front.get(caller_of(ctx, agent_handle), params))
