@@ -8,7 +8,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from bzzz.api import console, replay, reservations, rest, stream, whoosh
+from bzzz.api import console, knowledge, replay, reservations, rest, stream, whoosh
 from bzzz.api.handlers import Operation, routes_of
 from bzzz.api.openapi import OPENAPI_PATH, document
 from bzzz.api.ui import ui_routes
@@ -24,6 +24,7 @@ def operations(node: Node) -> list[Operation]:
         + stream.operations(node)
         + replay.operations(node)
         + reservations.operations(node)
+        + knowledge.operations(node)
     )
 
 

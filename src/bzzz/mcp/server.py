@@ -33,6 +33,7 @@ from bzzz.eventlog import Caller
 from bzzz.events.service import subscription_uri
 from bzzz.mcp import descriptions as text
 from bzzz.mcp.audit import McpAudit, register_audit
+from bzzz.mcp.knowledge import register_knowledge
 from bzzz.mcp.listen import guard_listen, may_follow
 from bzzz.mcp.metrics import register_metrics
 from bzzz.mcp.models import (
@@ -407,6 +408,7 @@ def build_server(node: Node) -> tuple[BzzzMCP, SessionRegistry]:
 
     register_reserve(server, node, caller_of, run)
     _publish_schemas_only(server)
+    register_knowledge(server, node, sessions, bus)
     _register_resources(server, node, sessions, bus)
     _register_costs(server, node)
     register_metrics(server, node)

@@ -405,6 +405,8 @@ class Node:
         self.agents.knowledge_of = self.knowledge.read_address
         self.conversations.fact_poster = self.knowledge.post_fact
         self.conversations.observers.append(self.knowledge)
+        # Hosted agents read the agreed facts for their prompts and propose what they learn.
+        self.hosted.facts = self.knowledge
 
     def _build_front(self) -> None:
         def required() -> bool:

@@ -3,6 +3,7 @@
 import { api, ApiError, auth, EventStream } from "./api.js";
 import { el, replace, tick } from "./dom.js";
 import { renderConsole, renderThread } from "./console.js";
+import { initKnowledge, loadKnowledge } from "./knowledge.js";
 import { renderReservations } from "./reservations.js";
 import {
   eventLine, renderAgents, renderCosts, renderPeers, renderSearch, renderTasks, renderThreads,
@@ -40,6 +41,7 @@ const loaders = {
   async reservations() {
     renderReservations((await api("/api/v1/reservations")).reservations);
   },
+  async knowledge() { await loadKnowledge(); },
   async costs() { renderCosts(await api("/api/v1/costs", { query: { days: 30 } })); },
   async peers() {
     const listed = await api("/api/v1/peers");
@@ -58,7 +60,7 @@ const loaders = {
     if (state.openThread) await renderThread(state.openThread, state.who, state.escalations, report);
   },
 };
-const ORDER = ["metrics", "agents", "threads", "tasks", "reservations", "costs", "peers", "webhooks", "console",
+const ORDER = ["metrics", "agents", "threads", "tasks", "reservations", "knowledge", "costs", "peers", "webhooks", "console",
   "thread"];
 
 // Which sections an event changes.
@@ -107,7 +109,8 @@ function onEvent(type, payload) {
   const list = $("events");
   list.prepend(eventLine(type, payload));
   while (list.children.length > 40) list.lastElementChild.remove();
-  refresh([...(AFFECTS[type] || ["agents", "threads"]), ...(type.startsWith("task") ? ["tasks"] : [])]);
+  refresh([...(AFFECTS[type] || ["agents", "threads"]), ...(type.startsWith("task") ? ["tasks"] : []),
+    ...(/fact|knowledge|consensus/.test(type) ? ["knowledge"] : [])]);
 }
 
 function onStreamState(stateName) {
@@ -198,6 +201,7 @@ async function start() {
     return;
   }
   showWho(state.who);
+  initKnowledge(state.who, report);
   $("main").hidden = false;
   showTab(state.who.human ? "console" : "agents");
   state.stream = new EventStream(onEvent, onStreamState);
