@@ -57,7 +57,7 @@ async def _fill(node: Node, facts: int, entities: int, rng: random.Random) -> No
         subject = entity(rng.randrange(entities))
         relation = RELATIONS[i % len(RELATIONS)]
         obj = entity(rng.randrange(entities)) if i % 3 else f"policy {i}"
-        statement = f"The {subject} {relation} {obj}, as the team agreed in review {i}."
+        statement = f"The {subject} {relation} {obj} (decided in review {i})."
         await node.knowledge.state(
             CALLER,
             "shop",
@@ -75,7 +75,7 @@ def _texts(count: int, entities: int, rng: random.Random) -> list[str]:
     texts = []
     for i in range(count):
         if i % 2:
-            texts.append(f"Plan the next release notes and thank the team for the sprint {i}.")
+            texts.append("Write the release notes of this sprint for the newsletter.")
         else:
             named = entity(rng.randrange(entities))
             texts.append(f"How should the {named} handle retries and where does it store data?")
@@ -99,6 +99,7 @@ async def _measure(node: Node, texts: list[str]) -> dict[str, Any]:
         added.append(tokens.count_messages(with_facts) - tokens.count_messages(prompt))
         chars.append(len(str(message["content"])) if message else 0)
         chosen.append(len(facts))
+    hit = sorted(float(a) for a, n in zip(added, chosen, strict=True) if n)
     took.sort()
     added.sort()
     named = chosen[0::2]
@@ -109,6 +110,8 @@ async def _measure(node: Node, texts: list[str]) -> dict[str, Any]:
         "added_tokens_p50": percentile([float(a) for a in added], 50),
         "added_tokens_p99": percentile([float(a) for a in added], 99),
         "added_tokens_max": max(added),
+        "added_tokens_p50_when_any": percentile(hit, 50),
+        "prompts_without_facts": sum(1 for n in chosen if n == 0),
         "message_chars_max": max(chars),
         "facts_chosen_mean_named": round(sum(named) / max(len(named), 1), 2),
         "facts_chosen_mean_unnamed": round(sum(chosen[1::2]) / max(len(chosen[1::2]), 1), 2),

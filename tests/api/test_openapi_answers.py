@@ -16,6 +16,7 @@ import pytest
 from jsonschema import Draft202012Validator
 
 from bzzz.config import Settings
+from bzzz.eventlog import Caller
 from bzzz.node.core import Node
 from bzzz.principal import LOCAL, Scope
 
@@ -163,6 +164,13 @@ async def test_every_answer_of_a_run_matches_the_document(run: Run, node: Node) 
     await run.call("GET", f"{api}/content", 200, params={"address": "bzzz://dev-1/tasks"})
     await run.call("GET", f"{api}/reservations", 200, params={"path": "src/**"})
     await run.call("GET", f"{api}/reservations", 400, params={"path": "../x"})
+    fact = await node.knowledge.state(
+        Caller("openapi", LOCAL), "shop", "checkout retries", "carry", "idempotency keys"
+    )
+    shop = {"project": "shop"}
+    await run.call("GET", f"{api}/knowledge", 200, params=shop | {"about": "checkout retries"})
+    await run.call("GET", f"{api}/knowledge", 400, params={"limit": "0"})
+    await run.call("GET", f"{api}/knowledge/{{fact_id}}", 200, fact_id=fact["id"], params=shop)
     await run.call("GET", "/healthz", 200)
     await run.call("GET", "/webhooks", 200)
     await run.call("GET", "/ui/access.json", 200)

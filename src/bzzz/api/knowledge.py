@@ -18,14 +18,14 @@ from bzzz.api.answers import Answer
 from bzzz.api.handlers import API, Operation, caller_of, query_of
 from bzzz.audit.records import Action, digest, stamp
 from bzzz.errors import BzzzError
+from bzzz.knowledge.projection import ENTITY_LENGTH
+from bzzz.knowledge.service import MAX_HISTORY, MAX_LIMIT, QUERY_LENGTH
 from bzzz.node.core import Node
 
 PROJECT = r"^[A-Za-z0-9._-]{1,128}$"
-# The bounds of a query (docs/knowledge.md): an entity's name, the words, the answer's size.
-ABOUT_CHARS = 200
-Q_CHARS = 500
-MAX_LIMIT = 100
-MAX_HISTORY = 100
+# The bounds of a query (docs/knowledge.md) are the service's: an entity's name, the words,
+# the facts answered, the earlier versions shown with each.
+ABOUT_CHARS = ENTITY_LENGTH
 
 
 class KnowledgeQuery(BaseModel):
@@ -37,7 +37,9 @@ class KnowledgeQuery(BaseModel):
     about: str | None = Field(
         None, min_length=1, max_length=ABOUT_CHARS, description="an entity: its facts first"
     )
-    q: str | None = Field(None, min_length=1, max_length=Q_CHARS, description="words to rank by")
+    q: str | None = Field(
+        None, min_length=1, max_length=QUERY_LENGTH, description="words to rank by"
+    )
     as_of: AwareDatetime | None = Field(
         None, description="the facts as they stood then (an ISO 8601 time with its zone)"
     )

@@ -33,7 +33,9 @@ if TYPE_CHECKING:
     from bzzz.principal import Principal
 
 T = TypeVar("T")
+# The knowledge service's bounds (bzzz.knowledge.service), kept here so help loads nothing.
 MAX_LIMIT = 100
+MAX_HISTORY = 20
 EXPORT_LIMIT = 100
 # The namespace of the entities' ids in an export: the same name in a project, the same id.
 ENTITY_NAMESPACE = uuid.UUID("6b1f4c52-8a4e-4d0f-9a43-2a1c3f0b7e55")
@@ -60,7 +62,10 @@ def add_parser(sub: Any) -> None:
     search.add_argument("q", nargs="*", metavar="Q", help="words to rank the facts by")
     search.add_argument("--as-of", help="the facts as they stood then (an ISO 8601 time)")
     search.add_argument(
-        "--history", type=int, default=0, help="superseded versions shown with each fact"
+        "--history",
+        type=int,
+        default=0,
+        help=f"superseded versions shown with each fact (0-{MAX_HISTORY})",
     )
     search.add_argument(
         "--limit", type=_bounded, default=20, help=f"at most N facts (1-{MAX_LIMIT})"
@@ -212,9 +217,9 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
 def _search(args: argparse.Namespace, settings: Settings) -> int:
     from bzzz.errors import InvalidParameters
 
-    if not 0 <= args.history <= MAX_LIMIT:
+    if not 0 <= args.history <= MAX_HISTORY:
         raise InvalidParameters(
-            f"--history is between 0 and {MAX_LIMIT}", details={"field": "max_history"}
+            f"--history is between 0 and {MAX_HISTORY}", details={"field": "max_history"}
         )
     words = " ".join(args.q) or None
     as_of = _time(args.as_of)
