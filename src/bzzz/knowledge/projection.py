@@ -71,6 +71,12 @@ def _digest(project: str, *parts: str) -> str:
     return hashlib.sha256(joined.encode()).hexdigest()[:48]
 
 
+def subject_key(author: str) -> str:
+    """The subject token of a fact's envelopes: its author's (erasure purges them by it)."""
+    cleaned = "".join(c if c.isalnum() or c in "-_" else "_" for c in author)
+    return cleaned[:128] or "principal"
+
+
 def entity_digest(project: str, name: str) -> str:
     """The clear digest that finds an entity's facts (subject or object) in a project."""
     return _digest(project, name)

@@ -42,6 +42,7 @@ from ulid import ULID
 
 from bzzz import domain
 from bzzz.agents.service import raise_store_failure, thread_project
+from bzzz.audit.records import Action, digest, stamp
 from bzzz.clock import Clock, SystemClock
 from bzzz.errors import BzzzError, InvalidParameters, PermissionDenied
 from bzzz.eventlog import Caller, EventLog
@@ -60,6 +61,7 @@ from bzzz.knowledge.projection import (
 from bzzz.principal import Principal, Scope
 from bzzz.projects import NO_PROJECT
 from bzzz.retention.projection import register_steps
+from bzzz.retention.stream import register_erased_kind
 from bzzz.store.batch import register_appliers
 from bzzz.store.database import Database
 from bzzz.store.models import FactRow, ThreadRow
@@ -144,12 +146,17 @@ class KnowledgeService:
         # Every node decides superseding the same way: in log order, in its own store.
         register_appliers(FACT_APPLIERS)
         register_steps("facts", forget=projection.forget_agent, memory=projection.expire_history)
+        # Erasure purges an agent's facts from the log too (their subjects name the author).
+        register_erased_kind(projection.KIND, projection.subject_key)
         self._db = db
         self._log = log
         self.clock: Clock = clock or SystemClock()
         # Who states a fact for a caller (the node sets it: the caller's agent, else its
         # principal); without it, the principal.
         self.author_of: AuthorOf | None = None
+        # Set by the node: its audit trail, for the facts the node states itself (a
+        # consensus's); callers' facts are on it through the face they called.
+        self.audit: Callable[[Action], None] | None = None
         self._indexes: OrderedDict[str, ProjectIndex] = OrderedDict()
         self._loading = asyncio.Lock()
         self.stated = 0
@@ -259,7 +266,7 @@ class KnowledgeService:
         outcome = await self._log.emit(
             projection.STATED,
             projection.KIND,
-            _subject_key(key),
+            projection.subject_key(key),
             payload,
             project=payload["project"],
         )
@@ -307,7 +314,7 @@ class KnowledgeService:
         outcome = await self._log.emit(
             projection.AGREED,
             projection.KIND,
-            _subject_key(author or "principal"),
+            projection.subject_key(author or "principal"),
             {"fact_id": fact_id, "agent": agent[:128]},
             project=project,
         )
@@ -360,10 +367,30 @@ class KnowledgeService:
             },
         }
         try:
-            return await self._emit(payload)
+            fact = await self._emit(payload)
         except InvalidParameters as exc:
             logger.info("no fact from the consensus of %s: %s", thread_id, exc.message)
+            self._audited(payload, f"refused:{exc.code}")
             return None
+        self._audited(payload, "ok")
+        return fact
+
+    def _audited(self, payload: dict[str, Any], outcome: str) -> None:
+        """The node's own fact (a consensus's) on its audit trail: ids and a digest, no text."""
+        if self.audit is None:
+            return
+        self.audit(
+            Action(
+                at=stamp(self.clock.now()),
+                principal=f"node:{self._log.node_id}"[:256],
+                session="knowledge",
+                action="knowledge:consensus_fact",
+                outcome=outcome[:64],
+                digest=digest(payload),
+                agent=payload["author"] if domain.names_an_agent(payload["author"]) else None,
+                target=f"bzzz://*@{payload['project']}/knowledge/{payload['fact_id']}"[:512],
+            )
+        )
 
     async def facts_missing(self) -> int:
         """State the facts this node's consensus still owes (it stopped in between)."""
@@ -530,12 +557,6 @@ class KnowledgeService:
         """Erasure or retention removed rows: the opened copies go, and reload when read."""
         if any(o.get("retention") in ("applied", "forgotten") for o in outcomes.values()):
             self._indexes.clear()
-
-
-def _subject_key(author: str) -> str:
-    """The subject token of a fact's envelopes: its author (erasure finds them by it)."""
-    cleaned = "".join(c if c.isalnum() or c in "-_" else "_" for c in author)
-    return cleaned[:128] or "principal"
 
 
 def _bounded_confidence(value: Any) -> float:
