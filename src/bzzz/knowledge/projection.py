@@ -230,7 +230,7 @@ def apply_stated(session: Session, env: Envelope, limits: ProjectionLimits) -> A
         found = list(session.scalars(_LOOKUP, {"fact_id": fact_id, "project": project, "key": key}))
     added = _added(session).get(fact_id)
     if any(r.id == fact_id for r in found) or (added is not None and added in session):
-        return Applied({"ok": True, "fact_id": fact_id, "duplicate": True})
+        return Applied({"ok": True, "fact_id": fact_id, "project": project, "duplicate": True})
     if origin == "consensus" and not _consensus_holds(session, thread, message):
         return Applied({"ok": False, "reason": "no such consensus in that thread"})
     v = next_version(session)
@@ -261,7 +261,8 @@ def apply_stated(session: Session, env: Envelope, limits: ProjectionLimits) -> A
     ended = supersede(session, row, env.timestamp, v, found) if status == AGREED_STATUS else []
     session.add(row)
     _added(session)[fact_id] = row
-    return Applied({"ok": True, "fact_id": fact_id, "status": status, "superseded": ended})
+    outcome = {"ok": True, "fact_id": fact_id, "project": project, "status": status}
+    return Applied(outcome | {"superseded": ended})
 
 
 def apply_agreed(session: Session, env: Envelope, limits: ProjectionLimits) -> Applied:
@@ -286,7 +287,8 @@ def apply_agreed(session: Session, env: Envelope, limits: ProjectionLimits) -> A
         row.valid_from = env.timestamp
         ended = supersede(session, row, env.timestamp, v)
     row.v = v
-    return Applied({"ok": True, "fact_id": fact_id, "status": row.status, "superseded": ended})
+    outcome = {"ok": True, "fact_id": fact_id, "project": row.project, "status": row.status}
+    return Applied(outcome | {"superseded": ended})
 
 
 # --- erasure and retention (steps of retention's appliers) -----------------------------------

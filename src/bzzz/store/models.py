@@ -615,6 +615,6 @@ class FactRow(Base):
         Index("ix_knowledge_facts_object", "project", "object_digest"),
         Index("ix_knowledge_facts_thread", "source_thread"),
         Index("ix_knowledge_facts_author", "author"),
-        Index("ix_knowledge_facts_v", "project", "v"),
+        Index("ix_knowledge_facts_v", "project", "v", "id"),
         Index("ix_knowledge_facts_change", "v"),
     )
