@@ -101,3 +101,26 @@ async def test_one_batch_and_one_envelope_at_a_time_end_the_same(tmp_path: Path)
     assert outcomes[4]["reason"] == "a fact's author cannot agree with it"
     # The record of an applied envelope keeps no text of the fact.
     assert "REST" not in str(outcomes) and "gRPC" not in str(outcomes)
+
+
+async def test_retentions_memory_cut_off_removes_only_facts_that_ended_before_it(
+    tmp_path: Path,
+) -> None:
+    from bzzz.knowledge.projection import expire_history
+
+    register_appliers(FACT_APPLIERS)
+    db = Database(f"sqlite+aiosqlite:///{tmp_path / 'kept.db'}")
+    await db.open()
+    try:
+        numbered = list(zip(LOG, range(1, len(LOG) + 1), strict=True))
+        ctx = BatchContext(NODE.node_id, ProjectionLimits(), None)
+        await db.write(lambda s: apply_batch(s, numbered, ctx))
+        removed = await db.write(lambda s: expire_history(s, START + timedelta(seconds=3)))
+        async with db.session() as session:
+            rows = {r.id: r for r in await session.scalars(select(FactRow))}
+    finally:
+        await db.close()
+    assert removed == 1
+    assert sorted(rows) == ["fact-2", "fact-3", "fact-4", "fact-7"]
+    assert rows["fact-2"].supersedes is None  # what it superseded is gone
+    assert rows["fact-4"].valid_until is None  # current facts stay, however old
