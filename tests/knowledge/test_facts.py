@@ -4,16 +4,22 @@ from a thread's consensus, agreed, erased with their source, refused to other pr
 from __future__ import annotations
 
 from datetime import timedelta
+from pathlib import Path
 from typing import Any
 
 import pytest
+from admitted import admit
+from sqlalchemy import select
 
+from bzzz.config import load_settings
 from bzzz.domain import iso
 from bzzz.errors import ErrorCode, InvalidParameters, PermissionDenied
 from bzzz.eventlog import Caller
+from bzzz.network.memory import InMemoryBus
 from bzzz.node.core import Node
 from bzzz.principal import LOCAL, Scope, principal
 from bzzz.schemas import AnnounceInput, GetInput, PostInput, ThreadInput, validate_input
+from bzzz.store.models import AuditRecordRow, FactRow
 
 PROJECT = "shop"
 KNOWLEDGE = f"bzzz://*@{PROJECT}/knowledge"
@@ -101,6 +107,17 @@ async def test_a_threads_consensus_becomes_a_fact_sourced_to_it(node: Node) -> N
     assert fact["author"] == "arch"
     # Stated once, however often the consensus is looked at again.
     assert await node.knowledge.facts_missing() == 0
+    # On the node's audit trail: who (the node), which fact, no text.
+    await node.audit.flush()
+    async with node.db.session() as session:
+        audited = (
+            await session.scalars(
+                select(AuditRecordRow).where(AuditRecordRow.action == "knowledge:consensus_fact")
+            )
+        ).all()
+    assert [(r.target, r.agent, r.outcome) for r in audited] == [
+        (f"{KNOWLEDGE}/{fact['id']}", "arch", "ok")
+    ]
 
 
 async def test_another_projects_token_is_refused(node: Node) -> None:
@@ -230,3 +247,43 @@ async def test_as_of_before_any_fact_answers_none(node: Node) -> None:
 
     then = datetime.fromisoformat(fact["valid_from"]) - timedelta(seconds=1)
     assert (await _read(node, _caller("alice"), as_of=iso(then)))["facts"] == []
+
+
+async def _fact_rows(node: Node) -> list[tuple[Any, ...]]:
+    async with node.db.session() as session:
+        rows = (await session.scalars(select(FactRow).order_by(FactRow.id))).all()
+        return [
+            (r.id, r.object, r.status, r.valid_from, r.valid_until, r.superseded_by,
+             r.supersedes, sorted(r.agents))
+            for r in rows
+        ]  # fmt: skip
+
+
+async def test_erasure_purges_the_authors_facts_from_the_log_and_a_replay_agrees(
+    node: Node, memory_bus: InMemoryBus, tmp_path: Path
+) -> None:
+    await _announce(node, "alice")
+    await _announce(node, "bob")
+    first = (await _state(node, "bob", subject="cache", relation="is", object="redis"))["fact"]
+    await _state(node, "alice", subject="cache", relation="is", object="memcached")
+    await _state(node, "bob", subject="cache", relation="is", object="none")
+    proposed = await _state(node, "bob", subject="queue", relation="is", object="nats",
+                            status="proposed")  # fmt: skip
+    await node.knowledge.agree(_caller("alice"), proposed["fact"]["id"])
+    assert await memory_bus.read_kind("fact", "alice")
+
+    done = await node.retention.forget(LOCAL, "alice")
+
+    assert done["store"]["facts"] == 1
+    assert await memory_bus.read_kind("fact", "alice") == []
+    assert len(await memory_bus.read_kind("fact", "bob")) == 4
+    kept = await _fact_rows(node)
+    assert sorted(row[1] for row in kept) == ["nats", "none", "redis"]
+    assert first["id"] in [row[0] for row in kept]
+    assert all("alice" not in row[7] for row in kept)
+
+    later = load_settings(environ={}, overrides={"node": {"data_dir": str(tmp_path / "later")}})
+    async with Node(later, bus=memory_bus) as joined:
+        await admit(node, joined)
+        await joined.projector.wait_for_sequence(await memory_bus.last_sequence(), 20)
+        assert await _fact_rows(joined) == kept

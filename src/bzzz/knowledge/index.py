@@ -12,10 +12,13 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Iterable
+from collections import Counter
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
+
+from sqlalchemy import Row
 
 from bzzz import domain
 from bzzz.knowledge.projection import AGREED_STATUS, normalize
@@ -44,9 +47,24 @@ def _stem(word: str) -> str:
     return word
 
 
+# Words already folded (a project's vocabulary repeats): bounded, cleared when full.
+_FOLDED: dict[str, str] = {}
+FOLDED_KEPT = 200_000
+
+
 def words(text: str) -> list[str]:
     """The indexed words of ``text``: lower case, stopwords out, plurals folded."""
-    return [_stem(w) for w in _WORD.findall(text.casefold()) if w not in STOPWORDS]
+    found = []
+    for word in _WORD.findall(text.casefold()):
+        folded = _FOLDED.get(word)
+        if folded is None:
+            if word in STOPWORDS:
+                continue
+            if len(_FOLDED) >= FOLDED_KEPT:
+                _FOLDED.clear()
+            folded = _FOLDED[word] = _stem(word)
+        found.append(folded)
+    return found
 
 
 def query_words(text: str, limit: int = MAX_QUERY_WORDS) -> list[str]:
@@ -81,8 +99,8 @@ class Fact:
     v: int
 
     @classmethod
-    def of(cls, row: FactRow) -> Fact:
-        """The opened copy of a row."""
+    def of(cls, row: FactRow | Row[Any]) -> Fact:
+        """The opened copy of a row (an ORM row or a selected one)."""
         return cls(
             id=row.id,
             project=row.project,
@@ -164,7 +182,10 @@ class ProjectIndex:
     def __init__(self, project: str) -> None:
         self.project = project
         self.facts: dict[str, Fact] = {}
-        self.cursor = 0  # the newest change number loaded
+        self.cursor: tuple[int, str] = (0, "")  # the newest (change number, id) loaded
+        # Set when erasure or retention may have removed facts: checked at the next read.
+        self.stale = False
+        self.checked = -math.inf  # when it last looked at the store (time.monotonic)
         self._entities: dict[str, set[str]] = {}
         self._postings: dict[str, dict[str, int]] = {}
         self._lengths: dict[str, int] = {}
@@ -178,12 +199,14 @@ class ProjectIndex:
         for key in {fact.subject_key, fact.object_key}:
             self._entities.setdefault(key, set()).add(fact.id)
         counted = words(fact.text)
-        for word in counted:
-            postings = self._postings.setdefault(word, {})
-            postings[fact.id] = postings.get(fact.id, 0) + 1
+        for word, tf in Counter(counted).items():
+            postings = self._postings.get(word)
+            if postings is None:
+                postings = self._postings[word] = {}
+            postings[fact.id] = tf
         self._lengths[fact.id] = len(counted)
         self._total += len(counted)
-        self.cursor = max(self.cursor, fact.v)
+        self.cursor = max(self.cursor, (fact.v, fact.id))
 
     def remove(self, fact_id: str) -> None:
         """Forget a fact."""
@@ -208,25 +231,40 @@ class ProjectIndex:
         """The ids of the facts whose subject or object is ``entity``."""
         return set(self._entities.get(normalize(entity), ()))
 
-    def rank(self, query: Iterable[str], within: set[str] | None = None) -> list[tuple[float, str]]:
-        """BM25 scores of the facts (of ``within``, if given) matching any query word, best
-        first (scores rounded to 9 places, ties by id)."""
+    def rarest(self, query: Iterable[str], limit: int) -> list[str]:
+        """The ``limit`` query words found in fewest facts (ties by word): a long text (a
+        prompt's) is ranked by the words that tell its facts apart, at a bounded cost."""
+        found = [w for w in dict.fromkeys(query) if w in self._postings]
+        return sorted(found, key=lambda w: (len(self._postings[w]), w))[:limit]
+
+    def rank(self, query: Iterable[str], accept: Callable[[str], bool]) -> dict[str, float]:
+        """BM25 scores of the accepted facts matching any query word.
+
+        Each fact's score adds its words' terms in the query's order, from the project's
+        counts alone, so two nodes holding the same facts compute the same floats.
+        """
         n = len(self.facts)
         if n == 0:
-            return []
+            return {}
         average = self._total / n or 1.0
+        lengths = self._lengths
         scores: dict[str, float] = {}
-        for word in query:
+        refused: set[str] = set()
+        for word in dict.fromkeys(query):
             postings = self._postings.get(word)
             if not postings:
                 continue
             df = len(postings)
             idf = math.log(1.0 + (n - df + 0.5) / (df + 0.5))
             for fact_id, tf in postings.items():
-                if within is not None and fact_id not in within:
-                    continue
-                norm = K1 * (1.0 - B + B * self._lengths[fact_id] / average)
-                scores[fact_id] = scores.get(fact_id, 0.0) + idf * tf * (K1 + 1.0) / (tf + norm)
-        ranked = [(round(score, 9), fact_id) for fact_id, score in scores.items()]
-        ranked.sort(key=lambda pair: (-pair[0], pair[1]))
-        return ranked
+                known = scores.get(fact_id)
+                if known is None:
+                    if fact_id in refused:
+                        continue
+                    if not accept(fact_id):
+                        refused.add(fact_id)
+                        continue
+                    known = 0.0
+                norm = K1 * (1.0 - B + B * lengths[fact_id] / average)
+                scores[fact_id] = known + idf * tf * (K1 + 1.0) / (tf + norm)
+        return scores

@@ -25,7 +25,7 @@ import math
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import delete, func, select, update
+from sqlalchemy import and_, bindparam, delete, func, or_, select, update
 from sqlalchemy.orm import Session
 
 from bzzz.network.envelope import Envelope
@@ -71,6 +71,12 @@ def _digest(project: str, *parts: str) -> str:
     return hashlib.sha256(joined.encode()).hexdigest()[:48]
 
 
+def subject_key(author: str) -> str:
+    """The subject token of a fact's envelopes: its author's (erasure purges them by it)."""
+    cleaned = "".join(c if c.isalnum() or c in "-_" else "_" for c in author)
+    return cleaned[:128] or "principal"
+
+
 def entity_digest(project: str, name: str) -> str:
     """The clear digest that finds an entity's facts (subject or object) in a project."""
     return _digest(project, name)
@@ -81,10 +87,16 @@ def key_digest(project: str, subject: str, relation: str) -> str:
     return _digest(project, subject, "\x1e" + relation)
 
 
+_VERSION = "bzzz_fact_version"
+
+
 def next_version(session: Session) -> int:
-    """The number of the next change to the facts (the same on every node: log order)."""
-    newest = session.scalar(select(func.max(FactRow.v)))
-    return int(newest or 0) + 1
+    """The number of the next change to the facts (growing in log order; read once a batch)."""
+    known = session.info.get(_VERSION)
+    if known is None:
+        known = int(session.scalar(select(func.max(FactRow.v))) or 0)
+    session.info[_VERSION] = known + 1
+    return int(known) + 1
 
 
 def check_confidence(value: Any) -> float:
@@ -120,25 +132,79 @@ def _consensus_holds(session: Session, thread_id: str | None, message_id: str | 
     return isinstance(consensus, dict) and consensus.get("decision_message_id") == message_id
 
 
-def supersede(session: Session, row: FactRow, at: datetime, v: int) -> list[str]:
-    """End the current agreed fact(s) of ``row``'s subject and relation; their ids."""
-    current = session.scalars(
-        select(FactRow)
-        .where(
-            FactRow.project == row.project,
-            FactRow.key_digest == row.key_digest,
+# What this batch added and made current, by id and by (project, key): the appliers query
+# the database without flushing each fact (one flush of them all at the end is far cheaper),
+# so a fact added earlier in the batch is found here.
+_ADDED = "bzzz_facts_added"
+_CURRENT = "bzzz_facts_current"
+
+
+def _added(session: Session) -> dict[str, FactRow]:
+    found: dict[str, FactRow] = session.info.setdefault(_ADDED, {})
+    return found
+
+
+def _known(session: Session, fact_id: str) -> FactRow | None:
+    """The fact with this id: added in this batch, or stored (None: neither)."""
+    row = _added(session).get(fact_id)
+    if row is not None and row in session:
+        return row
+    with session.no_autoflush:
+        return session.get(FactRow, fact_id)
+
+
+def _key_clause(project: str, key: str) -> Any:
+    return and_(
+        FactRow.project == project,
+        FactRow.key_digest == key,
+        FactRow.valid_until.is_(None),
+        FactRow.status == AGREED_STATUS,
+    )
+
+
+# Built once: SQLAlchemy spends more on building a statement than SQLite on running it.
+_LOOKUP = select(FactRow).where(
+    or_(
+        FactRow.id == bindparam("fact_id"),
+        and_(
+            FactRow.project == bindparam("project"),
+            FactRow.key_digest == bindparam("key"),
             FactRow.valid_until.is_(None),
             FactRow.status == AGREED_STATUS,
-            FactRow.id != row.id,
-        )
-        .order_by(FactRow.v, FactRow.id)
-    ).all()
+        ),
+    )
+)
+
+
+def _current_of(session: Session, project: str, key: str, stored: list[FactRow]) -> list[FactRow]:
+    """The current agreed facts of a subject and relation, oldest change first (``stored``:
+    what the database answered; the objects in memory say what this batch changed since)."""
+    rows = list(stored)
+    pending = session.info.setdefault(_CURRENT, {}).get((project, key))
+    if pending is not None and pending in session and pending not in rows:
+        rows.append(pending)
+    live = [r for r in rows if r.valid_until is None and r.status == AGREED_STATUS]
+    return sorted(live, key=lambda r: (r.v, r.id))
+
+
+def supersede(
+    session: Session, row: FactRow, at: datetime, v: int, stored: list[FactRow] | None = None
+) -> list[str]:
+    """End the current agreed fact(s) of ``row``'s subject and relation; their ids."""
+    if stored is None:
+        with session.no_autoflush:
+            query = select(FactRow).where(_key_clause(row.project, row.key_digest))
+            stored = list(session.scalars(query))
+    current = [
+        old for old in _current_of(session, row.project, row.key_digest, stored) if old is not row
+    ]
     for old in current:
         old.valid_until = at
         old.superseded_by = row.id
         old.v = v
     if current:
         row.supersedes = current[-1].id
+    session.info.setdefault(_CURRENT, {})[(row.project, row.key_digest)] = row
     return [old.id for old in current]
 
 
@@ -158,8 +224,13 @@ def apply_stated(session: Session, env: Envelope, limits: ProjectionLimits) -> A
     confidence = check_confidence(p.get("confidence", 1.0))
     author = _text(p["author"], NAME_LENGTH, "author")
     thread, message, agents = _source(p.get("source") or {})
-    if session.get(FactRow, fact_id) is not None:
-        return Applied({"ok": True, "fact_id": fact_id, "duplicate": True})
+    key = key_digest(project, subject, relation)
+    # One query: a stored fact of this id, and the current ones of its subject and relation.
+    with session.no_autoflush:
+        found = list(session.scalars(_LOOKUP, {"fact_id": fact_id, "project": project, "key": key}))
+    added = _added(session).get(fact_id)
+    if any(r.id == fact_id for r in found) or (added is not None and added in session):
+        return Applied({"ok": True, "fact_id": fact_id, "project": project, "duplicate": True})
     if origin == "consensus" and not _consensus_holds(session, thread, message):
         return Applied({"ok": False, "reason": "no such consensus in that thread"})
     v = next_version(session)
@@ -172,7 +243,7 @@ def apply_stated(session: Session, env: Envelope, limits: ProjectionLimits) -> A
         statement=statement or "",
         subject_digest=entity_digest(project, subject),
         object_digest=entity_digest(project, object_),
-        key_digest=key_digest(project, subject, relation),
+        key_digest=key,
         status=status,
         confidence=confidence,
         author=author,
@@ -187,11 +258,11 @@ def apply_stated(session: Session, env: Envelope, limits: ProjectionLimits) -> A
         recorded_at=env.timestamp,
         v=v,
     )
+    ended = supersede(session, row, env.timestamp, v, found) if status == AGREED_STATUS else []
     session.add(row)
-    session.flush()
-    ended = supersede(session, row, env.timestamp, v) if status == AGREED_STATUS else []
-    session.flush()
-    return Applied({"ok": True, "fact_id": fact_id, "status": status, "superseded": ended})
+    _added(session)[fact_id] = row
+    outcome = {"ok": True, "fact_id": fact_id, "project": project, "status": status}
+    return Applied(outcome | {"superseded": ended})
 
 
 def apply_agreed(session: Session, env: Envelope, limits: ProjectionLimits) -> Applied:
@@ -199,7 +270,7 @@ def apply_agreed(session: Session, env: Envelope, limits: ProjectionLimits) -> A
     p = env.payload
     fact_id = _text(p["fact_id"], ID_LENGTH, "fact_id")
     agent = _text(p["agent"], NAME_LENGTH, "agent")
-    row = session.get(FactRow, fact_id)
+    row = _known(session, fact_id)
     if row is None:
         return Applied({"ok": False, "reason": "no such fact"})
     if agent == row.author:
@@ -216,8 +287,8 @@ def apply_agreed(session: Session, env: Envelope, limits: ProjectionLimits) -> A
         row.valid_from = env.timestamp
         ended = supersede(session, row, env.timestamp, v)
     row.v = v
-    session.flush()
-    return Applied({"ok": True, "fact_id": fact_id, "status": row.status, "superseded": ended})
+    outcome = {"ok": True, "fact_id": fact_id, "project": row.project, "status": row.status}
+    return Applied(outcome | {"superseded": ended})
 
 
 # --- erasure and retention (steps of retention's appliers) -----------------------------------

@@ -31,17 +31,20 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import heapq
 import logging
+import time
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable
 from datetime import datetime
-from typing import Any
+from typing import Any, cast
 
-from sqlalchemy import select
+from sqlalchemy import Table, func, literal, select, tuple_
 from ulid import ULID
 
 from bzzz import domain
 from bzzz.agents.service import raise_store_failure, thread_project
+from bzzz.audit.records import Action, digest, stamp
 from bzzz.clock import Clock, SystemClock
 from bzzz.errors import BzzzError, InvalidParameters, PermissionDenied
 from bzzz.eventlog import Caller, EventLog
@@ -60,6 +63,7 @@ from bzzz.knowledge.projection import (
 from bzzz.principal import Principal, Scope
 from bzzz.projects import NO_PROJECT
 from bzzz.retention.projection import register_steps
+from bzzz.retention.stream import register_erased_kind
 from bzzz.store.batch import register_appliers
 from bzzz.store.database import Database
 from bzzz.store.models import FactRow, ThreadRow
@@ -79,6 +83,14 @@ NEIGHBOUR_FACTS = 50
 INDEXED_PROJECTS = 32
 # Threads with a consensus but no fact yet that one catch-up looks at.
 CATCH_UP_BATCH = 200
+# An index looks at the store at least this often even when no change was heard of.
+RECHECK_SECONDS = 5.0
+# A prompt's text is ranked by its rarest words in the project (at most this many, of the
+# first PROMPT_TEXT_WORDS distinct ones): its cost stays bounded however long the text.
+PROMPT_WORDS = 16
+PROMPT_TEXT_WORDS = 400
+# Facts opened from the store in one query when a project's index loads or catches up.
+LOAD_PAGE = 1_000
 CATCH_UP_SECONDS = 60.0
 CONTENT_KEYS = frozenset({"subject", "relation", "object", "statement", "confidence", "status"})
 
@@ -144,14 +156,21 @@ class KnowledgeService:
         # Every node decides superseding the same way: in log order, in its own store.
         register_appliers(FACT_APPLIERS)
         register_steps("facts", forget=projection.forget_agent, memory=projection.expire_history)
+        # Erasure purges an agent's facts from the log too (their subjects name the author).
+        register_erased_kind(projection.KIND, projection.subject_key)
         self._db = db
         self._log = log
         self.clock: Clock = clock or SystemClock()
         # Who states a fact for a caller (the node sets it: the caller's agent, else its
         # principal); without it, the principal.
         self.author_of: AuthorOf | None = None
+        # Set by the node: its audit trail, for the facts the node states itself (a
+        # consensus's); callers' facts are on it through the face they called.
+        self.audit: Callable[[Action], None] | None = None
         self._indexes: OrderedDict[str, ProjectIndex] = OrderedDict()
         self._loading = asyncio.Lock()
+        # Projects whose facts the log changed since their index last looked.
+        self._changed: set[str] = set()
         self.stated = 0
         log.projector.add_outcome_listener(self._on_outcomes)
 
@@ -259,7 +278,7 @@ class KnowledgeService:
         outcome = await self._log.emit(
             projection.STATED,
             projection.KIND,
-            _subject_key(key),
+            projection.subject_key(key),
             payload,
             project=payload["project"],
         )
@@ -307,7 +326,7 @@ class KnowledgeService:
         outcome = await self._log.emit(
             projection.AGREED,
             projection.KIND,
-            _subject_key(author or "principal"),
+            projection.subject_key(author or "principal"),
             {"fact_id": fact_id, "agent": agent[:128]},
             project=project,
         )
@@ -360,10 +379,30 @@ class KnowledgeService:
             },
         }
         try:
-            return await self._emit(payload)
+            fact = await self._emit(payload)
         except InvalidParameters as exc:
             logger.info("no fact from the consensus of %s: %s", thread_id, exc.message)
+            self._audited(payload, f"refused:{exc.code}")
             return None
+        self._audited(payload, "ok")
+        return fact
+
+    def _audited(self, payload: dict[str, Any], outcome: str) -> None:
+        """The node's own fact (a consensus's) on its audit trail: ids and a digest, no text."""
+        if self.audit is None:
+            return
+        self.audit(
+            Action(
+                at=stamp(self.clock.now()),
+                principal=f"node:{self._log.node_id}"[:256],
+                session="knowledge",
+                action="knowledge:consensus_fact",
+                outcome=outcome[:64],
+                digest=digest(payload),
+                agent=payload["author"] if domain.names_an_agent(payload["author"]) else None,
+                target=f"bzzz://*@{payload['project']}/knowledge/{payload['fact_id']}"[:512],
+            )
+        )
 
     async def facts_missing(self) -> int:
         """State the facts this node's consensus still owes (it stopped in between)."""
@@ -388,7 +427,12 @@ class KnowledgeService:
         return stated
 
     async def run_catch_up(self, interval: float = CATCH_UP_SECONDS) -> None:
-        """State owed consensus facts now and every ``interval`` seconds, until cancelled."""
+        """Open the recent projects' facts, then state owed consensus facts now and every
+        ``interval`` seconds, until cancelled."""
+        try:
+            await self.warm()
+        except BzzzError as exc:
+            logger.warning("knowledge not opened ahead (%s); the first read opens it", exc.message)
         while True:
             try:
                 stated = await self.facts_missing()
@@ -428,10 +472,9 @@ class KnowledgeService:
             )
         history = min(max(int(max_history), 0), MAX_HISTORY)
         index = await self._index(project)
-        ranked = _select(index, about, q, as_of, agreed_only=False)
-        shown = ranked[:limit]
+        shown, total = _select(index, about, q, as_of, agreed_only=False, limit=limit)
         facts = [_shown(index, fact, history) for fact in shown]
-        neighbourhood = _neighbourhood(index, about, ranked, as_of) if about is not None else []
+        neighbourhood = _neighbourhood(index, about, as_of) if about is not None else []
         return {
             "project": project,
             "about": about,
@@ -439,7 +482,7 @@ class KnowledgeService:
             "as_of": domain.iso(as_of),
             "facts": facts,
             "count": len(facts),
-            "total": len(ranked),
+            "total": total,
             "neighbourhood": neighbourhood,
         }
 
@@ -467,20 +510,23 @@ class KnowledgeService:
         prompts: the node itself reads), at most ``limit`` and ``max_chars`` of statements."""
         if not project or project == NO_PROJECT or limit <= 0 or max_chars <= 0:
             return []
-        words = query_words(text[:20_000])
+        words = query_words(text[:20_000], limit=PROMPT_TEXT_WORDS)
         if not words:
             return []
         index = await self._index(project)
+        best, _ = _select(
+            index, None, None, None, agreed_only=True, limit=limit,
+            words=index.rarest(words, PROMPT_WORDS),
+        )  # fmt: skip
         chosen: list[dict[str, Any]] = []
         used = 0
-        for fact in _select(index, None, " ".join(words), None, agreed_only=True):
-            line = prompt_line(fact.to_json())
+        for fact in best:
+            shown = fact.to_json()
+            line = prompt_line(shown)
             if used + len(line) > max_chars:
                 break
-            chosen.append(fact.to_json())
-            used += len(line)
-            if len(chosen) >= limit:
-                break
+            chosen.append(shown)
+            used += len(line) + 1
         return chosen
 
     async def read_address(
@@ -516,26 +562,81 @@ class KnowledgeService:
                 while len(self._indexes) > INDEXED_PROJECTS:
                     self._indexes.popitem(last=False)
             self._indexes.move_to_end(project)
-            async with self._db.session() as session:
-                rows = await session.scalars(
-                    select(FactRow)
-                    .where(FactRow.project == project, FactRow.v > index.cursor)
-                    .order_by(FactRow.v, FactRow.id)
-                )
+            if index.stale:
+                await self._drop_removed(index)
+            elif not self._may_have_changed(index):
+                return index
+            self._changed.discard(project)
+            index.checked = time.monotonic()
+            # Page by page, handing the loop back between pages: a cold load of 100,000 facts
+            # opens 400,000 sealed values and must not hold every other caller that long.
+            while True:
+                async with self._db.session() as session:
+                    rows = (await session.execute(_changed(project, index.cursor))).all()
                 for row in rows:
                     index.put(Fact.of(row))
-            return index
+                if len(rows) < LOAD_PAGE:
+                    return index
+                await asyncio.sleep(0)
+
+    async def _drop_removed(self, index: ProjectIndex) -> None:
+        """Forget the opened facts the store no longer holds (erasure, retention removed them)."""
+        async with self._db.session() as session:
+            kept = set(
+                await session.scalars(select(_FACTS.c.id).where(_FACTS.c.project == index.project))
+            )
+        for fact_id in [f for f in index.facts if f not in kept]:
+            index.remove(fact_id)
+        index.stale = False
+
+    def _may_have_changed(self, index: ProjectIndex) -> bool:
+        """Whether the store may hold changes the index has not loaded: the log applied a
+        fact of its project since, or the last look is older than RECHECK_SECONDS."""
+        fresh = time.monotonic() - index.checked < RECHECK_SECONDS
+        return index.project in self._changed or not fresh
 
     def _on_outcomes(self, outcomes: dict[str, Any]) -> None:
-        """Erasure or retention removed rows: the opened copies go, and reload when read."""
-        if any(o.get("retention") in ("applied", "forgotten") for o in outcomes.values()):
-            self._indexes.clear()
+        """Facts of a project changed: its index loads them at its next read. Erasure or
+        retention may have removed rows: each index checks its ids then."""
+        for outcome in outcomes.values():
+            project = outcome.get("project")
+            if outcome.get("fact_id") and isinstance(project, str):
+                self._changed.add(project)
+            if outcome.get("retention") in ("applied", "forgotten"):
+                for index in self._indexes.values():
+                    index.stale = True
+
+    async def warm(self, projects: int = INDEXED_PROJECTS) -> int:
+        """Open the facts of the projects changed most recently (at start, in the background:
+        the first read of a large project then finds them opened); how many projects."""
+        async with self._db.session() as session:
+            newest = func.max(_FACTS.c.v)
+            rows = await session.execute(
+                select(_FACTS.c.project).group_by(_FACTS.c.project).order_by(newest.desc())
+                .limit(projects)
+            )  # fmt: skip
+            names = [str(r[0]) for r in rows]
+        for project in reversed(names):  # the most recent last: least likely to be evicted
+            await self._index(project)
+        return len(names)
 
 
-def _subject_key(author: str) -> str:
-    """The subject token of a fact's envelopes: its author (erasure finds them by it)."""
-    cleaned = "".join(c if c.isalnum() or c in "-_" else "_" for c in author)
-    return cleaned[:128] or "principal"
+_FACTS = cast(Table, FactRow.__table__)
+
+
+def _changed(project: str, cursor: tuple[int, str]) -> Any:
+    """A page of a project's facts changed after ``cursor`` (change number, id), in order."""
+    v, fact_id = cursor
+    return (
+        select(*_FACTS.c)
+        .where(
+            _FACTS.c.project == project,
+            # A row value: the index on (project, v, id) seeks to it.
+            tuple_(_FACTS.c.v, _FACTS.c.id) > tuple_(literal(v), literal(fact_id)),
+        )
+        .order_by(_FACTS.c.v, _FACTS.c.id)
+        .limit(LOAD_PAGE)
+    )
 
 
 def _bounded_confidence(value: Any) -> float:
@@ -596,15 +697,26 @@ def _select(
     as_of: datetime | None,
     *,
     agreed_only: bool,
-) -> list[Fact]:
-    """The facts a read answers, best first (BM25 with words, else the default order)."""
+    limit: int,
+    words: list[str] | None = None,
+) -> tuple[list[Fact], int]:
+    """The ``limit`` best facts a read answers (BM25 with words, else the default order;
+    ties by id) and how many it matched."""
     within = index.about(about) if about is not None else None
-    if q is not None:
-        ranked = index.rank(query_words(q), within)
-        facts = [index.facts[fact_id] for _, fact_id in ranked]
-        return [f for f in facts if _visible(f, as_of, agreed_only)]
-    pool = (index.facts[i] for i in within) if within is not None else index.facts.values()
-    return sorted((f for f in pool if _visible(f, as_of, agreed_only)), key=default_order)
+    facts = index.facts
+    if q is not None or words is not None:
+
+        def accept(fact_id: str) -> bool:
+            if within is not None and fact_id not in within:
+                return False
+            return _visible(facts[fact_id], as_of, agreed_only)
+
+        scores = index.rank(words if words is not None else query_words(q or ""), accept)
+        best = heapq.nsmallest(limit, scores.items(), key=lambda pair: (-pair[1], pair[0]))
+        return [facts[fact_id] for fact_id, _ in best], len(scores)
+    pool = (facts[i] for i in within) if within is not None else facts.values()
+    visible = [f for f in pool if _visible(f, as_of, agreed_only)]
+    return heapq.nsmallest(limit, visible, key=default_order), len(visible)
 
 
 def _chain(index: ProjectIndex, fact: Fact, *, backwards: bool, limit: int) -> list[Fact]:
@@ -626,24 +738,27 @@ def _shown(index: ProjectIndex, fact: Fact, history: int) -> dict[str, Any]:
     return shown
 
 
-def _neighbourhood(
-    index: ProjectIndex, about: str, ranked: list[Fact], as_of: datetime | None
-) -> list[dict[str, Any]]:
-    """Facts sharing an entity with the entity's own facts (the second hop), bounded."""
+def _neighbourhood(index: ProjectIndex, about: str, as_of: datetime | None) -> list[dict[str, Any]]:
+    """Facts sharing an entity with the entity's own facts (the second hop), bounded: the
+    first entities met in the own facts' default order, their facts in that order too."""
     centre = projection.normalize(about)
-    own = {f.id for f in ranked}
+    own = sorted(
+        (index.facts[i] for i in index.about(about) if _visible(index.facts[i], as_of, False)),
+        key=default_order,
+    )
     entities: dict[str, str] = {}
-    for fact in ranked:
+    for fact in own:
         for key, name in ((fact.subject_key, fact.subject), (fact.object_key, fact.object)):
             if key != centre and key not in entities and len(entities) < NEIGHBOUR_ENTITIES:
                 entities[key] = name
+    seen = {f.id for f in own}
     found: dict[str, tuple[Fact, str]] = {}
     for key, name in entities.items():
         for fact_id in index.about(key):
             fact = index.facts[fact_id]
-            if fact_id not in own and fact_id not in found and _visible(fact, as_of, False):
+            if fact_id not in seen and fact_id not in found and _visible(fact, as_of, False):
                 found[fact_id] = (fact, name)
-    chosen = sorted(found.values(), key=lambda pair: default_order(pair[0]))[:NEIGHBOUR_FACTS]
+    chosen = heapq.nsmallest(NEIGHBOUR_FACTS, found.values(), key=lambda p: default_order(p[0]))
     return [fact.to_json() | {"hop": 2, "via": via} for fact, via in chosen]
 
 

@@ -402,6 +402,7 @@ class Node:
             return await self.conversations.sender_for(caller, None, True)
 
         self.knowledge.author_of = author_of
+        self.knowledge.audit = self.audit.record
         self.agents.knowledge_of = self.knowledge.read_address
         self.conversations.fact_poster = self.knowledge.post_fact
         self.conversations.observers.append(self.knowledge)

@@ -582,8 +582,8 @@ class FactRow(Base):
     ``subject``, ``relation``, ``object`` and ``statement`` are sealed; the digests of the
     subject and object entities (``entity_digest``) and of subject+relation (``key_digest``)
     stay clear so superseding and an entity's facts are index lookups. ``v`` is the number of
-    the change that last touched the row (the same on every node: log order), so a node's
-    in-memory index reloads only what changed.
+    the change that last touched the row (growing in log order), so a node's in-memory index
+    reloads only what changed.
     """
 
     __tablename__ = "knowledge_facts"
@@ -615,6 +615,6 @@ class FactRow(Base):
         Index("ix_knowledge_facts_object", "project", "object_digest"),
         Index("ix_knowledge_facts_thread", "source_thread"),
         Index("ix_knowledge_facts_author", "author"),
-        Index("ix_knowledge_facts_v", "project", "v"),
+        Index("ix_knowledge_facts_v", "project", "v", "id"),
         Index("ix_knowledge_facts_change", "v"),
     )

@@ -23,7 +23,7 @@ _INDEXES = (
     ("ix_knowledge_facts_object", ["project", "object_digest"]),
     ("ix_knowledge_facts_thread", ["source_thread"]),
     ("ix_knowledge_facts_author", ["author"]),
-    ("ix_knowledge_facts_v", ["project", "v"]),
+    ("ix_knowledge_facts_v", ["project", "v", "id"]),
     ("ix_knowledge_facts_change", ["v"]),
 )
 
