@@ -90,3 +90,29 @@ async def test_the_openapi_document_describes_both_routes(
     assert {"project", "about", "q", "as_of", "max_history", "limit"} <= names
     assert "403" in listed["responses"]
     assert "/api/v1/knowledge/{fact_id}" in spec["paths"]
+
+
+async def test_a_proposed_fact_is_agreed_by_another_agent_of_the_project_not_its_author(
+    net: Net,  # noqa: F811 - the imported fixture
+) -> None:
+    proposed = await net.node.knowledge.state(
+        Caller("routes-test", LOCAL), "shop", "refunds", "carry", "no keys",
+        status="proposed", author="arch",
+    )  # fmt: skip
+    shop = await net.token("shop-dev", "shop")
+    await net.ok("POST", "/api/v1/agents", shop, json={"agent_id": "dev", "role": "developer"})
+    garden = await net.token("garden-team", "garden")
+    path = f"/api/v1/knowledge/{proposed['id']}/agree"
+
+    elsewhere = await net.http.post(path, json={}, headers=garden)
+    before = await net.ok("GET", "/api/v1/knowledge", shop, params={"project": "shop"})
+    agreed = await net.ok("POST", path, shop, json={"agent_id": "dev"})
+    someone_else = await net.http.post(path, json={"agent_id": "arch"}, headers=shop)
+
+    assert elsewhere.status_code in (400, 403) and "no keys" not in elsewhere.text
+    assert [f["status"] for f in before["facts"]] == ["proposed"]
+    assert agreed["fact"]["status"] == "agreed" and "dev" in agreed["fact"]["source"]["agents"]
+    # An agent the token does not hold cannot be named to agree.
+    assert someone_else.status_code in (400, 403, 404), someone_else.text
+    actions = [(r.action, r.outcome) for r in await chain_of(net.node)]
+    assert (f"http:POST {path}", "ok") in actions

@@ -171,6 +171,12 @@ async def test_every_answer_of_a_run_matches_the_document(run: Run, node: Node) 
     await run.call("GET", f"{api}/knowledge", 200, params=shop | {"about": "checkout retries"})
     await run.call("GET", f"{api}/knowledge", 400, params={"limit": "0"})
     await run.call("GET", f"{api}/knowledge/{{fact_id}}", 200, fact_id=fact["id"], params=shop)
+    proposed = await node.knowledge.state(
+        Caller("openapi", LOCAL), "shop", "refunds", "carry", "no keys",
+        status="proposed", author="someone-else",
+    )  # fmt: skip
+    agree = f"{api}/knowledge/{{fact_id}}/agree"
+    await run.call("POST", agree, 200, fact_id=proposed["id"], json={})
     await run.call("GET", "/healthz", 200)
     await run.call("GET", "/webhooks", 200)
     await run.call("GET", "/ui/access.json", 200)

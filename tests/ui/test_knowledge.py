@@ -31,6 +31,9 @@ async def test_a_stated_fact_shows_and_its_entity_is_drawn_with_its_neighbours(
     )  # fmt: skip
     await knowledge.state(caller, "shop", "idempotency keys", "are stored in", "redis")
     await knowledge.state(caller, "garden", "hoses", "are", "GARDEN-ONLY")
+    proposed = await knowledge.state(
+        caller, "shop", "refunds", "carry", "no keys", status="proposed", author="rev-1"
+    )
     reader = await served.token("shop-reader", ["shop"])
     await dashboard.sign_in(reader)
     page = dashboard.page
@@ -39,6 +42,12 @@ async def test_a_stated_fact_shows_and_its_entity_is_drawn_with_its_neighbours(
     row = page.locator("#knowledge-result tr", has=page.locator(f'[data-fact="{new["id"]}"]'))
     await row.wait_for()
     shown = await row.inner_text()
+    # A proposed fact shows its Agree button; agreeing makes it agreed.
+    await page.click(f'[data-agree="{proposed["id"]}"]')
+    agreed = page.locator(
+        "#knowledge-result tr", has=page.locator(f'[data-fact="{proposed["id"]}"]')
+    )
+    await agreed.locator(".badge.s-agreed").wait_for()
 
     await page.fill("#knowledge-about", "checkout retries")
     await page.click("#knowledge-form button[type=submit]")

@@ -4,7 +4,9 @@ Thin as the other routes: the query is validated here (every user-given cost has
 the caller is built as for every REST call, and the knowledge service decides what the
 caller's projects let it read (another project's facts are PERMISSION_DENIED). A read shows
 content, so each one is on the audit trail (``http:GET /api/v1/knowledge``), allowed or
-refused, as the MCP tools' reads are.
+refused, as the MCP tools' reads are. ``POST /api/v1/knowledge/{fact_id}/agree`` agrees with a
+fact as one of the caller's agents (a proposed fact becomes agreed; its author cannot), audited
+as every HTTP change is.
 """
 
 from __future__ import annotations
@@ -15,12 +17,13 @@ from pydantic import AwareDatetime, BaseModel, ConfigDict, Field
 from starlette.requests import Request
 
 from bzzz.api.answers import Answer
-from bzzz.api.handlers import API, Operation, caller_of, query_of
+from bzzz.api.handlers import API, Operation, body_of, caller_of, query_of
 from bzzz.audit.records import Action, digest, stamp
 from bzzz.errors import BzzzError
 from bzzz.knowledge.projection import ENTITY_LENGTH
 from bzzz.knowledge.service import MAX_HISTORY, MAX_LIMIT, QUERY_LENGTH
 from bzzz.node.core import Node
+from bzzz.schemas import Identifier
 
 PROJECT = r"^[A-Za-z0-9._-]{1,128}$"
 # The bounds of a query (docs/knowledge.md) are the service's: an entity's name, the words,
@@ -55,6 +58,24 @@ class FactQuery(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     project: str = Field(pattern=PROJECT, description="the fact's project")
+
+
+class AgreeBody(BaseModel):
+    """POST /api/v1/knowledge/{fact_id}/agree: which of the caller's agents agrees."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    agent_id: Identifier | None = Field(
+        None, description="one of the caller's agents (default: its only one, else itself)"
+    )
+
+
+class AgreedAnswer(Answer):
+    """POST /api/v1/knowledge/{fact_id}/agree: the fact, agreed."""
+
+    model_config = ConfigDict(extra="allow")
+
+    fact: Fact
 
 
 class FactSource(BaseModel):
@@ -158,7 +179,27 @@ def operations(node: Node) -> list[Operation]:
         answer = await audited(request, f"fact:{fact_id}", params, read)
         return {"success": True, **answer}
 
+    async def agree_fact(request: Request) -> dict[str, Any]:
+        fact_id = str(request.path_params["fact_id"])[:128]
+        body = await body_of(request, AgreeBody)
+        caller = caller_of(request)
+        # The agent is one the caller holds (the conversation service checks it), never a
+        # name taken on trust.
+        agent = await node.conversations.sender_for(caller, body.agent_id, True)
+        fact = await node.knowledge.agree(caller, fact_id, agent=agent)
+        return {"success": True, "fact": fact}
+
     return [
+        Operation(
+            "POST",
+            f"{API}/knowledge/{{fact_id}}/agree",
+            "Agree with a fact: a proposed one becomes agreed (not by its author)",
+            agree_fact,
+            "knowledge",
+            body=AgreeBody,
+            answer=AgreedAnswer,
+            errors=(400, 403),
+        ),
         Operation(
             "GET",
             f"{API}/knowledge",

@@ -38,7 +38,10 @@ export function renderKnowledge(found) {
     { label: "Relation", class: "text", cell: (f) => f.relation },
     { label: "Object", cell: (f) => entityButton(f.object) },
     { label: "Statement", class: "text", cell: (f) => f.statement || "—" },
-    { label: "Status", cell: (f) => badge(f.status) },
+    { label: "Status", cell: (f) => (f.status === "proposed"
+      ? el("span", { class: "stack" }, badge(f.status), el("button", { type: "button",
+        class: "small ghost", dataset: { agree: f.id }, onclick: () => agree(f.id) }, "Agree"))
+      : badge(f.status)) },
     { label: "Valid from", cell: (f) => when(f.valid_from) },
     { label: "Source", class: "text", cell: (f) => source(f) },
     { label: "Id", cell: (f) => el("button", { type: "button", class: "link mono id",
@@ -111,6 +114,14 @@ async function showHistory(factId) {
   try {
     renderHistory(await api(`/api/v1/knowledge/${encodeURIComponent(factId)}`,
       { query: { project: state.project } }));
+  } catch (error) { state.report(error); }
+}
+
+// A proposed fact agreed by whoever signed in (not its author): it becomes agreed.
+async function agree(factId) {
+  try {
+    await api(`/api/v1/knowledge/${encodeURIComponent(factId)}/agree`, { method: "POST", body: {} });
+    await loadKnowledge();
   } catch (error) { state.report(error); }
 }
 
