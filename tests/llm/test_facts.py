@@ -187,7 +187,7 @@ async def test_a_thread_reply_prompt_carries_the_fact_and_a_proposed_one_does_no
                 "content": {"text": "How do checkout retries stay safe?"},
             },
         )
-        async with asyncio.timeout(10):
+        async with asyncio.timeout(60):  # a bound, not a speed target (a loaded machine)
             await log.first(lambda e: e.type == "message.posted" and e.payload["sender"] == "rev-1")
 
     [request] = model_server.requests
@@ -249,13 +249,10 @@ async def test_a_closed_thread_gives_an_episode_and_a_proposed_fact_until_a_part
                 "content": {"decision": "Retries carry idempotency keys."},
             },
         )
-        async with asyncio.timeout(20):
-            await log.first(
-                lambda e: e.type.startswith("fact.") and e.payload.get("project") == "shop"
-            )
-            while shop_node.hosted.retrospectives.written < 1:
-                await log.first(lambda e: e.type == "memory.recorded")
-                await asyncio.sleep(0)
+        # A bound, not a speed target: two model calls (three without the schema) on a
+        # loaded machine. The episode is kept before the facts are proposed.
+        async with asyncio.timeout(60):
+            await log.first(lambda e: e.type == "fact.stated" and e.payload["origin"] == "summary")
 
         found = await shop_node.knowledge.search(LOCAL, "shop", about="payment adapter")
         [fact] = [f for f in found["facts"] if f["relation"] == "retries with"]

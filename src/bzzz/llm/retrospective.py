@@ -135,6 +135,7 @@ class Retrospectives:
         await self._remember(agent, thread, project, retro)
         if project and self.facts is not None:
             await self._propose(agent, thread, project, retro)
+        self.written += 1
         return retro
 
     async def _known(self, project: str, thread: domain.Thread) -> list[dict[str, Any]]:
@@ -190,7 +191,6 @@ class Retrospectives:
             outcome=retro.outcome,
         )
         await self._memory.remember(agent.id, project, episode, thread_id=thread.id)
-        self.written += 1
 
     async def _propose(
         self, agent: HostedAgent, thread: domain.Thread, project: str, retro: Retrospective
