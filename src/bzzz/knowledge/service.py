@@ -90,7 +90,7 @@ RECHECK_SECONDS = 5.0
 PROMPT_WORDS = 16
 PROMPT_TEXT_WORDS = 400
 # Facts opened from the store in one query when a project's index loads or catches up.
-LOAD_PAGE = 1_000
+LOAD_PAGE = 250
 CATCH_UP_SECONDS = 60.0
 CONTENT_KEYS = frozenset({"subject", "relation", "object", "statement", "confidence", "status"})
 
@@ -742,23 +742,25 @@ def _neighbourhood(index: ProjectIndex, about: str, as_of: datetime | None) -> l
     """Facts sharing an entity with the entity's own facts (the second hop), bounded: the
     first entities met in the own facts' default order, their facts in that order too."""
     centre = projection.normalize(about)
-    own = sorted(
-        (index.facts[i] for i in index.about(about) if _visible(index.facts[i], as_of, False)),
-        key=default_order,
-    )
+    own_ids = index.about(about)
+    own = [index.facts[i] for i in own_ids]
+    own.sort(key=default_order)
     entities: dict[str, str] = {}
     for fact in own:
+        if len(entities) >= NEIGHBOUR_ENTITIES:
+            break
+        if not _visible(fact, as_of, False):
+            continue
         for key, name in ((fact.subject_key, fact.subject), (fact.object_key, fact.object)):
             if key != centre and key not in entities and len(entities) < NEIGHBOUR_ENTITIES:
                 entities[key] = name
-    seen = {f.id for f in own}
     found: dict[str, tuple[Fact, str]] = {}
     for key, name in entities.items():
         for fact_id in index.about(key):
             fact = index.facts[fact_id]
-            if fact_id not in seen and fact_id not in found and _visible(fact, as_of, False):
+            if fact_id not in own_ids and fact_id not in found and _visible(fact, as_of, False):
                 found[fact_id] = (fact, name)
-    chosen = heapq.nsmallest(NEIGHBOUR_FACTS, found.values(), key=lambda p: default_order(p[0]))
+    chosen = heapq.nsmallest(NEIGHBOUR_FACTS, found.values(), key=lambda p: p[0].order)
     return [fact.to_json() | {"hop": 2, "via": via} for fact, via in chosen]
 
 
