@@ -118,6 +118,10 @@ async def test_a_threads_consensus_becomes_a_fact_sourced_to_it(node: Node) -> N
     assert [(r.target, r.agent, r.outcome) for r in audited] == [
         (f"{KNOWLEDGE}/{fact['id']}", "arch", "ok")
     ]
+    # Erasing the decision's author erases the fact: it is not stated again.
+    await node.retention.forget(LOCAL, "arch")
+    assert await node.knowledge.facts_missing() == 0
+    assert (await _read(node, _caller("dev"), q="refunds retry"))["facts"] == []
 
 
 async def test_another_projects_token_is_refused(node: Node) -> None:

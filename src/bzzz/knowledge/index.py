@@ -14,7 +14,7 @@ import math
 import re
 from collections import Counter
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
@@ -97,6 +97,17 @@ class Fact:
     supersedes: str | None
     recorded_at: datetime
     v: int
+    # Its place without words (see default_order), computed once.
+    order: tuple[Any, ...] = field(init=False, compare=False)
+
+    def __post_init__(self) -> None:
+        newest = self.valid_from or self.recorded_at
+        self.order = (
+            self.status != AGREED_STATUS,
+            -self.confidence,
+            -newest.timestamp(),
+            self.id,
+        )
 
     @classmethod
     def of(cls, row: FactRow | Row[Any]) -> Fact:
@@ -172,8 +183,7 @@ class Fact:
 
 def default_order(fact: Fact) -> tuple[Any, ...]:
     """Best first without words: agreed, more confident, newer, then by id."""
-    newest = fact.valid_from or fact.recorded_at
-    return (fact.status != AGREED_STATUS, -fact.confidence, -newest.timestamp(), fact.id)
+    return fact.order
 
 
 class ProjectIndex:

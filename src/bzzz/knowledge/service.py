@@ -90,7 +90,7 @@ RECHECK_SECONDS = 5.0
 PROMPT_WORDS = 16
 PROMPT_TEXT_WORDS = 400
 # Facts opened from the store in one query when a project's index loads or catches up.
-LOAD_PAGE = 1_000
+LOAD_PAGE = 250
 CATCH_UP_SECONDS = 60.0
 CONTENT_KEYS = frozenset({"subject", "relation", "object", "statement", "confidence", "status"})
 
@@ -169,6 +169,8 @@ class KnowledgeService:
         self.audit: Callable[[Action], None] | None = None
         self._indexes: OrderedDict[str, ProjectIndex] = OrderedDict()
         self._loading = asyncio.Lock()
+        # Threads whose consensus gives no fact (this process does not look at them again).
+        self._no_fact: set[str] = set()
         # Projects whose facts the log changed since their index last looked.
         self._changed: set[str] = set()
         self.stated = 0
@@ -362,8 +364,11 @@ class KnowledgeService:
         project = thread_project(thread)
         if project is None or project == NO_PROJECT:
             return None
-        fact_id = consensus_fact_id(thread.id, message.id)
         decisions = [str(d) for d in consensus.get("decisions") or []]
+        if not decisions or not decisions[0].strip():
+            # Its text was erased with its author: so is the fact (it is not stated again).
+            return None
+        fact_id = consensus_fact_id(thread.id, message.id)
         payload = {
             "fact_id": fact_id,
             "project": project,
@@ -406,25 +411,33 @@ class KnowledgeService:
 
     async def facts_missing(self) -> int:
         """State the facts this node's consensus still owes (it stopped in between)."""
-        async with self._db.session() as session:
-            owed = list(
-                await session.scalars(
-                    select(ThreadRow.id)
-                    .where(
-                        ThreadRow.consensus_origin == self._log.node_id,
-                        ThreadRow.id.not_in(
-                            select(FactRow.source_thread).where(FactRow.origin == "consensus")
-                        ),
+        stated, after = 0, ""
+        while True:
+            async with self._db.session() as session:
+                owed = list(
+                    await session.scalars(
+                        select(ThreadRow.id)
+                        .where(
+                            ThreadRow.consensus_origin == self._log.node_id,
+                            ThreadRow.id > after,
+                            ThreadRow.id.not_in(
+                                select(FactRow.source_thread).where(FactRow.origin == "consensus")
+                            ),
+                        )
+                        .order_by(ThreadRow.id)
+                        .limit(CATCH_UP_BATCH)
                     )
-                    .order_by(ThreadRow.id)
-                    .limit(CATCH_UP_BATCH)
                 )
-            )
-        stated = 0
-        for thread_id in owed:
-            if await self.from_consensus(thread_id) is not None:
-                stated += 1
-        return stated
+            for thread_id in owed:
+                if thread_id in self._no_fact:
+                    continue
+                if await self.from_consensus(thread_id) is not None:
+                    stated += 1
+                else:
+                    self._no_fact.add(thread_id)  # no project, erased, refused: not again
+            if len(owed) < CATCH_UP_BATCH:
+                return stated
+            after = owed[-1]
 
     async def run_catch_up(self, interval: float = CATCH_UP_SECONDS) -> None:
         """Open the recent projects' facts, then state owed consensus facts now and every
@@ -742,23 +755,25 @@ def _neighbourhood(index: ProjectIndex, about: str, as_of: datetime | None) -> l
     """Facts sharing an entity with the entity's own facts (the second hop), bounded: the
     first entities met in the own facts' default order, their facts in that order too."""
     centre = projection.normalize(about)
-    own = sorted(
-        (index.facts[i] for i in index.about(about) if _visible(index.facts[i], as_of, False)),
-        key=default_order,
-    )
+    own_ids = index.about(about)
+    own = [index.facts[i] for i in own_ids]
+    own.sort(key=default_order)
     entities: dict[str, str] = {}
     for fact in own:
+        if len(entities) >= NEIGHBOUR_ENTITIES:
+            break
+        if not _visible(fact, as_of, False):
+            continue
         for key, name in ((fact.subject_key, fact.subject), (fact.object_key, fact.object)):
             if key != centre and key not in entities and len(entities) < NEIGHBOUR_ENTITIES:
                 entities[key] = name
-    seen = {f.id for f in own}
     found: dict[str, tuple[Fact, str]] = {}
     for key, name in entities.items():
         for fact_id in index.about(key):
             fact = index.facts[fact_id]
-            if fact_id not in seen and fact_id not in found and _visible(fact, as_of, False):
+            if fact_id not in own_ids and fact_id not in found and _visible(fact, as_of, False):
                 found[fact_id] = (fact, name)
-    chosen = heapq.nsmallest(NEIGHBOUR_FACTS, found.values(), key=lambda p: default_order(p[0]))
+    chosen = heapq.nsmallest(NEIGHBOUR_FACTS, found.values(), key=lambda p: p[0].order)
     return [fact.to_json() | {"hop": 2, "via": via} for fact, via in chosen]
 
 
