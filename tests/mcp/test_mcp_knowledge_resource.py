@@ -46,10 +46,12 @@ async def test_the_resource_shows_the_projects_facts_and_no_others(
     async with connect() as client:
         listed = await client.list_resource_templates()
         read = await _read(client, SHOP)
+        as_bzzz_get_names_it = await _read(client, "bzzz://*@shop/knowledge")
 
     assert "bzzz://{project}/knowledge" in {t.uri_template for t in listed.resource_templates}
     assert read["project"] == "shop"
     assert [f["object"] for f in read["facts"]] == ["idempotency keys"]
+    assert as_bzzz_get_names_it["facts"] == read["facts"]
 
 
 async def test_a_subscribed_session_hears_when_a_fact_of_its_project_changes(

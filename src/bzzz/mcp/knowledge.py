@@ -28,7 +28,9 @@ from bzzz.node.core import Node
 KNOWLEDGE_TEMPLATE = "bzzz://{project}/knowledge"
 # The facts a read shows (the service's bound applies too).
 READ_LIMIT = 50
-_URI = re.compile(r"^bzzz://([A-Za-z0-9._-]{1,128})/knowledge$")
+# bzzz://P/knowledge, or bzzz_get's own form bzzz://*@P/knowledge (the template takes both).
+_URI = re.compile(r"^bzzz://(?:\*@)?([A-Za-z0-9._-]{1,128})/knowledge$")
+WILDCARD = "*@"
 DESCRIPTION = (
     "A project's facts (subject, relation, object, statement, source, valid from/until), "
     "best first, as bzzz_get bzzz://*@PROJECT/knowledge answers them. Subscribe to hear when "
@@ -39,6 +41,11 @@ DESCRIPTION = (
 def knowledge_uri(project: str) -> str:
     """The resource URI of a project's facts."""
     return KNOWLEDGE_TEMPLATE.format(project=project)
+
+
+def knowledge_uris(project: str) -> set[str]:
+    """Both URIs a client may have subscribed to for a project's facts."""
+    return {knowledge_uri(project), knowledge_uri(WILDCARD + project)}
 
 
 def project_of_uri(uri: str) -> str | None:
@@ -76,6 +83,7 @@ def register_knowledge(
     async def read_knowledge(project: str, ctx: Context[Any, Any]) -> str:
         request = ctx.request_context.request if ctx.request_context else None
         caller = sessions.caller(ctx.session, request)
+        project = project.removeprefix(WILDCARD)
         try:
             data = await node.knowledge.search(caller.principal, project, limit=READ_LIMIT)
         except BzzzError as exc:
@@ -83,7 +91,7 @@ def register_knowledge(
         return json.dumps({"project": project, **data})
 
     async def on_applied(envelopes: Sequence[Envelope]) -> None:
-        uris = {knowledge_uri(project) for project in changed_projects(envelopes)}
+        uris = {uri for project in changed_projects(envelopes) for uri in knowledge_uris(project)}
         if not uris:
             return
         await sessions.notify_updated(uris)
