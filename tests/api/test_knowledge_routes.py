@@ -26,6 +26,7 @@ async def test_a_projects_token_reads_its_facts_and_a_facts_history(
     net: Net,  # noqa: F811 - the imported fixture
 ) -> None:
     first = await _state(net, "shop", "checkout retries", "carry", "no keys")
+    net.clock.advance(60)  # the team changes its mind a minute later
     second = await _state(net, "shop", "checkout retries", "carry", "idempotency keys")
     await _state(net, "garden", "hoses", "are", "green")
     shop = await net.token("shop-reader", "shop")
@@ -36,6 +37,12 @@ async def test_a_projects_token_reads_its_facts_and_a_facts_history(
     shown = await net.ok(
         "GET", f"/api/v1/knowledge/{first['id']}", shop, params={"project": "shop"}
     )
+    then = await net.ok(
+        "GET",
+        "/api/v1/knowledge",
+        shop,
+        params={"project": "shop", "about": "checkout retries", "as_of": first["valid_from"]},
+    )
 
     assert found["success"] is True
     assert [f["object"] for f in found["facts"]][:1] == ["idempotency keys"]
@@ -43,6 +50,7 @@ async def test_a_projects_token_reads_its_facts_and_a_facts_history(
     assert shown["fact"]["id"] == first["id"]
     assert shown["fact"]["valid_until"] is not None
     assert shown["fact"]["superseded_by"] == second["id"]
+    assert [f["id"] for f in then["facts"]] == [first["id"]]  # as it stood before the change
 
 
 async def test_another_projects_token_is_refused_and_the_refusal_is_audited(
