@@ -93,7 +93,8 @@ def _project(parser: argparse.ArgumentParser) -> None:
 def _token(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--token",
-        help="read as this network token's principal (or BZZZ_TOKEN; default: the local user)",
+        help="read as this network token's principal (better BZZZ_TOKEN: other users see a "
+        "command line; default: the local user)",
     )
 
 
