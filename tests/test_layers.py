@@ -33,6 +33,7 @@ LAYERS: tuple[tuple[str, frozenset[str]], ...] = (
                 "conversations",
                 "events",
                 "federation",
+                "knowledge",
                 "llm",
                 "metrics",
                 "peers",

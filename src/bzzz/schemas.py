@@ -137,7 +137,12 @@ class GetInput(_Input):
     before: MintedId | None = None
     after: MintedId | None = None
     # A thread as it stood at a time (ISO 8601) or a log sequence: replayed from the log.
+    # Of a project's knowledge (bzzz://*@PROJECT/knowledge): the facts valid at a time.
     as_of: Annotated[int | datetime | None, BeforeValidator(as_of_point)] = None
+    # A project's knowledge only: an entity, words to rank by, how many facts (at most 100).
+    about: Annotated[str, StringConstraints(min_length=1, max_length=200)] | None = None
+    q: Annotated[str, StringConstraints(min_length=1, max_length=500)] | None = None
+    limit: int | None = Field(None, ge=1, le=100)
 
 
 def _one_edit_apart(a: str, b: str) -> bool:

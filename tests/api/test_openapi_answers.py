@@ -16,6 +16,7 @@ import pytest
 from jsonschema import Draft202012Validator
 
 from bzzz.config import Settings
+from bzzz.eventlog import Caller
 from bzzz.node.core import Node
 from bzzz.principal import LOCAL, Scope
 
@@ -197,6 +198,19 @@ async def test_every_answer_of_a_run_matches_the_document(run: Run, node: Node) 
     read = {"message_ids": [m["id"] for m in unread["messages"]][:1] or ["msg-nope"]}
     await run.call("POST", inbox + "/read", 200, agent_id="dev-1", json=read)
     await run.call("POST", inbox + "/read", 400, agent_id="dev-1", json={"message_ids": []})
+    fact = await node.knowledge.state(
+        Caller("openapi", LOCAL), "shop", "checkout retries", "carry", "idempotency keys"
+    )
+    shop = {"project": "shop"}
+    await run.call("GET", f"{api}/knowledge", 200, params=shop | {"about": "checkout retries"})
+    await run.call("GET", f"{api}/knowledge", 400, params={"limit": "0"})
+    await run.call("GET", f"{api}/knowledge/{{fact_id}}", 200, fact_id=fact["id"], params=shop)
+    proposed = await node.knowledge.state(
+        Caller("openapi", LOCAL), "shop", "refunds", "carry", "no keys",
+        status="proposed", author="someone-else",
+    )  # fmt: skip
+    agree = f"{api}/knowledge/{{fact_id}}/agree"
+    await run.call("POST", agree, 200, fact_id=proposed["id"], json={})
     await run.call("GET", "/healthz", 200)
     await run.call("GET", "/webhooks", 200)
     await run.call("GET", "/ui/access.json", 200)

@@ -55,6 +55,7 @@ COMMANDS = [
     "threads",
     "tasks",
     "inbox",
+    "knowledge",
     "status",
     "guard",
     "hooks",

@@ -351,7 +351,7 @@ async def test_the_client_configuration_with_a_token_connects_only_with_one(
 # --- console lines -----------------------------------------------------------------------------
 
 
-CONSOLES = ["access.md", "dashboard.md", "cli.md", "operations.md"]
+CONSOLES = ["access.md", "dashboard.md", "cli.md", "operations.md", "knowledge.md"]
 
 
 @SHARED

@@ -24,6 +24,7 @@ from bzzz.access.limits import CallLimiter
 from bzzz.address import Address, parse_address
 from bzzz.agents.federated import federated_get, federated_info
 from bzzz.agents.history import ThreadHistory, thread_then, thread_view
+from bzzz.agents.knowledge_get import KnowledgeReader, is_knowledge, knowledge_get, no_search
 from bzzz.agents.leases import Leases
 from bzzz.agents.listing import RemoteAgents
 from bzzz.agents.suggestions import agent_not_found
@@ -100,6 +101,8 @@ class AgentService:
         self.federation: FederationService | None = None
         # Set by the node: an agent's live path reservations (bzzz://agent/reservations).
         self.reservations_of: Callable[[str], Awaitable[list[dict[str, Any]]]] | None = None
+        # Set by the node: a project's knowledge (bzzz://*@PROJECT/knowledge[/<fact_id>]).
+        self.knowledge_of: KnowledgeReader | None = None
         # Set by the node: threads replayed from the log (bzzz_get with as_of), and how often
         # a principal may ask for one (a replay reads the log: an expensive call).
         self.history: ThreadHistory | None = None
@@ -348,6 +351,10 @@ class AgentService:
         """
         address = parse_address(params.address)
         path = address.path or ""
+        if self.knowledge_of is not None and is_knowledge(address):
+            self._log.require_served(address.project)
+            return await knowledge_get(self.knowledge_of, caller, address, params)
+        no_search(params)
         if params.as_of is not None and not path.startswith("/threads/"):
             raise InvalidParameters(
                 "as_of reads a thread as it stood: bzzz://…/threads/<thread_id>",

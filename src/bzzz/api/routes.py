@@ -13,6 +13,7 @@ from bzzz.api import (
     dashboard,
     escalations,
     inbox,
+    knowledge,
     replay,
     reservations,
     rest,
@@ -37,6 +38,7 @@ def operations(node: Node) -> list[Operation]:
         + reservations.operations(node)
         + escalations.operations(node)
         + inbox.operations(node)
+        + knowledge.operations(node)
     )
 
 

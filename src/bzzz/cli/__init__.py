@@ -12,6 +12,7 @@ Each command group lives in a module of this package, which adds its part of the
     metrics       metrics, costs                settings      config show
     replay        thread replay                 reservations  reservations list|check
     work          agents, threads, tasks, inbox
+    knowledge     knowledge search|show|export
     status        status (where a node runs, its counts)
     guard         guard install|uninstall (git hooks holding agents to reservations)
     hooks         hooks claude-code, hooks run (Claude Code hooks; hook_events runs them)
@@ -40,6 +41,7 @@ from bzzz.cli import guard as cli_guard
 from bzzz.cli import hooks as cli_hooks
 from bzzz.cli import init as cli_init
 from bzzz.cli import keys as cli_keys
+from bzzz.cli import knowledge as cli_knowledge
 from bzzz.cli import metrics as cli_metrics
 from bzzz.cli import network as cli_network
 from bzzz.cli import replay as cli_replay
@@ -86,6 +88,7 @@ _COMMANDS: dict[str, Callable[[argparse.Namespace, Settings], int]] = {
     "threads": cli_work.threads,
     "tasks": cli_work.tasks,
     "inbox": cli_work.inbox,
+    "knowledge": cli_knowledge.run,
     "status": cli_status.run,
     "guard": cli_guard.run,
     "hooks": cli_hooks.run,
@@ -102,6 +105,7 @@ def _parser() -> argparse.ArgumentParser:
     cli_serve.add_parser(sub)
     cli_status.add_parser(sub)
     cli_work.add_parser(sub)
+    cli_knowledge.add_parser(sub)
     cli_events.add_parser(sub)
     cli_network.add_parser(sub)
     cli_threads.add_parser(sub)

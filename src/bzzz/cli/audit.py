@@ -66,8 +66,8 @@ _CHANGE_ACTIONS = frozenset(
 )
 # The CLI reads that show protected content (messages, task data, thread topics): on the
 # trail as the MCP tools' reads are (who read, whose, allowed or refused).
-_CONTENT_READS = frozenset({"inbox", "threads", "tasks"})
-_TARGETS = ("id", "node", "name", "agent", "agent_id", "url")
+_CONTENT_READS = frozenset({"inbox", "threads", "tasks", "knowledge"})
+_TARGETS = ("id", "node", "name", "agent", "agent_id", "url", "fact_id", "project")
 
 
 def add_parser(sub: Any) -> None:

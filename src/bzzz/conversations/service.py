@@ -24,6 +24,7 @@ from bzzz.agents.suggestions import agent_not_found, participants_not_found
 from bzzz.agents.views import thread_info
 from bzzz.clock import Clock, SystemClock
 from bzzz.conversations.answers import post_result, target_of
+from bzzz.conversations.facts import FactPoster, is_knowledge_post, post_fact
 from bzzz.conversations.hooks import NoStanceModel, StanceClassifier, ThreadObserver
 from bzzz.conversations.lifecycle import ThreadLifecycle
 from bzzz.conversations.placement import message_project, require_of_project
@@ -99,6 +100,8 @@ class ConversationService:
         self.classifier: StanceClassifier = classifier or NoStanceModel()
         self.observers: list[ThreadObserver] = []
         self.summarizer: Summarizer | None = None
+        # Set by the node: states a fact posted to bzzz://*@PROJECT/knowledge.
+        self.fact_poster: FactPoster | None = None
 
     async def sender_of(self, caller: Caller, agent_id: str | None) -> domain.Agent:
         """The agent this session acts as (``agent_id`` picks one of several)."""
@@ -168,6 +171,10 @@ class ConversationService:
         if sender is None:
             sender = await self.sender_for(caller, params.agent_id, as_principal)
         self._limiter.take(sender)
+        if self.fact_poster is not None and is_knowledge_post(address):
+            assert address is not None
+            minted = message_id or f"msg-{ULID()}"
+            return await post_fact(self.fact_poster, caller, params, address, sender, minted)
         recipients, stance = await self._recipients(caller, params, address, sender)
         task_id = None
         if params.message_type in TASK_UPDATE_TYPES:

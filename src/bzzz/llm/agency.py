@@ -9,7 +9,7 @@ when it answers).
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from bzzz import domain
 from bzzz.agents.service import AgentService
@@ -17,6 +17,7 @@ from bzzz.config import Settings
 from bzzz.conversations.service import ConversationService
 from bzzz.conversations.summary import message_text
 from bzzz.llm import prompts
+from bzzz.llm.facts import FACT_CHARS, FACT_LIMIT, FactSource
 from bzzz.llm.knowledge import KnowledgeBase
 from bzzz.llm.memory import MemoryStore
 from bzzz.llm.optimizer import CostOptimizer
@@ -68,6 +69,8 @@ class Agency:
         self.optimizer = CostOptimizer(settings.cost, settings.openai)
         self.turns = ModelTurns(llm, self.optimizer, settings.openai.max_tool_rounds)
         self.max_replies = settings.agents.max_replies_per_thread
+        # The project's agreed facts (bzzz.knowledge); the node sets it when it has the service.
+        self.facts: FactSource | None = None
 
     def toolbox(self, agent: HostedAgent, project: str, thread_id: str | None) -> ToolBox:
         """The bzzz_* tools as this agent, within one project."""
@@ -85,11 +88,19 @@ class Agency:
     async def context(
         self, agent: HostedAgent, project: str, text: str, thread_id: str | None
     ) -> tuple[ChatMessage | None, list[str]]:
-        """The agent's memories and the project's most relevant knowledge, as one message."""
+        """The project's agreed facts, the agent's memories and the project's most relevant
+        knowledge, as one message (with the ids of what it carries)."""
         memories = await self.memory.recall(agent.id, project, thread_id)
         known = await self.knowledge.relevant(project, text, self.settings.agents.knowledge_limit)
-        ids = [m.id for m in memories] + [k.id for k in known]
-        return prompts.context_message(memories, known), ids
+        facts = await self.agreed_facts(project, text)
+        ids = [str(f.get("id")) for f in facts] + [m.id for m in memories] + [k.id for k in known]
+        return prompts.context_message(memories, known, facts), ids
+
+    async def agreed_facts(self, project: str, text: str) -> list[dict[str, Any]]:
+        """The project's agreed facts most relevant to ``text`` (none outside a project)."""
+        if not project or self.facts is None:
+            return []
+        return await self.facts.for_prompt(project, text, limit=FACT_LIMIT, max_chars=FACT_CHARS)
 
     def collaboration(self, agent: HostedAgent, thread: domain.Thread) -> str:
         """The collaboration context of the agent's system prompt."""

@@ -73,4 +73,6 @@ class ModelTable:
             args[settings.max_tokens_param] = request.max_tokens
         if request.tools:
             args["tools"] = request.tools
+        if request.response_format is not None:
+            args["response_format"] = request.response_format
         return args

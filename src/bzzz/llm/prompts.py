@@ -2,17 +2,20 @@
 
 System prompt: the role's prompt and the prompt it keeps for this kind of work, then the
 collaboration context (the other participants with their roles, the thread's id and topic, this
-agent's role in it), then the BZZZ tools the agent may call. Then what the agent remembers and
-what its project knows, the thread's history as ``[sender]: content`` messages oldest first,
-and last the task or the message to answer. The cost optimizer compresses past its budget.
+agent's role in it), then the BZZZ tools the agent may call. Then the facts its project agreed
+(bounded, each with its source), what the agent remembers and what its project knows, the
+thread's history as ``[sender]: content`` messages oldest first, and last the task or the
+message to answer. The cost optimizer compresses past its budget.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
+from typing import Any
 
 from bzzz import domain
 from bzzz.conversations.summary import message_text
+from bzzz.llm.facts import facts_message
 from bzzz.llm.roles import RoleTemplate
 from bzzz.llm.tools import TOOL_SPECS
 from bzzz.llm.types import ChatMessage
@@ -101,8 +104,13 @@ def history(messages: Iterable[domain.Message]) -> list[ChatMessage]:
     ]
 
 
-def context_message(memories: list[Memory], knowledge: list[Knowledge]) -> ChatMessage | None:
-    """What the agent remembers of its project and what the project knows, as one message."""
+def context_message(
+    memories: list[Memory],
+    knowledge: list[Knowledge],
+    facts: Sequence[dict[str, Any]] = (),
+) -> ChatMessage | None:
+    """What the project agreed, what the agent remembers of it and what the project knows,
+    as one message (the facts first: they are what the team settled)."""
     lines = []
     for memory in memories:
         kind = "thread" if memory.kind == "thread" else "earlier task"
@@ -113,6 +121,9 @@ def context_message(memories: list[Memory], knowledge: list[Knowledge]) -> ChatM
     remembered = {m.id for m in memories}
     known = [k for k in knowledge if k.kind != "episode" or k.source not in remembered]
     parts = []
+    agreed = facts_message(list(facts))
+    if agreed is not None:
+        parts.append(str(agreed["content"]))
     if lines:
         parts.append("What you remember from this project:\n" + "\n".join(lines))
     if known:

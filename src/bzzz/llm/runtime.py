@@ -5,7 +5,9 @@ runtime which tasks its agents got, each agent works at most ``max_tasks`` of th
 the result goes back to the assigner (or into the task's thread) as ``task_complete`` or
 ``task_failed``, like any agent's. The work itself is in ``worker.py``; the agents' part in
 threads is in ``participation.py`` (when they answer) and ``agency.py`` (how); consensus they
-reach becomes their project's knowledge (``knowledge.py``).
+reach becomes their project's knowledge (``knowledge.py``); the project's agreed facts reach
+their prompts, and a thread they took part in is looked back on when it closes
+(``retrospective.py``: an episode, and facts proposed).
 """
 
 from __future__ import annotations
@@ -22,11 +24,13 @@ from bzzz.errors import BzzzError
 from bzzz.eventlog import Caller, EventLog
 from bzzz.llm.agency import Agency
 from bzzz.llm.collaboration import Collaboration
+from bzzz.llm.facts import FactSource
 from bzzz.llm.hosted import HostedAgent
 from bzzz.llm.knowledge import KnowledgeBase
 from bzzz.llm.lifecycle import AgentState, Lifecycle
 from bzzz.llm.memory import MemoryStore
 from bzzz.llm.participation import ThreadResponder
+from bzzz.llm.retrospective import Retrospectives
 from bzzz.llm.roles import HostedAgentSpec, hosted_agents
 from bzzz.llm.scope import ThreadScope
 from bzzz.llm.service import LLMService
@@ -74,6 +78,7 @@ class HostedRuntime:
             conversations=conversations,
         )
         self.responder = ThreadResponder(self.agency, self.hosted)
+        self.retrospectives = Retrospectives(self.agency, self.hosted, self.memory)
         self.collaboration = Collaboration(self.agency, self.responder.watch)
         self.worker = TaskWorker(self.agency, self.collaboration)
         self._learning: set[asyncio.Task[None]] = set()
@@ -84,6 +89,15 @@ class HostedRuntime:
         self._tasks: dict[str, asyncio.Task[None]] = {}
         self._started = False
         self._stopping = False
+
+    @property
+    def facts(self) -> FactSource | None:
+        """The project facts the agents read and propose (bzzz.knowledge; None: none)."""
+        return self.agency.facts
+
+    @facts.setter
+    def facts(self, source: FactSource | None) -> None:
+        self.agency.facts = source
 
     async def start(self) -> None:
         """Announce the configured agents and take their pending tasks; off without a model."""
@@ -109,6 +123,7 @@ class HostedRuntime:
         if self._stopping:
             return
         self.responder.on_applied(envelopes)
+        self.retrospectives.on_applied(envelopes)
         for env in envelopes:
             # The node that generated a consensus's SLURP event records what it taught.
             if env.type == "slurp.generated" and env.origin == self._log.node_id:
@@ -202,6 +217,7 @@ class HostedRuntime:
         self._stopping = True
         self._projector.remove_outcome_listener(self._on_outcomes)
         await self.responder.stop()
+        await self.retrospectives.stop()
         tasks = [*self._tasks.values(), *self._learning]
         for task in tasks:
             task.cancel()
@@ -232,6 +248,8 @@ class HostedRuntime:
                 "reviews_opened": self.collaboration.opened,
                 "thread_replies": self.responder.replies,
                 "knowledge_recorded": self.knowledge.recorded,
+                "retrospectives": self.retrospectives.written,
+                "facts_proposed": self.retrospectives.proposed,
                 "context": self.agency.turns.context.to_json(),
             },
         }

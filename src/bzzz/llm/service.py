@@ -91,6 +91,7 @@ class LLMService:
             tools=list(options.tools),
             stream=options.stream,
             reasoning_effort=options.reasoning_effort,
+            response_format=options.response_format,
         )
 
     @audited_model_call

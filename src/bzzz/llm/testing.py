@@ -7,7 +7,8 @@ request body is kept in ``requests`` so tests can check exactly what a model was
 
 ``strict=True`` refuses what OpenAI refuses (HTTP 400 with OpenAI's error body, before any
 step is taken): ``max_tokens``, or a ``temperature`` / ``top_p`` other than 1, sent to a
-reasoning model; ``reasoning_effort`` sent to a chat model.
+reasoning model; ``reasoning_effort`` sent to a chat model. ``structured_output=False`` refuses
+a ``response_format`` as servers without structured output do (HTTP 400).
 """
 
 from __future__ import annotations
@@ -102,9 +103,16 @@ class _Quiet(uvicorn.Server):
 class ScriptedModelServer:
     """An OpenAI-compatible /v1/chat/completions endpoint that answers from a script."""
 
-    def __init__(self, responder: Responder = _default, *, strict: bool = False) -> None:
+    def __init__(
+        self,
+        responder: Responder = _default,
+        *,
+        strict: bool = False,
+        structured_output: bool = True,
+    ) -> None:
         self.responder = responder
         self.strict = strict
+        self.structured_output = structured_output
         self.refused: list[dict[str, Any]] = []
         self.script: deque[Step] = deque()
         self.requests: list[dict[str, Any]] = []
@@ -168,6 +176,12 @@ class ScriptedModelServer:
             self._arrived.notify_all()
         await self.gate.wait()
         refusal = openai_refusal(body) if self.strict else None
+        if refusal is None and not self.structured_output and "response_format" in body:
+            refusal = _invalid(
+                "response_format is not supported by this model",
+                "response_format",
+                "unsupported_parameter",
+            )
         if refusal is not None:
             self.refused.append(refusal)
             return JSONResponse(refusal, status_code=400)

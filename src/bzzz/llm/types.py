@@ -62,6 +62,8 @@ class CompletionOptions:
     tools: list[dict[str, Any]] = field(default_factory=list)
     stream: bool = False
     reasoning_effort: str | None = None
+    # Structured output (``{"type": "json_schema", ...}``); endpoints without it refuse it.
+    response_format: dict[str, Any] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,6 +77,7 @@ class ModelRequest:
     tools: list[dict[str, Any]]
     stream: bool
     reasoning_effort: str | None = None
+    response_format: dict[str, Any] | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -29,6 +29,10 @@ activity of bzzz://agent-id and a thread's messages are paged: content.page says
 gives the oldest and newest ids shown; pass before=<oldest> to read further back, after=<newest>
 for what came since. as_of (an ISO 8601 time or a log sequence) answers a thread as it stood
 then, replayed from the signed log (content.as_of says where the replay stopped).
+A project's knowledge (bzzz://*@PROJECT/knowledge): its current facts best first, about an
+entity (about, with the facts two hops around it in content.neighbourhood) and/or ranked by words
+(q), as_of a time (the agreed facts valid then), limit (1-100, default 20), max_history earlier
+versions of each fact (at most 20); bzzz://*@PROJECT/knowledge/<fact_id> is one fact's history.
 Example: {"address": "bzzz://reviewer-001/inbox", "max_history": 50, "before": "msg-..."}"""
 
 POST = """Send a message as your announced agent. target_address is one agent
@@ -44,6 +48,9 @@ task_complet) is refused with "did you mean". In a thread, reply_to names the me
 and stance (agree | disagree) says where you stand on it; when every active participant agrees
 with a decision message, the thread records a consensus and completes. Returns who received it
 and, for each recipient not reached, why.
+A fact for the project's knowledge: message_type "fact" to bzzz://*@PROJECT/knowledge with
+content {"subject", "relation", "object"[, "statement", "confidence" 0-1, "status":
+"proposed"]}; a later fact with the same subject and relation supersedes it.
 Example: {"target_address": "bzzz://reviewer-001", "message_type": "task_assignment",
 "content": {"task_type": "code_review", "description": "review the login handler"}}
 In a thread: {"thread_id": "thread-...", "message_type": "text", "content": {"text": "..."}}"""
@@ -114,7 +121,14 @@ COSTS = """This node's model spending (the reference's CostUsage): today and thi
 total and per model (calls, tokens, cost in USD), with the daily and monthly limits, the warning
 threshold, whether hosted agents can reach a model and the state of its circuit breaker."""
 
-AS_OF = """a thread as it stood at this ISO 8601 time or log sequence number"""
+AS_OF = """a thread as it stood at this ISO 8601 time or log sequence number; of knowledge,
+the facts valid at this ISO 8601 time"""
+
+ABOUT = """knowledge: the facts whose subject or object is this entity (case-insensitive)"""
+
+Q = """knowledge: words to rank the project's facts by (BM25, at most 500 characters)"""
+
+LIMIT = """knowledge: how many facts (1-100, default 20)"""
 
 HANDLE = """the agent_handle bzzz_announce returned: pass it on every call that acts as (or
 reads the inbox of) your agent"""

@@ -1,6 +1,7 @@
 """Resource updates reach only who may read the resource: ``resources/subscribe`` (legacy) and
 ``subscriptions/listen`` (2026-07-28).
 
+A project's facts (``bzzz://PROJECT/knowledge``) are heard by who may read the project.
 A subscription's events (``bzzz://subscriptions/<id>``) belong to the session or principal that
 made it. Another caller naming that URI is answered as for a URI that does not exist: the
 legacy subscribe succeeds and never fires; a listen stream leaves the URI out of what it
@@ -18,6 +19,7 @@ from mcp.types import SubscriptionsListenRequestParams
 
 from bzzz.errors import BzzzError
 from bzzz.eventlog import Caller
+from bzzz.mcp.knowledge import project_of_uri
 
 SUBSCRIPTIONS_PREFIX = "bzzz://subscriptions/"
 
@@ -33,7 +35,11 @@ class SubscriptionReader(Protocol):
 
 
 async def may_follow(subscriptions: SubscriptionReader, caller: Caller, uri: str) -> bool:
-    """Whether ``caller`` may be told of updates of ``uri`` (only subscriptions ever update)."""
+    """Whether ``caller`` may be told of updates of ``uri`` (a subscription's events, or a
+    project's facts; no other resource ever updates)."""
+    project = project_of_uri(uri)
+    if project is not None:
+        return caller.principal.may_see_project(project)
     if not uri.startswith(SUBSCRIPTIONS_PREFIX):
         return True
     try:

@@ -61,6 +61,7 @@ class PostOutput(ToolResponse):
     tasks: dict[str, str] | None = None
     task_update: dict[str, Any] | None = None
     posted_at: str | None = None
+    fact: dict[str, Any] | None = Field(None, description="the fact stated (message_type fact)")
 
 
 class ThreadOutput(ToolResponse):

@@ -33,6 +33,7 @@ from bzzz.eventlog import Caller
 from bzzz.events.service import subscription_uri
 from bzzz.mcp import descriptions as text
 from bzzz.mcp.audit import McpAudit, register_audit
+from bzzz.mcp.knowledge import register_knowledge
 from bzzz.mcp.listen import guard_listen, may_follow
 from bzzz.mcp.metrics import register_metrics
 from bzzz.mcp.models import (
@@ -273,6 +274,9 @@ def build_server(node: Node) -> tuple[BzzzMCP, SessionRegistry]:
         ] = None,
         agent_handle: Annotated[str | None, Field(description=text.HANDLE)] = None,
         as_of: Annotated[str | int | None, Field(description=text.AS_OF)] = None,
+        about: Annotated[str | None, Field(description=text.ABOUT)] = None,
+        q: Annotated[str | None, Field(description=text.Q)] = None,
+        limit: Annotated[int | None, Field(strict=True, description=text.LIMIT)] = None,
     ) -> Annotated[CallToolResult, GetOutput]:
         params = validate_input(
             GetInput,
@@ -283,6 +287,9 @@ def build_server(node: Node) -> tuple[BzzzMCP, SessionRegistry]:
                 before=before,
                 after=after,
                 as_of=as_of,
+                about=about,
+                q=q,
+                limit=limit,
             ),
         )
         return await run(node.front.get(caller_of(ctx, agent_handle), params))
@@ -401,6 +408,7 @@ def build_server(node: Node) -> tuple[BzzzMCP, SessionRegistry]:
 
     register_reserve(server, node, caller_of, run)
     _publish_schemas_only(server)
+    register_knowledge(server, node, sessions, bus)
     _register_resources(server, node, sessions, bus)
     _register_costs(server, node)
     register_metrics(server, node)

@@ -8,7 +8,8 @@ token is ``bzzz.projects.subject_token``; an agent that declared no project is i
   else its recipients' one project, else its sender's), ``thread`` (created, joined, status,
   summarized, escalated, escalation actions: the thread's project), ``slurp`` (a thread's
   consensus events), ``memory`` (the agent's project), ``knowledge`` (its record's project),
-  ``reservation`` (requested, renewed, released: the agent's project). Tasks are messages.
+  ``reservation`` (requested, renewed, released: the agent's project), ``fact`` (stated,
+  agreed: the fact's project, keyed by its author). Tasks are messages.
 
 Everything else is network-wide and keeps ``bzzz.<network>.<kind>.<key>``: ``node``,
 ``admission``, ``token``, ``keys``, ``retention``, ``tomb`` (stand-ins), ``cost``, ``audit``
@@ -26,7 +27,9 @@ from __future__ import annotations
 from bzzz.projects import NO_PROJECT, ProjectSet, subject_token
 
 PROJECT = "p"  # the token after the network that marks a project's subject
-PROJECT_KINDS = frozenset({"agent", "msg", "thread", "slurp", "memory", "knowledge", "reservation"})
+PROJECT_KINDS = frozenset(
+    {"agent", "msg", "thread", "slurp", "memory", "knowledge", "reservation", "fact"}
+)
 NETWORK_KINDS = frozenset(
     {
         "node",

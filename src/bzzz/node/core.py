@@ -41,10 +41,11 @@ from bzzz.conversations.replay import ThreadLog
 from bzzz.conversations.service import ConversationService
 from bzzz.conversations.timeline import ThreadTimeline
 from bzzz.errors import BzzzError
-from bzzz.eventlog import EventLog
+from bzzz.eventlog import Caller, EventLog
 from bzzz.events.service import SubscriptionService
 from bzzz.events.webhooks import WebhookDispatcher
 from bzzz.federation.service import FederationService
+from bzzz.knowledge.service import KnowledgeService
 from bzzz.llm.runtime import HostedRuntime
 from bzzz.llm.service import LLMService
 from bzzz.llm.summaries import ModelSummarizer
@@ -151,6 +152,7 @@ class Node:
     retention: RetentionService
     reservations: ReservationService
     inbox: InboxService
+    knowledge: KnowledgeService
     snapshots: SnapshotService
     # Where reads of an address and posts go: here, or a node serving their project.
     front: FrontDoor
@@ -227,6 +229,7 @@ class Node:
         self._spawn("directory", self.listing.writer.run())
         self._spawn("retention", self.retention.run_periodically())
         self._spawn("reservations", self.reservations.run_sweeps())
+        self._spawn("knowledge", self.knowledge.run_catch_up())
         self._spawn("forwarding", self.front.serve())
         self._spawn("snapshots", self.snapshots.run())
         await self.hosted.start()
@@ -401,7 +404,23 @@ class Node:
         )
         self.agents.reservations_of = self.reservations.of_agent
         self.inbox = InboxService(self.db, self.log, self.agents)
+        self._build_knowledge()
         self._build_a2a()
+
+    def _build_knowledge(self) -> None:
+        """Facts of projects: stated by agents (bzzz_post), from threads' consensus."""
+        self.knowledge = KnowledgeService(self.db, self.log, clock=self.clock)
+
+        async def author_of(caller: Caller) -> str:
+            return await self.conversations.sender_for(caller, None, True)
+
+        self.knowledge.author_of = author_of
+        self.knowledge.audit = self.audit.record
+        self.agents.knowledge_of = self.knowledge.read_address
+        self.conversations.fact_poster = self.knowledge.post_fact
+        self.conversations.observers.append(self.knowledge)
+        # Hosted agents read the agreed facts for their prompts and propose what they learn.
+        self.hosted.facts = self.knowledge
 
     def _build_front(self) -> None:
         def required() -> bool:

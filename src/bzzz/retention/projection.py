@@ -5,11 +5,15 @@ of the log.
 agent. Both decide only from the store as the log left it at their sequence and from the
 envelope's own time, so every node — a new one replaying the log included — removes the same
 rows and writes the same tombstones. Agents, threads, tasks, tokens and subscriptions stay.
+
+Content a service keeps in tables of its own (the knowledge graph's facts) is reached through
+the steps it registers (``register_steps``): an erasure step given the agent, a memory step
+given the memory cut-off; their counts join the outcome's under the step's name.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from datetime import datetime
 from typing import Any, cast
 
@@ -50,6 +54,23 @@ CUTOFFS = ("messages", "events", "memory", "audit")
 TOMBSTONE_KEY = "bzzz_tombstone"
 _IDS_PER_STATEMENT = 500
 _MESSAGES = cast(Table, MessageRow.__table__)
+
+# Steps of other services' content: (name -> step), applied in name order.
+ForgetStep = Callable[[Session, str], int]
+MemoryStep = Callable[[Session, datetime], int]
+_FORGET_STEPS: dict[str, ForgetStep] = {}
+_MEMORY_STEPS: dict[str, MemoryStep] = {}
+
+
+def register_steps(
+    name: str, *, forget: ForgetStep | None = None, memory: MemoryStep | None = None
+) -> None:
+    """Let erasure (``forget``: the agent's id) and retention's memory cut-off (``memory``)
+    remove a service's own content too (registering again replaces the steps)."""
+    if forget is not None:
+        _FORGET_STEPS[name] = forget
+    if memory is not None:
+        _MEMORY_STEPS[name] = memory
 
 
 def tombstone(reason: str, at: datetime) -> dict[str, Any]:
@@ -155,6 +176,8 @@ def apply_retention(session: Session, env: Envelope, limits: ProjectionLimits) -
         counts["events"] = _purge_events(session, cutoffs["events"])
     if cutoffs["memory"] is not None:
         counts["memory"] = _purge_memory(session, cutoffs["memory"])
+        for name, step in sorted(_MEMORY_STEPS.items()):
+            counts[name] = step(session, cutoffs["memory"])
     shown = {name: domain.iso(when) if when else None for name, when in cutoffs.items()}
     _record_run(session, env, "retention", shown, counts)
     return Applied({"ok": True, "retention": "applied", "cutoffs": shown, "counts": counts})
@@ -235,6 +258,8 @@ def apply_forget(session: Session, env: Envelope, limits: ProjectionLimits) -> A
         "decisions": _forget_decisions(session, agent_id),
         "reservations": _end_reservations(session, agent_id, env.timestamp),
     }
+    for name, step in sorted(_FORGET_STEPS.items()):
+        counts[name] = step(session, agent_id)
     _record_run(session, env, "erasure", {"agent_id": agent_id}, counts)
     return Applied({"ok": True, "retention": "forgotten", "agent_id": agent_id, "counts": counts})
 

@@ -4,14 +4,17 @@ Messages (``bzzz.<network>.msg.<sender>``) are purged by subject up to a cut-off
 first post whose envelope time is past the cut-off time (a post stamped earlier further on, by
 a node whose clock was behind, waits for the next run). Every purged post is re-stated first
 (``strip.py``). Memories and knowledge (``memory.<agent>``, ``knowledge.<project>``) carry no
-state anything else needs and are purged without stand-ins. Nothing else is purged: agents,
-threads, tokens, subscriptions, admission and audit heads are the network's long-lived state,
-and a node that joins later rebuilds it from them.
+state anything else needs and are purged without stand-ins; so are, under erasure, the facts an
+agent authored (``fact.<agent>``, registered: ``register_erased_kind``), which the
+``retention.forget`` applier removes on every node as a replay without them would leave them.
+Nothing else is purged: agents, threads, tokens, subscriptions, admission and audit heads are
+the network's long-lived state, and a node that joins later rebuilds it from them.
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -22,6 +25,14 @@ from bzzz.retention.strip import opened_fields, stand_in
 
 MESSAGES = "msg"
 MEMORY_KINDS = ("memory", "knowledge")
+# Kinds whose envelopes an erased agent authored, keyed by a subject key made from its id:
+# registered by the service that publishes them (the knowledge graph's ``fact``).
+_ERASED_KINDS: dict[str, Callable[[str], str]] = {}
+
+
+def register_erased_kind(kind: str, key_of: Callable[[str], str]) -> None:
+    """Let erasure purge every envelope of ``kind`` whose key ``key_of(agent_id)`` gives."""
+    _ERASED_KINDS[kind] = key_of
 
 
 @dataclass(slots=True)
@@ -109,6 +120,12 @@ async def plan_erasure(
     if memories:
         plan.purges.append(("memory", agent_id, memories[-1].seq + 1))
         plan._counted += len(memories)
+    for kind, key_of in sorted(_ERASED_KINDS.items()):
+        key = key_of(agent_id)
+        authored = await bus.read_kind(kind, key)
+        if authored:
+            plan.purges.append((kind, key, authored[-1].seq + 1))
+            plan._counted += len(authored)
     return plan
 
 

@@ -640,3 +640,47 @@ class ReservationEndRow(Base):
     fencing_token: Mapped[int] = mapped_column(BigInteger, default=0)
     reason: Mapped[str] = mapped_column(String(16))
     ended_at: Mapped[datetime] = mapped_column(TZ, index=True)
+
+
+class FactRow(Base):
+    """A fact of a project's knowledge graph (bzzz/knowledge), as the log's ``fact.*`` made it.
+
+    ``subject``, ``relation``, ``object`` and ``statement`` are sealed; the digests of the
+    subject and object entities (``entity_digest``) and of subject+relation (``key_digest``)
+    stay clear so superseding and an entity's facts are index lookups. ``v`` is the number of
+    the change that last touched the row (growing in log order), so a node's in-memory index
+    reloads only what changed.
+    """
+
+    __tablename__ = "knowledge_facts"
+    id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    project: Mapped[str] = mapped_column(String(128))
+    subject: Mapped[str] = mapped_column(SealedText("knowledge_facts.subject"))
+    relation: Mapped[str] = mapped_column(SealedText("knowledge_facts.relation"))
+    object: Mapped[str] = mapped_column(SealedText("knowledge_facts.object"))
+    statement: Mapped[str] = mapped_column(SealedText("knowledge_facts.statement"))
+    subject_digest: Mapped[str] = mapped_column(String(64))
+    object_digest: Mapped[str] = mapped_column(String(64))
+    key_digest: Mapped[str] = mapped_column(String(64))
+    status: Mapped[str] = mapped_column(String(16))
+    confidence: Mapped[float] = mapped_column(Float)
+    author: Mapped[str] = mapped_column(String(128))
+    origin: Mapped[str] = mapped_column(String(16))
+    source_thread: Mapped[str | None] = mapped_column(String(64), nullable=True)
+    source_message: Mapped[str | None] = mapped_column(String(64), nullable=True)
+    agents: Mapped[list[str]] = mapped_column(JSON, default=list)
+    valid_from: Mapped[datetime | None] = mapped_column(TZ, nullable=True)
+    valid_until: Mapped[datetime | None] = mapped_column(TZ, nullable=True)
+    superseded_by: Mapped[str | None] = mapped_column(String(64), nullable=True)
+    supersedes: Mapped[str | None] = mapped_column(String(64), nullable=True)
+    recorded_at: Mapped[datetime] = mapped_column(TZ)
+    v: Mapped[int] = mapped_column(BigInteger)
+    __table_args__ = (
+        Index("ix_knowledge_facts_key", "project", "key_digest", "valid_until"),
+        Index("ix_knowledge_facts_subject", "project", "subject_digest"),
+        Index("ix_knowledge_facts_object", "project", "object_digest"),
+        Index("ix_knowledge_facts_thread", "source_thread"),
+        Index("ix_knowledge_facts_author", "author"),
+        Index("ix_knowledge_facts_v", "project", "v", "id"),
+        Index("ix_knowledge_facts_change", "v"),
+    )

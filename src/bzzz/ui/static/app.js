@@ -3,6 +3,7 @@
 import { api, ApiError, auth, EventStream } from "./api.js";
 import { el, replace, tick } from "./dom.js";
 import { renderConsole, renderThread } from "./console.js";
+import { initKnowledge, loadKnowledge } from "./knowledge.js";
 import { renderReservations } from "./reservations.js";
 import { loadAgentPage } from "./agent.js";
 import { mountFilter, readHash, remember, view } from "./filter.js";
@@ -43,6 +44,7 @@ const loaders = {
   async reservations() {
     renderReservations((await api("/api/v1/reservations")).reservations);
   },
+  async knowledge() { await loadKnowledge(); },
   async costs() { renderCosts(await api("/api/v1/costs", { query: { days: 30 } })); },
   async peers() {
     const listed = await api("/api/v1/peers");
@@ -64,8 +66,8 @@ const loaders = {
   async map() { if (!$("tab-map").hidden) await loadMap(report); },
   async agent() { if (view.agent && !$("tab-agent").hidden) await loadAgentPage(view.agent, openThread); },
 };
-const ORDER = ["metrics", "agents", "threads", "tasks", "reservations", "costs", "peers", "webhooks", "console",
-  "thread", "map", "agent"];
+const ORDER = ["metrics", "agents", "threads", "tasks", "reservations", "knowledge", "costs", "peers", "webhooks",
+  "console", "thread", "map", "agent"];
 
 // Which sections an event changes.
 const AFFECTS = {
@@ -115,7 +117,7 @@ function onEvent(type, payload) {
   list.prepend(eventLine(type, payload));
   while (list.children.length > 40) list.lastElementChild.remove();
   refresh([...(AFFECTS[type] || ["agents", "threads"]), ...(type.startsWith("task") ? ["tasks"] : []),
-    "map", "agent"]);
+    "map", "agent", ...(/fact|knowledge|consensus/.test(type) ? ["knowledge"] : [])]);
 }
 
 function onStreamState(stateName) {
@@ -219,6 +221,7 @@ async function start() {
     return;
   }
   showWho(state.who);
+  initKnowledge(state.who, report);
   $("main").hidden = false;
   try { await mountFilter(report); } catch (error) { report(error); }
   showTab(view.tab && $(`tab-${view.tab}`) ? view.tab : state.who.human ? "console" : "agents");
