@@ -21,7 +21,8 @@ from bzzz.api.handlers import API, Operation, body_of, caller_of, query_of
 from bzzz.audit.records import Action, digest, stamp
 from bzzz.errors import BzzzError
 from bzzz.knowledge.projection import ENTITY_LENGTH
-from bzzz.knowledge.service import MAX_HISTORY, MAX_LIMIT, QUERY_LENGTH
+from bzzz.knowledge.selection import QUERY_LENGTH
+from bzzz.knowledge.service import MAX_HISTORY, MAX_LIMIT
 from bzzz.node.core import Node
 from bzzz.schemas import Identifier
 

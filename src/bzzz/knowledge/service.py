@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
-import heapq
 import logging
 import time
 from collections import OrderedDict
@@ -48,8 +47,8 @@ from bzzz.audit.records import Action, digest, stamp
 from bzzz.clock import Clock, SystemClock
 from bzzz.errors import BzzzError, InvalidParameters, PermissionDenied
 from bzzz.eventlog import Caller, EventLog
-from bzzz.knowledge import projection
-from bzzz.knowledge.index import Fact, ProjectIndex, default_order, query_words
+from bzzz.knowledge import projection, selection
+from bzzz.knowledge.index import Fact, ProjectIndex, query_words
 from bzzz.knowledge.projection import (
     AGREED_STATUS,
     ENTITY_LENGTH,
@@ -75,10 +74,7 @@ logger = logging.getLogger(__name__)
 # versions per fact, the neighbourhood's entities and facts.
 DEFAULT_LIMIT = 20
 MAX_LIMIT = 100
-QUERY_LENGTH = 500
 MAX_HISTORY = 20
-NEIGHBOUR_ENTITIES = 20
-NEIGHBOUR_FACTS = 50
 # Projects whose facts a node keeps opened in memory at once (least recently read go first).
 INDEXED_PROJECTS = 32
 # Threads with a consensus but no fact yet that one catch-up looks at.
@@ -477,7 +473,7 @@ class KnowledgeService:
         """The project's facts best first: about an entity, matching words, as of a time;
         with the entity's neighbourhood (facts sharing an entity with them, two hops)."""
         project = self._may_read(who, project)
-        about, q = _search_terms(about, q)
+        about, q = selection.search_terms(about, q)
         as_of = _as_of(as_of)
         if not isinstance(limit, int) or not 1 <= limit <= MAX_LIMIT:
             raise InvalidParameters(
@@ -485,9 +481,11 @@ class KnowledgeService:
             )
         history = min(max(int(max_history), 0), MAX_HISTORY)
         index = await self._index(project)
-        shown, total = _select(index, about, q, as_of, agreed_only=False, limit=limit)
-        facts = [_shown(index, fact, history) for fact in shown]
-        neighbourhood = _neighbourhood(index, about, as_of) if about is not None else []
+        shown, total = selection.select_facts(
+            index, about, q, as_of, agreed_only=False, limit=limit
+        )
+        facts = [selection.shown(index, fact, history) for fact in shown]
+        neighbourhood = selection.neighbourhood(index, about, as_of) if about is not None else []
         return {
             "project": project,
             "about": about,
@@ -508,8 +506,8 @@ class KnowledgeService:
             raise InvalidParameters(
                 f"no fact '{fact_id[:64]}' in project '{project}'", details={"field": "fact_id"}
             )
-        earlier = _chain(index, fact, backwards=True, limit=MAX_HISTORY)
-        later = _chain(index, fact, backwards=False, limit=MAX_HISTORY)
+        earlier = selection.chain(index, fact, backwards=True, limit=MAX_HISTORY)
+        later = selection.chain(index, fact, backwards=False, limit=MAX_HISTORY)
         return {
             "fact": fact.to_json(),
             "superseded": [f.to_json() for f in reversed(earlier)],
@@ -527,7 +525,7 @@ class KnowledgeService:
         if not words:
             return []
         index = await self._index(project)
-        best, _ = _select(
+        best, _ = selection.select_facts(
             index, None, None, None, agreed_only=True, limit=limit,
             words=index.rarest(words, PROMPT_WORDS),
         )  # fmt: skip
@@ -535,7 +533,7 @@ class KnowledgeService:
         used = 0
         for fact in best:
             shown = fact.to_json()
-            line = prompt_line(shown)
+            line = selection.prompt_line(shown)
             if used + len(line) > max_chars:
                 break
             chosen.append(shown)
@@ -679,110 +677,6 @@ def _consensus_triple(
     return chosen | {"statement": statement}
 
 
-def _search_terms(about: Any, q: Any) -> tuple[str | None, str | None]:
-    if about is not None:
-        if not isinstance(about, str) or not about.strip() or len(about) > ENTITY_LENGTH:
-            raise InvalidParameters(
-                f"about names an entity: 1 to {ENTITY_LENGTH} characters",
-                details={"field": "about"},
-            )
-        about = about.strip()
-    if q is not None:
-        if not isinstance(q, str) or not q.strip() or len(q) > QUERY_LENGTH:
-            raise InvalidParameters(
-                f"q is words to look for: 1 to {QUERY_LENGTH} characters",
-                details={"field": "q"},
-            )
-        q = q.strip()
-    return about, q
-
-
-def _visible(fact: Fact, as_of: datetime | None, agreed_only: bool) -> bool:
-    if as_of is not None:
-        return fact.valid_at(as_of)
-    return fact.current and (not agreed_only or fact.status == AGREED_STATUS)
-
-
-def _select(
-    index: ProjectIndex,
-    about: str | None,
-    q: str | None,
-    as_of: datetime | None,
-    *,
-    agreed_only: bool,
-    limit: int,
-    words: list[str] | None = None,
-) -> tuple[list[Fact], int]:
-    """The ``limit`` best facts a read answers (BM25 with words, else the default order;
-    ties by id) and how many it matched."""
-    within = index.about(about) if about is not None else None
-    facts = index.facts
-    if q is not None or words is not None:
-
-        def accept(fact_id: str) -> bool:
-            if within is not None and fact_id not in within:
-                return False
-            return _visible(facts[fact_id], as_of, agreed_only)
-
-        scores = index.rank(words if words is not None else query_words(q or ""), accept)
-        best = heapq.nsmallest(limit, scores.items(), key=lambda pair: (-pair[1], pair[0]))
-        return [facts[fact_id] for fact_id, _ in best], len(scores)
-    pool = (facts[i] for i in within) if within is not None else facts.values()
-    visible = [f for f in pool if _visible(f, as_of, agreed_only)]
-    return heapq.nsmallest(limit, visible, key=default_order), len(visible)
-
-
-def _chain(index: ProjectIndex, fact: Fact, *, backwards: bool, limit: int) -> list[Fact]:
-    found: list[Fact] = []
-    step = fact.supersedes if backwards else fact.superseded_by
-    while step is not None and len(found) < limit:
-        nxt = index.facts.get(step)
-        if nxt is None or nxt in found:
-            break
-        found.append(nxt)
-        step = nxt.supersedes if backwards else nxt.superseded_by
-    return found
-
-
-def _shown(index: ProjectIndex, fact: Fact, history: int) -> dict[str, Any]:
-    shown = fact.to_json()
-    if history:
-        shown["history"] = [f.to_json() for f in _chain(index, fact, backwards=True, limit=history)]
-    return shown
-
-
-def _neighbourhood(index: ProjectIndex, about: str, as_of: datetime | None) -> list[dict[str, Any]]:
-    """Facts sharing an entity with the entity's own facts (the second hop), bounded: the
-    first entities met in the own facts' default order, their facts in that order too."""
-    centre = projection.normalize(about)
-    own_ids = index.about(about)
-    own = [index.facts[i] for i in own_ids]
-    own.sort(key=default_order)
-    entities: dict[str, str] = {}
-    for fact in own:
-        if len(entities) >= NEIGHBOUR_ENTITIES:
-            break
-        if not _visible(fact, as_of, False):
-            continue
-        for key, name in ((fact.subject_key, fact.subject), (fact.object_key, fact.object)):
-            if key != centre and key not in entities and len(entities) < NEIGHBOUR_ENTITIES:
-                entities[key] = name
-    found: dict[str, tuple[Fact, str]] = {}
-    for key, name in entities.items():
-        for fact_id in index.about(key):
-            fact = index.facts[fact_id]
-            if fact_id not in own_ids and fact_id not in found and _visible(fact, as_of, False):
-                found[fact_id] = (fact, name)
-    chosen = heapq.nsmallest(NEIGHBOUR_FACTS, found.values(), key=lambda p: p[0].order)
-    return [fact.to_json() | {"hop": 2, "via": via} for fact, via in chosen]
-
-
-def prompt_line(fact: dict[str, Any]) -> str:
-    """One fact as a prompt shows it, with its source."""
-    source = fact.get("source") or {}
-    where = f"thread {source['thread']}" if source.get("thread") else f"by {fact['author']}"
-    text = fact.get("statement") or f"{fact['subject']} {fact['relation']} {fact['object']}"
-    return f"- {text} [{fact['subject']} / {fact['relation']} / {fact['object']}; {where}]"
-
+prompt_line = selection.prompt_line
 
 __all__ = ["PROPOSED", "KnowledgeService", "consensus_fact_id", "prompt_line"]

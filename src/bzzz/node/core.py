@@ -1,8 +1,9 @@
 """The Node: starts the services, runs them, stops them (the composition root).
 
-Beside it in ``node/``: ``wiring.py`` (how the services are built and joined), ``slots.py`` (the slot a process holds in the data directory, the
-node's secrets), ``network.py`` (the allow-list of origins, admission), ``admin.py`` (the
-CLI's admission commands), ``forward.py`` (the front door), ``status.py`` (``/healthz``).
+Beside it in ``node/``: ``wiring.py`` (how the services are built and joined), ``slots.py``
+(the slot a process holds in the data directory, the node's secrets), ``network.py`` (the
+allow-list of origins, admission), ``admin.py`` (the CLI's admission commands),
+``forward.py`` (the front door), ``status.py`` (``/healthz``).
 """
 
 from __future__ import annotations
