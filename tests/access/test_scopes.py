@@ -225,6 +225,10 @@ HTTP_CALLS: dict[str, dict[str, Any]] = {
     "POST /api/v1/agents": {"json": {"role": "developer"}},
     "POST /api/v1/agents/{agent_id}/inbox/read": {"json": {"message_ids": ["msg-nope"]}},
     "POST /api/v1/escalations/{escalation_id}/resolve": {"json": {"reason": "r"}},
+    "POST /api/v1/escalations/{escalation_id}/ack": {"json": {}},
+    "POST /api/v1/knowledge/{fact_id}/agree": {"json": {}},
+    "GET /api/v1/knowledge": {"params": {"project": "p1", "q": "anything"}},
+    "GET /api/v1/map/edge": {"params": {"a": "nobody", "b": "someone"}},
     "POST /api/v1/webhooks/redrive": {"json": {"delivery_ids": [1]}},
     "POST /api/v1/threads/{thread_id}/messages": {"json": {"text": "hello"}},
     "GET /api/v1/content": {"params": {"address": "bzzz://nobody"}},
@@ -237,6 +241,8 @@ PATH_VALUES = {
     "{thread_id}": "thread-nope",
     "{escalation_id}": "esc-nope",
     "{name}": "app.js",
+    "{fact_id}": "fact-nope",
+    "{action}": "ack",
 }
 
 

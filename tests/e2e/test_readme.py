@@ -310,11 +310,19 @@ async def test_the_coding_agent_lines_guard_a_repository_and_write_the_claude_co
             "bzzz_reserve", {"agent_id": "reviewer-1", "paths": ["app.py"], "ttl": 600}
         )
         assert held["success"] is True, held
-    (repo / "app.py").write_text("two\n")
-    assert git("add", "app.py").returncode == 0
-    refused = await asyncio.to_thread(git, "commit", "-q", "-m", "change app.py")
-    assert refused.returncode != 0, refused
-    assert "reviewer-1" in refused.stdout + refused.stderr
+    try:
+        (repo / "app.py").write_text("two\n")
+        assert git("add", "app.py").returncode == 0
+        refused = await asyncio.to_thread(git, "commit", "-q", "-m", "change app.py")
+        assert refused.returncode != 0, refused
+        assert "reviewer-1" in refused.stdout + refused.stderr
+    finally:
+        # The team node is shared with the tour, which counts reviewer-1's reservations.
+        async with stateless(team_node.mcp_url, tokens["reviewer-1"]) as client:
+            released = await caller(client.call_tool)(
+                "bzzz_reserve", {"action": "release", "reservation_id": held["reservation"]["id"]}
+            )
+        assert released["success"] is True, released
 
 
 # --- the tour ----------------------------------------------------------------------------------
