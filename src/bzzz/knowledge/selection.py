@@ -41,7 +41,7 @@ def search_terms(about: Any, q: Any) -> tuple[str | None, str | None]:
     return about, q
 
 
-def visible(fact: Fact, as_of: datetime | None, agreed_only: bool) -> bool:
+def is_visible(fact: Fact, as_of: datetime | None, agreed_only: bool) -> bool:
     if as_of is not None:
         return fact.valid_at(as_of)
     return fact.current and (not agreed_only or fact.status == AGREED_STATUS)
@@ -66,13 +66,13 @@ def select_facts(
         def accept(fact_id: str) -> bool:
             if within is not None and fact_id not in within:
                 return False
-            return visible(facts[fact_id], as_of, agreed_only)
+            return is_visible(facts[fact_id], as_of, agreed_only)
 
         scores = index.rank(words if words is not None else query_words(q or ""), accept)
         best = heapq.nsmallest(limit, scores.items(), key=lambda pair: (-pair[1], pair[0]))
         return [facts[fact_id] for fact_id, _ in best], len(scores)
     pool = (facts[i] for i in within) if within is not None else facts.values()
-    visible = [f for f in pool if visible(f, as_of, agreed_only)]
+    visible = [f for f in pool if is_visible(f, as_of, agreed_only)]
     return heapq.nsmallest(limit, visible, key=default_order), len(visible)
 
 
@@ -106,7 +106,7 @@ def neighbourhood(index: ProjectIndex, about: str, as_of: datetime | None) -> li
     for fact in own:
         if len(entities) >= NEIGHBOUR_ENTITIES:
             break
-        if not visible(fact, as_of, False):
+        if not is_visible(fact, as_of, False):
             continue
         for key, name in ((fact.subject_key, fact.subject), (fact.object_key, fact.object)):
             if key != centre and key not in entities and len(entities) < NEIGHBOUR_ENTITIES:
@@ -115,7 +115,7 @@ def neighbourhood(index: ProjectIndex, about: str, as_of: datetime | None) -> li
     for key, name in entities.items():
         for fact_id in index.about(key):
             fact = index.facts[fact_id]
-            if fact_id not in own_ids and fact_id not in found and visible(fact, as_of, False):
+            if fact_id not in own_ids and fact_id not in found and is_visible(fact, as_of, False):
                 found[fact_id] = (fact, name)
     chosen = heapq.nsmallest(NEIGHBOUR_FACTS, found.values(), key=lambda p: p[0].order)
     return [fact.to_json() | {"hop": 2, "via": via} for fact, via in chosen]
