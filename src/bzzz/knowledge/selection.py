@@ -72,8 +72,8 @@ def select_facts(
         best = heapq.nsmallest(limit, scores.items(), key=lambda pair: (-pair[1], pair[0]))
         return [facts[fact_id] for fact_id, _ in best], len(scores)
     pool = (facts[i] for i in within) if within is not None else facts.values()
-    visible = [f for f in pool if visible(f, as_of, agreed_only)]
-    return heapq.nsmallest(limit, visible, key=default_order), len(visible)
+    seen = [f for f in pool if visible(f, as_of, agreed_only)]
+    return heapq.nsmallest(limit, seen, key=default_order), len(seen)
 
 
 def chain(index: ProjectIndex, fact: Fact, *, backwards: bool, limit: int) -> list[Fact]:
