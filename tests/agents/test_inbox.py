@@ -81,3 +81,16 @@ async def test_another_caller_neither_reads_nor_marks_an_agents_inbox(team: Node
     assert reading.value.code == marking.value.code == ErrorCode.PERMISSION_DENIED
     shown = await team.inbox.read(DEV, "dev", unread=True)
     assert [m["id"] for m in shown["messages"]] == [message]
+
+
+async def test_a_read_mark_on_another_projects_subject_is_refused(team: Node) -> None:
+    """A node serving another project cannot mark an agent's messages read (hiding them
+    from its next turn): the mark must travel on the agent's project's subject."""
+    message = await _post(team, "read me")
+    payload = {"agent_id": "dev", "message_ids": [message]}
+
+    outcome = await team.log.emit("agent.inbox_read", "agent", "dev", payload, project="other")
+    after = await team.inbox.read(DEV, "dev", unread=True, limit=10)
+
+    assert outcome.get("ok") is False
+    assert [m["id"] for m in after["messages"]] == [message]
