@@ -94,3 +94,13 @@ async def test_a_read_mark_on_another_projects_subject_is_refused(team: Node) ->
 
     assert outcome.get("ok") is False
     assert [m["id"] for m in after["messages"]] == [message]
+
+
+async def test_a_mark_naming_an_overlong_id_is_refused_before_the_log(team: Node) -> None:
+    """A bad id is INVALID_PARAMETERS from the service, not an envelope the projector then
+    fails on (a NETWORK_ERROR, a failed batch, junk on the log)."""
+    with pytest.raises(Exception) as refused:
+        await team.inbox.mark_read(DEV, "dev", ["m" * 5000])
+
+    assert getattr(refused.value, "code", None) == ErrorCode.INVALID_PARAMETERS
+    assert getattr(refused.value, "details", {}).get("field") == "message_ids"
