@@ -81,3 +81,26 @@ async def test_another_caller_neither_reads_nor_marks_an_agents_inbox(team: Node
     assert reading.value.code == marking.value.code == ErrorCode.PERMISSION_DENIED
     shown = await team.inbox.read(DEV, "dev", unread=True)
     assert [m["id"] for m in shown["messages"]] == [message]
+
+
+async def test_a_read_mark_on_another_projects_subject_is_refused(team: Node) -> None:
+    """A node serving another project cannot mark an agent's messages read (hiding them
+    from its next turn): the mark must travel on the agent's project's subject."""
+    message = await _post(team, "read me")
+    payload = {"agent_id": "dev", "message_ids": [message]}
+
+    outcome = await team.log.emit("agent.inbox_read", "agent", "dev", payload, project="other")
+    after = await team.inbox.read(DEV, "dev", unread=True, limit=10)
+
+    assert outcome.get("ok") is False
+    assert [m["id"] for m in after["messages"]] == [message]
+
+
+async def test_a_mark_naming_an_overlong_id_is_refused_before_the_log(team: Node) -> None:
+    """A bad id is INVALID_PARAMETERS from the service, not an envelope the projector then
+    fails on (a NETWORK_ERROR, a failed batch, junk on the log)."""
+    with pytest.raises(Exception) as refused:
+        await team.inbox.mark_read(DEV, "dev", ["m" * 5000])
+
+    assert getattr(refused.value, "code", None) == ErrorCode.INVALID_PARAMETERS
+    assert getattr(refused.value, "details", {}).get("field") == "message_ids"

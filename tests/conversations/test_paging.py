@@ -306,3 +306,32 @@ async def test_two_nodes_racing_page_each_step_once(
     assert seen[0] == seen[1]
     assert [(p["step"], p["name"]) for p in seen[0]["pages"]] == [(0, "alice"), (1, "bob")]
     assert len(alice.requests) == 1 and len(bob.requests) == 1
+
+
+async def test_an_ack_or_a_page_on_another_projects_subject_is_refused(
+    make_node: NodeFactory, clock: ManualClock
+) -> None:
+    """A node serving another project cannot stop a project's paging by naming its
+    escalation: what is read from NATS must travel on the escalation's project's subject."""
+    from bzzz.store.repository import Repository
+
+    steps = {"shop": RotaConfig.model_validate({"steps": [{"name": "desk", "console": True}]})}
+    async with make_node([rule("stuck", STUCK, NOTIFY)], escalation={"rota": steps}) as node:
+        escalation_id = await escalate(node, clock)
+        async with node.db.session() as session:
+            escalation = await Repository(session).escalation(escalation_id)
+        assert escalation is not None
+        ack = {"escalation_id": escalation_id, "by": "mallory", "via": "api",
+               "principal": "token:mallory", "step": None}  # fmt: skip
+        page = {"escalation_id": escalation_id, "step": 0, "name": "desk", "channel": "console",
+                "status": "delivered"}  # fmt: skip
+        acked = await node.log.emit(
+            "escalation.acked", "thread", escalation.thread_id, ack, project="other"
+        )
+        paged = await node.log.emit(
+            "escalation.paged", "thread", escalation.thread_id, page, project="other"
+        )
+        paging = await paging_of(node, escalation_id)
+
+    assert acked.get("ok") is False and paged.get("ok") is False
+    assert paging["ack"] is None and paging["pages"] == []

@@ -124,3 +124,18 @@ async def test_retentions_memory_cut_off_removes_only_facts_that_ended_before_it
     assert sorted(rows) == ["fact-2", "fact-3", "fact-4", "fact-7"]
     assert rows["fact-2"].supersedes is None  # what it superseded is gone
     assert rows["fact-4"].valid_until is None  # current facts stay, however old
+
+
+async def test_a_fact_whose_project_is_not_its_subjects_is_refused(tmp_path: Path) -> None:
+    """A node serving project 'other' (or the wrong partition) cannot state or agree a fact
+    of 'shop' by naming it in the payload: the subject's project decides."""
+    stolen = _stated(1, "api", "REST", project="other")  # on shop's subject
+    proposed = _stated(2, "db", "sqlite", status="proposed")
+    agreed_elsewhere = seal(
+        NODE, "main", AGREED, "bzzz.main.p.other.fact.bob",
+        {"fact_id": "fact-2", "agent": "bob"}, now=START + timedelta(seconds=3),
+    )  # fmt: skip
+    rows, outcomes = await _store(tmp_path / "cross.db", [[stolen, proposed, agreed_elsewhere]])
+
+    assert [o["ok"] for o in outcomes] == [False, True, False]
+    assert [(r[0], r[2]) for r in rows] == [("fact-2", "proposed")]

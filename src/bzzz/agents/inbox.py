@@ -26,6 +26,7 @@ from bzzz.projects import NO_PROJECT
 from bzzz.store.batch import register_appliers
 from bzzz.store.database import Database
 from bzzz.store.models import AgentRow
+from bzzz.store.projection import ID_LENGTH
 
 # Messages one read shows at most.
 MAX_LIMIT = 500
@@ -87,6 +88,10 @@ class InboxService:
             raise InvalidParameters(
                 f"message_ids must name 1 to {MAX_MARK} messages",
                 details={"field": "message_ids"},
+            )
+        if not all(isinstance(m, str) and 1 <= len(m) <= ID_LENGTH for m in message_ids):
+            raise InvalidParameters(
+                f"a message id is 1 to {ID_LENGTH} characters", details={"field": "message_ids"}
             )
         agent = self._agent(caller, agent_id)
         payload = {"agent_id": agent.id, "message_ids": list(dict.fromkeys(message_ids))}

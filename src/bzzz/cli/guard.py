@@ -217,20 +217,23 @@ def hook_script(name: str, command: list[str]) -> str:
     )
 
 
-_COMMIT_PATHS = "files=$(git -c core.quotePath=false diff --cached --name-only --no-renames)"
+# Paths as git stores them (-z: never quoted), one a line: a control character or a '\\' in
+# a name (which no reservation can name) becomes '?', so the check takes every path and a
+# held one is never carried past it by an oddly named neighbour.
+_ONE_A_LINE = "tr '\\001-\\037\\\\' '[?*]' | tr '\\000' '\\n'"
+_COMMIT_PATHS = f"files=$(git diff --cached --name-only --no-renames -z | {_ONE_A_LINE})"
 # Every path a pushed commit changes: since the remote's commit, or those on no remote yet.
 _PUSH_PATHS = """files=$(printf '%s\\n' "$refs" | while read -r lref lsha rref rsha; do
   case $lsha in *[!0]*) ;; *) continue ;; esac
   case $rsha in
-    *[!0]*) if git cat-file -e "$rsha^{{commit}}" 2>/dev/null; then
-              git -c core.quotePath=false log --name-only --format= --no-renames "$rsha..$lsha"
+    *[!0]*) if git cat-file -e "$rsha^{commit}" 2>/dev/null; then
+              git log -z --name-only --format= --no-renames "$rsha..$lsha"
             else
-              git -c core.quotePath=false log --name-only --format= --no-renames "$lsha" \\
-                --not --remotes
+              git log -z --name-only --format= --no-renames "$lsha" --not --remotes
             fi ;;
-    *) git -c core.quotePath=false log --name-only --format= --no-renames "$lsha" --not --remotes ;;
+    *) git log -z --name-only --format= --no-renames "$lsha" --not --remotes ;;
   esac
-done | sort -u)"""
+done | ONE_A_LINE | sort -u)""".replace("ONE_A_LINE", _ONE_A_LINE)
 _RUN_CHAINED = """if [ -e "$chained" ]; then
   "$chained" "$@" || exit $?
 fi"""

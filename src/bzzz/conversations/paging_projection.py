@@ -20,7 +20,9 @@ from typing import Any
 from sqlalchemy.orm import Session
 
 from bzzz import domain
+from bzzz.network import subjects
 from bzzz.network.envelope import Envelope
+from bzzz.projects import subject_token
 from bzzz.store.models import (
     AgentRow,
     EscalationAckRow,
@@ -81,10 +83,16 @@ def _address(session: Session, thread_id: str, origin: str) -> str:
     return _address_of(creator) if creator is not None else f"bzzz://{origin}"
 
 
-def _open(session: Session, escalation_id: str) -> EscalationRow | str:
-    """The escalation, or why nothing may be recorded on it."""
+def _open(session: Session, escalation_id: str, env: Envelope) -> EscalationRow | str:
+    """The escalation, or why nothing may be recorded on it (one of another project than
+    the envelope's subject is not found: a node serving another project pages none)."""
     row = session.get(EscalationRow, escalation_id)
-    if row is None:
+    thread = session.get(ThreadRow, row.thread_id) if row is not None else None
+    project = (thread.metadata_ or {}).get("project") if thread is not None else None
+    on_subject = subjects.project_token(env.network, env.subject) == subject_token(
+        project if isinstance(project, str) else None
+    )
+    if row is None or not on_subject:
         return "escalation not found"
     if row.resolved:
         return "escalation is resolved"
@@ -121,7 +129,7 @@ def apply_paged(session: Session, env: Envelope, limits: ProjectionLimits) -> Ap
     status = p.get("status", "pending")
     if status not in ("pending", "delivered"):
         raise ValueError("status must be pending or delivered")
-    found = _open(session, escalation_id)
+    found = _open(session, escalation_id, env)
     if isinstance(found, str):
         return Applied({"ok": False, "reason": found})
     if session.get(EscalationPageRow, (escalation_id, step)) is not None:
@@ -181,7 +189,7 @@ def apply_acked(session: Session, env: Envelope, limits: ProjectionLimits) -> Ap
         raise ValueError(f"via must be one of {', '.join(VIAS)}")
     principal = _text(p["principal"], 256, "principal")
     step = None if p.get("step") is None else _step(p["step"])
-    found = _open(session, escalation_id)
+    found = _open(session, escalation_id, env)
     if isinstance(found, str):
         return Applied({"ok": False, "reason": found})
     row = EscalationAckRow(

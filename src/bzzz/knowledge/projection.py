@@ -28,7 +28,9 @@ from typing import Any
 from sqlalchemy import and_, bindparam, delete, func, or_, select, update
 from sqlalchemy.orm import Session
 
+from bzzz.network import subjects
 from bzzz.network.envelope import Envelope
+from bzzz.projects import subject_token
 from bzzz.store.models import FactRow, ThreadRow
 from bzzz.store.projection import (
     ID_LENGTH,
@@ -153,6 +155,12 @@ def _known(session: Session, fact_id: str) -> FactRow | None:
         return session.get(FactRow, fact_id)
 
 
+def _on_its_subject(env: Envelope, project: str) -> bool:
+    """Whether the envelope travels on its fact's project's subject: a node serving (or
+    a partition holding) another project never states or agrees a fact of this one."""
+    return subjects.project_token(env.network, env.subject) == subject_token(project)
+
+
 def _key_clause(project: str, key: str) -> Any:
     return and_(
         FactRow.project == project,
@@ -224,6 +232,8 @@ def apply_stated(session: Session, env: Envelope, limits: ProjectionLimits) -> A
     confidence = check_confidence(p.get("confidence", 1.0))
     author = _text(p["author"], NAME_LENGTH, "author")
     thread, message, agents = _source(p.get("source") or {})
+    if not _on_its_subject(env, project):
+        return Applied({"ok": False, "reason": "the fact's project is not its subject's"})
     key = key_digest(project, subject, relation)
     # One query: a stored fact of this id, and the current ones of its subject and relation.
     with session.no_autoflush:
@@ -271,7 +281,7 @@ def apply_agreed(session: Session, env: Envelope, limits: ProjectionLimits) -> A
     fact_id = _text(p["fact_id"], ID_LENGTH, "fact_id")
     agent = _text(p["agent"], NAME_LENGTH, "agent")
     row = _known(session, fact_id)
-    if row is None:
+    if row is None or not _on_its_subject(env, row.project):
         return Applied({"ok": False, "reason": "no such fact"})
     if agent == row.author:
         return Applied({"ok": False, "reason": "a fact's author cannot agree with it"})
