@@ -337,6 +337,29 @@ def test_with_the_node_away_the_guard_warns_or_blocks_in_one_line(
     assert not (hooks / "pre-push").exists() and not (repo / ".git" / "bzzz").exists()
 
 
+def test_a_node_that_says_no_stops_the_commit_and_the_edit_whatever_the_offline_setting(
+    team: Team, tmp_path: Path
+) -> None:
+    """A's token checking as B is refused by the node (there, answering): the guard refuses the
+    commit and the hook the edit, with bzzz.offline / --offline at warn, the default."""
+    wrong = team.env(B, BZZZ_TOKEN=team.tokens[A])
+    repo = new_repo(tmp_path / "repo", wrong)
+    guard_install(team, repo, B)
+    edit = hook_input(
+        repo, "PreToolUse", tool_name="Write", tool_use_id="toolu_02",
+        tool_input={"file_path": str(repo / "README.md"), "content": "x"},
+    )  # fmt: skip
+
+    committed = commit(repo, wrong, "README.md", "# shop, with the wrong token\n")
+    edited = bzzz(wrong, "hooks", "run", "pre-tool", "--agent", B, stdin=json.dumps(edit))
+
+    assert committed.returncode == 1, committed.stderr
+    [line] = guard_lines(committed)
+    assert "would not check" in line and "refused" in line and "Traceback" not in committed.stderr
+    decision = answer_of(edited)["hookSpecificOutput"]
+    assert decision["permissionDecision"] == "deny", edited.stdout
+
+
 @SHARED
 async def test_the_pre_tool_hook_refuses_an_edit_of_a_held_path_naming_the_holder(
     team: Team, tmp_path: Path

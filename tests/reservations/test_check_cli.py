@@ -58,7 +58,7 @@ def _check(
     )
 
 
-async def test_the_check_exits_0_allowed_1_refused_2_unreachable_or_bad_input(
+async def test_the_check_exits_0_allowed_1_refused_2_unreachable_3_the_node_said_no(
     served: tuple[HttpNode, dict[str, str], dict[str, str]], tmp_path: Path
 ) -> None:
     node, env, tokens = served
@@ -97,10 +97,11 @@ async def test_the_check_exits_0_allowed_1_refused_2_unreachable_or_bad_input(
     assert from_repo.returncode == 1 and "REFUSED src/b.py" in from_repo.stdout
     assert alices.returncode == 0, alices.stderr
     assert "fencing token" in alices.stdout
-    assert bad.returncode == 2 and "'..'" in bad.stderr
+    assert bad.returncode == 3 and "'..'" in bad.stderr  # the node refused the path
     assert closed.returncode == 2 and "no node answered" in closed.stderr
     assert json.loads(closed.stdout)["code"] == "NETWORK_ERROR"
-    assert wrong.returncode == 2 and "agent" in wrong.stderr
+    # The node said no (bob's token checking as alice): 3, which a guard refuses on.
+    assert wrong.returncode == 3 and "agent" in wrong.stderr
     assert whole.returncode == 1, whole.stderr
     assert "REFUSED src/a.py" in whole.stdout
     assert node.proc is not None and node.proc.returncode is None

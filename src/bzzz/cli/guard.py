@@ -287,6 +287,11 @@ case $status in
 esac
 reason=$(printf '%s\\n' "$out" | grep -v '^ ' | tail -n 1)
 reason=${{reason#bzzz: }}
+if [ "$status" = 3 ]; then
+  echo "bzzz guard: the node would not check the reservations (${{reason}});" \
+    "$hook refused: fix the agent's token or id (bzzz guard install --agent ID)" >&2
+  exit 1
+fi
 if [ "$offline" = block ]; then
   echo "bzzz guard: could not check the reservations (${{reason:-exit $status}});" \
     "$hook refused (bzzz.offline=block)" >&2

@@ -34,7 +34,7 @@ def add_parser(sub: Any) -> None:
     out.json_flag(listing, '{"reservations": [Reservation]}')
     checking = actions.add_parser(
         "check",
-        help="may an agent write these paths now (exit 0 allowed, 1 refused, 2 no answer)",
+        help="may an agent write these paths now (exit 0 yes, 1 held, 2 no answer, 3 said no)",
         description="Ask the running node whether an agent may write each path: who holds it "
         "otherwise, and the fencing token of the agent's own reservation.",
     )

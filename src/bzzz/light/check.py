@@ -2,8 +2,11 @@
 
 Asks the running node (``POST /api/v1/reservations/check``) whether the agent may write each
 path now. Exit status: 0 when every path is allowed, 1 when one is refused (another agent
-holds it exclusively), 2 when the node cannot be reached or refuses the request (bad input, a
-credential that may not check as that agent).
+holds it exclusively), 2 when the node cannot be reached (or answers as no node would) or the
+input is bad before anything is sent, 3 when the node answered but would not check (a
+credential it refuses or that may not check as that agent, an agent it does not know, a path
+it refuses): a guard refuses on 3 whatever its offline setting, since a node that is there
+has said no.
 
 Paths are relative to the repository: inside a git work tree (found from the working
 directory, or ``--root``) a path is taken from the working directory as git takes it, and an
@@ -29,6 +32,7 @@ if TYPE_CHECKING:
 EXIT_ALLOWED = 0
 EXIT_REFUSED = 1
 EXIT_ERROR = 2
+EXIT_NOT_CHECKED = 3
 SOURCES = ("guard", "hook", "cli", "api")
 # The node's bound on one check (reservations.check.MAX_PATHS): larger sets go in batches.
 BATCH = 256
@@ -153,7 +157,9 @@ def _run(args: Args, *, data_dir: str | None, config: str | None) -> int:
         return _fail(args.json, "INVALID_PARAMETERS", str(exc))
     except http.Refused as exc:
         code = str(exc.answer.get("code") or f"HTTP_{exc.status}")
-        return _fail(args.json, code, str(exc), exc.answer.get("details"))
+        # A node's own failure (5xx) is a node away; a 4xx is the node saying no.
+        status = EXIT_ERROR if exc.status >= 500 else EXIT_NOT_CHECKED
+        return _fail(args.json, code, str(exc), exc.answer.get("details"), status)
     except http.Unreachable as exc:
         return _fail(args.json, "NETWORK_ERROR", str(exc))
     if not all(isinstance(a.get("paths"), list) and isinstance(a.get("allowed"), bool)
@@ -169,12 +175,14 @@ def _run(args: Args, *, data_dir: str | None, config: str | None) -> int:
     return EXIT_ALLOWED if answer["allowed"] else EXIT_REFUSED
 
 
-def _fail(as_json: bool, code: str, message: str, details: Any = None) -> int:
+def _fail(
+    as_json: bool, code: str, message: str, details: Any = None, status: int = EXIT_ERROR
+) -> int:
     if as_json:
         shown = {"success": False, "code": code, "error": message, "details": details or {}}
         sys.stdout.write(json.dumps(shown) + "\n")
     sys.stderr.write(f"bzzz: {message}\n")
-    return EXIT_ERROR
+    return status
 
 
 def work_tree(start: str) -> str | None:

@@ -47,10 +47,12 @@ MAX_MESSAGE_CHARS = 600
 class Trouble(Exception):
     """The node could not be asked, or refused: one line says why."""
 
-    def __init__(self, message: str, *, unreachable: bool = False) -> None:
+    def __init__(self, message: str, *, unreachable: bool = False, said_no: bool = False) -> None:
         super().__init__(message)
         self.message = message
         self.unreachable = unreachable
+        # The node answered and refused the request (a 4xx): no offline setting lets it pass.
+        self.said_no = said_no
 
 
 def _bounded(text: str) -> int:
@@ -140,7 +142,7 @@ class Node:
         except node_http.Unreachable as exc:
             raise Trouble(f"cannot reach the node: {exc}", unreachable=True) from None
         except node_http.Refused as exc:
-            raise Trouble(f"the node refused: {exc}") from None
+            raise Trouble(f"the node refused: {exc}", said_no=exc.status < 500) from None
 
 
 def _get_json(base: str, path: str, token: str | None, timeout: float) -> dict[str, Any]:
@@ -228,6 +230,10 @@ def _trouble(name: str, exc: Trouble, args: argparse.Namespace) -> int:
     line = f"bzzz: {exc.message}"
     if name != "PreToolUse":
         _answer({"systemMessage": line})
+        return 0
+    if exc.said_no:
+        reason = f"{line}; edits are refused until the hook's token and agent are right"
+        _answer(_deny(reason) | {"systemMessage": f"{line}; edit refused"})
         return 0
     if args.offline == "block":
         reason = f"{line}; edits are refused until it answers (bzzz hooks --offline block)"
