@@ -204,7 +204,7 @@ async def test_a_failed_page_is_retried_with_backoff_and_recorded(
     assert len(alice.requests) == 2
 
 
-async def test_acknowledging_for_someone_else_is_for_the_projects_admins(
+async def test_acknowledging_is_for_people_and_for_someone_else_for_the_projects_admins(
     make_node: NodeFactory, clock: ManualClock
 ) -> None:
     from bzzz.eventlog import Caller
@@ -219,9 +219,15 @@ async def test_acknowledging_for_someone_else_is_for_the_projects_admins(
         outsider = principal("p2", "token", ["other"], ["*"], Scope.ADMIN, "zed")
         with pytest.raises(Exception) as hidden:
             await node.answers.ack(Caller("s", outsider), escalation_id)
+        # An agent's write token of the project may not stop the paging of people.
+        agent = principal("p3", "token", ["shop"], ["developer"], Scope.WRITE, "bot")
+        with pytest.raises(Exception) as not_a_person:
+            await node.answers.ack(Caller("s", agent), escalation_id)
         acked = await node.answers.ack(Caller("s", person), escalation_id, via="cli")
 
     assert getattr(denied.value, "code", None) == "PERMISSION_DENIED"
+    assert getattr(not_a_person.value, "code", None) == "PERMISSION_DENIED"
+    assert "role 'human'" in str(not_a_person.value)
     assert getattr(hidden.value, "code", None) == "THREAD_NOT_FOUND"
     assert acked["ack"]["by"] == "pat" and acked["ack"]["via"] == "cli"
 

@@ -1,10 +1,11 @@
 """Answering a page: acknowledge (paging stops) or resolve an escalation, as a person.
 
-From the console and the CLI the caller's credential decides: it must hold the ``write`` scope
-and read the escalation's thread (``AgentService.may_read_thread``: the project's people once
-it asks a human, its team, its admins); an escalation of a thread it cannot read does not exist
-for it. The name recorded is the caller's, or ``as_name`` for an admin of the project (who
-answers for someone on the phone). From a signed link, the link decides: its signature names
+From the console and the CLI the caller's credential decides: it must be a person (the role
+``human``, or an admin of the project), hold the ``write`` scope and read the escalation's
+thread (``AgentService.may_read_thread``: the project's people once it asks a human, its team,
+its admins); an escalation of a thread it cannot read does not exist for it. The name recorded
+is the caller's, or ``as_name`` for an admin of the project (who answers for someone on the
+phone). From a signed link, the link decides: its signature names
 the escalation, the action, the step and the person it was sent to.
 
 A resolution acknowledges first (so who answered is recorded once), then resolves the thread's
@@ -75,6 +76,7 @@ class EscalationAnswers:
         """Acknowledge an escalation as the caller (or ``as_name``): its paging stops."""
         caller.principal.require(Scope.WRITE, "acknowledging an escalation")
         escalation, project = await self._readable(caller, escalation_id)
+        _require_person(caller, project, "acknowledging")
         by = self._name(caller, project, as_name)
         ack = await self._ack(escalation, by, _via(via), caller.principal.id, None)
         return {"success": True, "escalation_id": escalation.id, "ack": ack}
@@ -91,6 +93,7 @@ class EscalationAnswers:
         """Resolve an escalation as the caller (or ``as_name``), acknowledging it first."""
         caller.principal.require(Scope.WRITE, "resolving an escalation")
         escalation, project = await self._readable(caller, escalation_id)
+        _require_person(caller, project, "resolving")
         by = self._name(caller, project, as_name)
         return await self._resolve(escalation, by, _reason(reason), _via(via),
                                    caller.principal.id, None)  # fmt: skip
@@ -259,6 +262,20 @@ class EscalationAnswers:
                 target=target[:512],
             )
         )
+
+
+def _require_person(caller: Caller, project: str | None, doing: str) -> None:
+    """A page is answered by a person: a principal of the role ``human``, or an admin of the
+    escalation's project. An agent's credential, even with ``write``, would stop the paging of
+    the very people the escalation asks for."""
+    who = caller.principal
+    if who.is_human or who.is_admin_of(project):
+        return
+    raise PermissionDenied(
+        f"{doing} a page is for people: a token of the role 'human' or an admin of the "
+        "project (bzzz token create NAME --role human --project P)",
+        details={"missing": "role:human", "principal": (who.name or who.id)[:128]},
+    )
 
 
 def _via(via: str) -> str:
