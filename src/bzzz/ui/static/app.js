@@ -56,7 +56,7 @@ const loaders = {
   },
   async console() {
     state.escalations = (await api("/api/v1/escalations", { query: { limit: 200 } })).escalations;
-    renderConsole(state.escalations, state.threads, openThread, state.who.principal.scope !== "read");
+    renderConsole(state.escalations, state.threads, openThread, mayAnswerPages(state.who.principal));
     await loaders.thread();
   },
   async thread() {
@@ -280,3 +280,10 @@ function wire() {
 }
 
 wire();
+
+// Who the Acknowledge button is for: a person (the role "human") who may write, or an admin
+// (the node refuses any other credential, an agent's above all).
+function mayAnswerPages(principal) {
+  const human = (principal.roles || []).includes("human");
+  return principal.scope === "admin" || (human && principal.scope !== "read");
+}
