@@ -21,7 +21,6 @@ from sqlalchemy.orm import Session
 from bzzz import domain
 from bzzz.network import subjects
 from bzzz.network.envelope import Envelope
-from bzzz.projects import subject_token
 from bzzz.store.agent_projection import INBOX_READ
 from bzzz.store.models import AgentRow, InboxRow, MessageRow
 from bzzz.store.projection import (
@@ -79,9 +78,7 @@ def apply_inbox_read(session: Session, env: Envelope, limits: ProjectionLimits) 
     named = _ids(p["message_ids"])
     row = session.get(AgentRow, agent_id)
     # Only on the agent's project's subject: a node serving another project marks nothing.
-    if row is None or subjects.project_token(env.network, env.subject) != subject_token(
-        row.project
-    ):
+    if row is None or not subjects.on_project(env.network, env.subject, row.project):
         return Applied({"ok": False, "reason": "no such agent"})
     until, ids = read_mark(row.metadata_ or {})
     found = session.execute(_after(agent_id, until).where(InboxRow.message_id.in_(named)))

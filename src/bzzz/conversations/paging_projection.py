@@ -22,7 +22,6 @@ from sqlalchemy.orm import Session
 from bzzz import domain
 from bzzz.network import subjects
 from bzzz.network.envelope import Envelope
-from bzzz.projects import subject_token
 from bzzz.store.models import (
     AgentRow,
     EscalationAckRow,
@@ -89,8 +88,8 @@ def _open(session: Session, escalation_id: str, env: Envelope) -> EscalationRow 
     row = session.get(EscalationRow, escalation_id)
     thread = session.get(ThreadRow, row.thread_id) if row is not None else None
     project = (thread.metadata_ or {}).get("project") if thread is not None else None
-    on_subject = subjects.project_token(env.network, env.subject) == subject_token(
-        project if isinstance(project, str) else None
+    on_subject = subjects.on_project(
+        env.network, env.subject, project if isinstance(project, str) else None
     )
     if row is None or not on_subject:
         return "escalation not found"

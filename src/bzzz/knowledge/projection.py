@@ -30,7 +30,6 @@ from sqlalchemy.orm import Session
 
 from bzzz.network import subjects
 from bzzz.network.envelope import Envelope
-from bzzz.projects import subject_token
 from bzzz.store.models import FactRow, ThreadRow
 from bzzz.store.projection import (
     ID_LENGTH,
@@ -158,7 +157,7 @@ def _known(session: Session, fact_id: str) -> FactRow | None:
 def _on_its_subject(env: Envelope, project: str) -> bool:
     """Whether the envelope travels on its fact's project's subject: a node serving (or
     a partition holding) another project never states or agrees a fact of this one."""
-    return subjects.project_token(env.network, env.subject) == subject_token(project)
+    return subjects.on_project(env.network, env.subject, project)
 
 
 def _key_clause(project: str, key: str) -> Any:

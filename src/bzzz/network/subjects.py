@@ -86,6 +86,16 @@ def project_token(network: str, subject_: str) -> str | None:
     return None
 
 
+def on_project(network: str, subject_: str, project: str | None) -> bool:
+    """Whether ``subject_`` is a subject of ``project`` (None or "": agents without one).
+
+    An applier checks it where the payload names a project (or a row the payload names
+    belongs to one): an envelope on another project's subject, from a node serving that
+    project or a partition holding it, changes nothing of this one.
+    """
+    return project_token(network, subject_) == subject_token(project)
+
+
 def kind_and_key(subject_: str) -> tuple[str, str] | None:
     """(kind, key) of a subject of either layout; None for one that is neither."""
     parts = subject_.split(".", 3)
