@@ -61,6 +61,8 @@ async def test_the_time_slider_moved_before_the_decision_shows_the_thread_as_it_
 
     await view.locator("#time-slider").fill(str(len(stops) - 1))
     await view.locator(".section-head .badge", has_text="completed").wait_for()
+    # The badge comes with the thread's read, its messages with the timeline's, a moment later.
+    await view.locator(".message", has_text="Agreed.").wait_for()
     back = await view.locator(".message").count()
 
     assert live_messages == 2
